@@ -1,0 +1,31 @@
+"""Shared test fixtures: where the outside data in ../shared lives, skipping cleanly without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_DIR.parent / "shared"
+
+
+def _require(path: Path) -> Path:
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent: these tests read the fixtures in ../shared beside the repo")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return _require(SHARED_DIR)
+
+
+@pytest.fixture(scope="session")
+def transcripts_dir() -> Path:
+    return _require(SHARED_DIR / "fixtures" / "lean-repl-transcripts")
+
+
+@pytest.fixture(scope="session")
+def mathliblemma_dir() -> Path:
+    return _require(SHARED_DIR / "fixtures" / "mathliblemma-sample")
