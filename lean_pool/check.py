@@ -1,0 +1,103 @@
+"""Command line: check Lean files through the pool and print one JSON line per file.
+
+`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [key=value ...]`. Arguments with `=` are
+Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for `*.lean`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+
+from lean_pool.checker import CheckResult
+from lean_pool.launch import LeanNotFound
+from lean_pool.pool import LeanPool
+
+
+def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Separate Hydra overrides (`key=value`, `+key=value`, `~key`) from paths."""
+    overrides = [arg for arg in argv if "=" in arg or arg.startswith("~")]
+    paths = [arg for arg in argv if arg not in overrides]
+    return paths, overrides
+
+
+def lean_files(paths: Sequence[str]) -> Iterator[Path]:
+    """Each named file, and every `.lean` file under each named directory, in a stable order."""
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            yield from sorted(path.rglob("*.lean"))
+        else:
+            yield path
+
+
+def load_config(overrides: Sequence[str]) -> DictConfig:
+    with initialize_config_module(config_module="conf", version_base=None):
+        return compose(config_name="check", overrides=list(overrides))
+
+
+def result_line(path: Path, result: CheckResult) -> dict[str, Any]:
+    """The JSON object printed for one file."""
+    return {
+        "path": str(path),
+        "ok": result.ok,
+        "status": result.status,
+        "reasons": result.reasons,
+        "messages": result.messages,
+        "seconds": round(result.seconds, 3),
+        "axioms": result.axioms,
+        "provenance": result.provenance,
+    }
+
+
+async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) -> int:
+    """Check every file concurrently, print each line as its verdict arrives; return how many failed."""
+
+    async def one(path: Path) -> dict[str, Any]:
+        try:
+            snippet = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            return {"path": str(path), "ok": False, "status": "error", "reasons": [f"unreadable file: {error}"],
+                    "messages": [], "seconds": 0.0}
+        return result_line(path, await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode))
+
+    failed = 0
+    for finished in asyncio.as_completed([one(path) for path in files]):
+        line = await finished
+        failed += not line["ok"]
+        print(json.dumps(line, ensure_ascii=False), flush=True)
+    return failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status 0 when every file is ok, 1 when some are not, 2 when nothing could be checked."""
+    paths, overrides = split_arguments(sys.argv[1:] if argv is None else argv)
+    if not paths:
+        print("usage: python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [overrides]", file=sys.stderr)
+        return 2
+    cfg = load_config(overrides)
+    files = list(lean_files(paths))
+    ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
+             log_to_driver=False, configure_logging=False)
+    try:
+        pool = LeanPool.start(cfg.lean)
+    except LeanNotFound as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        failed = asyncio.run(check_files(pool, files, cfg))
+    finally:
+        pool.shutdown()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

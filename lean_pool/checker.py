@@ -1,0 +1,98 @@
+"""One check of one snippet on one warm session: refuse, run, judge.
+
+This is the only path from a caller's text to a verdict, so the refusal list and the verdict rules
+are applied in the same order everywhere (CLI, pipelines, benchmarks).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lean_pool import verdict
+from lean_pool.session import LeanSession, RunOutcome
+
+CheckMode = Literal["proof", "statement"]
+
+# RunOutcome kinds that are not Lean's answer about the snippet, mapped to the verdict status they give.
+INFRA_STATUS = {"timeout": "timeout", "crashed": "crashed", "malformed": "infra_error", "repl_error": "infra_error"}
+
+
+@dataclass
+class CheckResult:
+    """Everything a caller needs about one check; plain data so it crosses Ray and lands in Parquet."""
+
+    status: str
+    ok: bool
+    reasons: list[str]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    sorries: list[dict[str, Any]] = field(default_factory=list)
+    axioms: dict[str, list[str] | None] = field(default_factory=dict)
+    seconds: float = 0.0
+    header_import_seconds: float = 0.0
+    retried: bool = False
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def infra_failure(self) -> bool:
+        """True when the checker, not the mathematics, is why there is no verdict."""
+        return self.status in ("timeout", "crashed", "infra_error")
+
+
+async def check_on_session(
+    session: LeanSession,
+    snippet: str,
+    *,
+    timeout: float,
+    mode: CheckMode,
+    names: list[str] | None,
+    statement: str | None,
+    provenance: dict[str, Any],
+) -> CheckResult:
+    """Check `snippet` on `session`; refused code never reaches Lean.
+
+    With `statement` (the compiled statement a proof was asked for), the snippet must declare that
+    statement unchanged, and the declaration it names is the one whose axioms are checked.
+    """
+    started = time.perf_counter()
+    refusals = verdict.refusal_reasons(snippet)
+    if statement is not None and not verdict.same_statement(statement, snippet):
+        refusals.append("statement changed: the proof does not declare the statement it was asked to prove")
+    if refusals:
+        return CheckResult(status="refused", ok=False, reasons=refusals, provenance=provenance)
+    if names is None and statement is not None:
+        names = verdict.declared_names(statement)[:1]
+    expected = list(names) if names is not None else verdict.declared_names(snippet)
+    if mode == "proof" and not expected:
+        reason = "no named lemma/theorem to verify: axioms of an `example` cannot be checked"
+        return CheckResult(status="error", ok=False, reasons=[reason], provenance=provenance)
+    outcome = await session.run(snippet, timeout, axioms_for=expected if mode == "proof" else ())
+    result = _judge(outcome, mode, expected)
+    result.seconds = time.perf_counter() - started
+    result.provenance = provenance
+    return result
+
+
+def _judge(outcome: RunOutcome, mode: CheckMode, expected: list[str]) -> CheckResult:
+    if outcome.kind != "ok":
+        reason = f"{outcome.kind}: {outcome.detail}".strip().rstrip(":")
+        return CheckResult(status=INFRA_STATUS[outcome.kind], ok=False, reasons=[reason], retried=outcome.retried,
+                           header_import_seconds=outcome.header_import_seconds)
+    answer = outcome.answer or {}
+    if mode == "proof":
+        judged = verdict.proof_verdict(answer, outcome.axioms, expected)
+        axioms = {name: verdict.axioms_of(outcome.axioms.get(name, {})) for name in expected}
+    else:
+        judged = verdict.statement_verdict(answer)
+        axioms = {}
+    return CheckResult(
+        status=judged.status,
+        ok=judged.ok,
+        reasons=list(judged.reasons),
+        messages=list(answer.get("messages", [])),
+        sorries=list(answer.get("sorries", [])),
+        axioms=axioms,
+        header_import_seconds=outcome.header_import_seconds,
+        retried=outcome.retried,
+    )

@@ -1,0 +1,83 @@
+"""How to start a REPL process for the configured backend, and what to record about it.
+
+Both backends end in a `ReplLaunch`, so everything above this module treats the simulator and a
+real Lean + Mathlib project the same way; only this file knows the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lean_pool.repl import ReplLaunch
+
+GIB = 1024**3
+README_SECTION = 'README.md, section "Real Lean + Mathlib"'
+# Variables a REPL may see; everything else in the caller's environment (API keys included) is dropped.
+PASSED_ENV_VARS = ("PATH", "HOME", "ELAN_HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
+
+
+class LeanNotFound(RuntimeError):
+    """The `lean=repl` configuration points at something that is not there."""
+
+
+def scrubbed_env() -> dict[str, str]:
+    """The caller's environment reduced to what Lean (or the simulator) needs to start."""
+    return {name: os.environ[name] for name in PASSED_ENV_VARS if name in os.environ}
+
+
+def build_launch(lean_cfg: Mapping[str, Any]) -> ReplLaunch:
+    """Translate a `conf/lean/*.yaml` mapping into the command that starts one REPL."""
+    memory_limit_bytes = int(float(lean_cfg["memory_limit_gb"]) * GIB)
+    if lean_cfg["backend"] == "sim":
+        argv = [sys.executable, "-m", "lean_pool.simulator", "--config", json.dumps(dict(lean_cfg["sim"]))]
+        return ReplLaunch(argv=argv, cwd=None, env=scrubbed_env(), memory_limit_bytes=memory_limit_bytes)
+    if lean_cfg["backend"] == "repl":
+        project_dir, repl_binary, lake = _real_lean_paths(lean_cfg)
+        argv = [lake, "env", str(repl_binary)]
+        return ReplLaunch(argv=argv, cwd=str(project_dir), env=scrubbed_env(), memory_limit_bytes=memory_limit_bytes)
+    raise ValueError(f"unknown lean backend {lean_cfg['backend']!r}: expected 'sim' or 'repl'")
+
+
+def _real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
+    """Check that the Lake project, its REPL binary and `lake` exist; name the first thing missing."""
+    if lean_cfg.get("project_dir") in (None, "", "???"):
+        raise LeanNotFound(f"lean=repl needs lean.project_dir=/path/to/lake/project; see {README_SECTION}")
+    project_dir = Path(str(lean_cfg["project_dir"])).expanduser().resolve()
+    if not (project_dir / "lean-toolchain").is_file():
+        raise LeanNotFound(f"no Lake project at {project_dir} (missing {project_dir / 'lean-toolchain'}); see {README_SECTION}")
+    repl_binary = project_dir / str(lean_cfg["repl_binary"])
+    if not repl_binary.is_file():
+        raise LeanNotFound(f"REPL binary not built: {repl_binary} is missing (run `lake build repl`); see {README_SECTION}")
+    lake = shutil.which(str(lean_cfg["lake"]))
+    if lake is None:
+        raise LeanNotFound(f"`{lean_cfg['lake']}` not found on PATH (install elan); see {README_SECTION}")
+    return project_dir, repl_binary, lake
+
+
+def provenance(lean_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What every result records about the checker that produced it."""
+    if lean_cfg["backend"] == "sim":
+        return {"lean_backend": "sim", "toolchain": "sim", "mathlib_rev": "sim", "simulated": True}
+    project_dir = Path(str(lean_cfg["project_dir"])).expanduser()
+    toolchain = lean_cfg.get("toolchain") or (project_dir / "lean-toolchain").read_text().strip()
+    return {
+        "lean_backend": "repl",
+        "toolchain": toolchain,
+        "mathlib_rev": lean_cfg.get("mathlib_rev") or _mathlib_rev(project_dir),
+        "simulated": False,
+    }
+
+
+def _mathlib_rev(project_dir: Path) -> str | None:
+    """The Mathlib commit pinned in the project's lake manifest, if it records one."""
+    manifest = project_dir / "lake-manifest.json"
+    if not manifest.is_file():
+        return None
+    packages = json.loads(manifest.read_text()).get("packages", [])
+    return next((p.get("rev") for p in packages if p.get("name", "").lower() == "mathlib"), None)

@@ -1,0 +1,207 @@
+"""A pool of warm Lean REPLs on Ray, shared by every caller in a job.
+
+Workers are Ray actors that each own `repls_per_worker` REPL sessions and reserve CPU and memory per
+REPL, so Ray never packs more REPLs on a node than its RAM holds. A single router actor knows every
+REPL slot and which header it has imported; it sends each check to a free slot that already holds
+the check's header, so `import Mathlib` is paid once per REPL rather than once per check. Callers
+(Ray Data actors, the CLI) hold a picklable `LeanPool` handle and `await pool.check(...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from omegaconf import OmegaConf
+
+from lean_pool.checker import CheckMode, CheckResult, check_on_session
+from lean_pool.header import split_header
+from lean_pool.launch import GIB, build_launch, provenance
+from lean_pool.session import LeanSession
+
+DEFAULT_POOL_NAME = "folklore-lean-pool"
+
+
+@ray.remote
+class LeanWorker:
+    """Owns REPL sessions on one node and runs checks on the slot the router names."""
+
+    def __init__(self, lean_cfg: dict[str, Any]) -> None:
+        launch = build_launch(lean_cfg)
+        self._provenance = provenance(lean_cfg)
+        self._import_timeout = float(lean_cfg["import_timeout_s"])
+        self._sessions = [
+            LeanSession(
+                launch,
+                max_uses=int(lean_cfg["max_uses"]),
+                max_rss_bytes=int(float(lean_cfg["max_rss_gb"]) * GIB),
+                import_timeout=self._import_timeout,
+            )
+            for _ in range(int(lean_cfg["repls_per_worker"]))
+        ]
+
+    async def check(self, slot: int, snippet: str, timeout: float, mode: CheckMode, names: list[str] | None,
+                    statement: str | None) -> CheckResult:
+        return await check_on_session(self._sessions[slot], snippet, timeout=timeout, mode=mode, names=names,
+                                      statement=statement, provenance=self._provenance)
+
+    async def warm(self, slot: int, header: str) -> bool:
+        """Import `header` on a slot ahead of time; True when the REPL now holds it."""
+        outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
+        return outcome.kind == "ok"
+
+    async def close(self) -> None:
+        await asyncio.gather(*(session.close() for session in self._sessions))
+
+
+@dataclass
+class _Slot:
+    """The router's view of one REPL: where it lives, what it has imported, whether it is busy."""
+
+    worker: int
+    index: int
+    header: str | None = None
+    busy: bool = False
+    last_used: float = 0.0
+
+
+@ray.remote(num_cpus=0)
+class LeanRouter:
+    """Routes checks to REPL slots with header affinity; its concurrency bound is the pool's queue bound."""
+
+    def __init__(self, lean_cfg: dict[str, Any]) -> None:
+        repls = int(lean_cfg["repls_per_worker"])
+        per_repl = lean_cfg["resources_per_repl"]
+        worker_options = {
+            "num_cpus": float(per_repl["num_cpus"]) * repls,
+            "memory": int(float(per_repl["memory_gb"]) * GIB * repls),
+            "max_concurrency": repls + 1,
+        }
+        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg) for _ in range(int(lean_cfg["workers"]))]
+        self._slots = [_Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)]
+        self._free = asyncio.Condition()
+        self._timeout = float(lean_cfg["timeout_s"])
+        self._counts: Counter[str] = Counter()
+        self._header_switches = 0
+
+    async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
+        """Import each header on `repls_per_header` slots; returns how many slots came up warm."""
+        jobs = []
+        for header, slot in zip([h for h in headers for _ in range(repls_per_header)], self._slots):
+            slot.header = header
+            jobs.append(self._workers[slot.worker].warm.remote(slot.index, header))
+        return sum(await asyncio.gather(*jobs))
+
+    async def check(self, snippet: str, timeout: float | None, mode: CheckMode, names: list[str] | None,
+                    statement: str | None) -> CheckResult:
+        header = split_header(snippet).header
+        slot = await self._acquire(header)
+        try:
+            result = await self._workers[slot.worker].check.remote(
+                slot.index, snippet, timeout or self._timeout, mode, names, statement
+            )
+        except ray.exceptions.RayError as error:
+            result = CheckResult(status="infra_error", ok=False, reasons=[f"Lean worker failed: {error}"])
+        slot.header = None if result.infra_failure else header
+        self._counts[result.status] += 1
+        await self._release(slot)
+        return result
+
+    async def _acquire(self, header: str) -> _Slot:
+        """Wait for a free slot: one holding `header`, else an empty one, else the least recently used."""
+        async with self._free:
+            await self._free.wait_for(lambda: any(not slot.busy for slot in self._slots))
+            free = [slot for slot in self._slots if not slot.busy]
+            slot = next((s for s in free if s.header == header), None) or next(
+                (s for s in free if s.header is None), None
+            ) or min(free, key=lambda s: s.last_used)
+            if slot.header not in (None, header):
+                self._header_switches += 1
+            slot.busy = True
+            return slot
+
+    async def _release(self, slot: _Slot) -> None:
+        async with self._free:
+            slot.busy = False
+            slot.last_used = time.monotonic()
+            self._free.notify()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by status, how often a REPL had to change header, and slots in use."""
+        return {
+            "by_status": dict(self._counts),
+            "header_switches": self._header_switches,
+            "busy_slots": sum(slot.busy for slot in self._slots),
+            "slots": len(self._slots),
+        }
+
+    async def close(self) -> None:
+        await asyncio.gather(*(worker.close.remote() for worker in self._workers))
+        for worker in self._workers:
+            ray.kill(worker)
+
+
+class LeanPool:
+    """Picklable handle to a running pool: pass it to Ray Data actors and await checks from anywhere."""
+
+    def __init__(self, router: ray.actor.ActorHandle) -> None:
+        self._router = router
+
+    @classmethod
+    def start(cls, lean_cfg: Mapping[str, Any], name: str | None = None) -> LeanPool:
+        """Start workers and router for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
+
+        Give a `name` when other processes of the job should `attach` to this pool.
+        """
+        cfg = _plain(lean_cfg)
+        build_launch(cfg)  # fail here, in the caller, with a clear message when Lean is missing
+        router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg)
+        if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
+            ray.get(router.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
+        return cls(router)
+
+    @classmethod
+    def attach(cls, name: str = DEFAULT_POOL_NAME) -> LeanPool:
+        """The pool another process of this Ray job started under `name`."""
+        return cls(ray.get_actor(name))
+
+    async def check(
+        self,
+        snippet: str,
+        timeout: float | None = None,
+        mode: CheckMode = "proof",
+        names: list[str] | None = None,
+        statement: str | None = None,
+    ) -> CheckResult:
+        """Check one Lean snippet.
+
+        `names` are the declarations a proof must provide (default: the target of `statement`, else all
+        it declares); `statement` is the compiled statement the proof must keep unchanged.
+        """
+        return await self._router.check.remote(snippet, timeout, mode, names, statement)
+
+    async def check_many(
+        self, snippets: Sequence[str], timeout: float | None = None, mode: CheckMode = "proof"
+    ) -> list[CheckResult]:
+        """Check several snippets concurrently; results in input order."""
+        return list(await asyncio.gather(*(self.check(snippet, timeout, mode) for snippet in snippets)))
+
+    def stats(self) -> dict[str, Any]:
+        return ray.get(self._router.stats.remote())
+
+    def shutdown(self) -> None:
+        """Stop every REPL process and the pool's actors."""
+        ray.get(self._router.close.remote())
+        ray.kill(self._router)
+
+
+def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A Hydra DictConfig (or any mapping) as plain containers, so it pickles cheaply into actors."""
+    if OmegaConf.is_config(cfg):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)

@@ -1,0 +1,206 @@
+"""The candidate: its identity, its Parquet schema, and the rules that give it exactly one final status.
+
+One table holds every candidate whatever happened to it, so the schema is fixed here once and every
+operator builds its batches with it (blocks with drifting inferred types would not form one dataset).
+Funnel statistics are a group-by on `status`; `reason` says why a candidate stopped where it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+# Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
+DISCOVERED = "discovered"
+REJECTED_BY_JUDGE = "rejected_by_judge"
+NOT_COMPILABLE = "not_compilable"
+TRIVIAL = "trivial"
+COMPILED = "compiled"
+PROVED = "proved"
+ERROR_INFRA = "error_infra"
+STATUSES = (DISCOVERED, REJECTED_BY_JUDGE, NOT_COMPILABLE, TRIVIAL, COMPILED, PROVED, ERROR_INFRA)
+# Statuses a resumed run must not redo; `error_infra` rows are dropped and retried.
+FINISHED_STATUSES = frozenset(STATUSES) - {ERROR_INFRA}
+
+DIAGNOSTIC = pa.struct(
+    [("severity", pa.string()), ("line", pa.int32()), ("column", pa.int32()), ("message", pa.string())]
+)
+ATTEMPT = pa.struct(
+    [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string())]
+)
+PROOF = pa.struct(
+    [
+        ("role", pa.string()),
+        ("model", pa.string()),
+        ("proved", pa.bool_()),
+        ("proof", pa.string()),
+        ("success_at", pa.int32()),
+        ("reason", pa.string()),
+        ("attempts", pa.list_(ATTEMPT)),
+    ]
+)
+LLM_CALL = pa.struct(
+    [
+        ("stage", pa.string()),
+        ("model", pa.string()),
+        ("attempt", pa.int32()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("latency_s", pa.float64()),
+        ("error_kind", pa.string()),
+    ]
+)
+PROVENANCE = pa.struct(
+    [
+        ("run_id", pa.string()),
+        ("project_version", pa.string()),
+        ("llm_backend", pa.string()),
+        ("llm_simulated", pa.bool_()),
+        ("models", pa.string()),  # JSON: role -> model
+        ("sampling", pa.string()),  # JSON: stage -> sampling parameters
+        ("lean_backend", pa.string()),
+        ("lean_simulated", pa.bool_()),
+        ("toolchain", pa.string()),
+        ("mathlib_rev", pa.string()),
+    ]
+)
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+CANDIDATE_SCHEMA = pa.schema(
+    [
+        ("candidate_id", pa.string()),
+        ("unit_id", pa.string()),
+        ("seed_id", pa.string()),
+        ("seed_path", pa.string()),
+        ("domain", pa.string()),
+        ("sample", pa.int32()),
+        ("snippet_index", pa.int32()),
+        ("statement_raw", pa.string()),
+        ("judge_verdict", pa.bool_()),
+        ("judge_response", pa.string()),
+        ("judge_votes", pa.list_(pa.bool_())),
+        ("statement", pa.string()),
+        ("formalize_attempts", pa.list_(ATTEMPT)),
+        ("formalize_repairs", pa.int32()),
+        ("already_declared", pa.bool_()),
+        ("trivial", pa.bool_()),
+        ("proofs", pa.list_(PROOF)),
+        ("proof", pa.string()),
+        ("success_at", pa.int32()),
+        ("proved_by", pa.list_(pa.string())),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("error", pa.string()),
+        ("llm_calls", pa.list_(LLM_CALL)),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("lean_checks", pa.int32()),
+        ("lean_seconds", pa.float64()),
+        ("provenance", PROVENANCE),
+        ("discovered_at", TIMESTAMP),
+        ("finished_at", TIMESTAMP),
+    ]
+)
+
+
+def unit_id(seed_id: str, sample: int) -> str:
+    """Identity of one discover call: a seed and the index of the sample drawn for it."""
+    return f"{seed_id}/s{sample}"
+
+
+def candidate_id(seed_id: str, sample: int, snippet_index: int) -> str:
+    """Stable identity of a candidate: the same seed, sample and snippet give the same id in every run."""
+    return f"{unit_id(seed_id, sample)}/c{snippet_index}"
+
+
+def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> dict[str, Any]:
+    """A freshly split candidate: identity and raw statement from its discovery, every later column empty."""
+    row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
+    row.update(
+        candidate_id=candidate_id(discovery["seed_id"], discovery["sample"], snippet_index),
+        unit_id=discovery["unit_id"],
+        seed_id=discovery["seed_id"],
+        seed_path=discovery["seed_path"],
+        domain=discovery["domain"],
+        sample=discovery["sample"],
+        snippet_index=snippet_index,
+        statement_raw=snippet,
+        formalize_attempts=[],
+        judge_votes=[],
+        proofs=[],
+        proved_by=[],
+        llm_calls=[],
+        prompt_tokens=0,
+        completion_tokens=0,
+        lean_checks=0,
+        lean_seconds=0.0,
+        status=DISCOVERED,
+        provenance=discovery["provenance"],
+        discovered_at=discovery["finished_at"],
+    )
+    return row
+
+
+def candidates_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Rows as a table with the candidate schema, whatever the batch happens to contain."""
+    return pa.Table.from_pylist([dict(row) for row in rows], schema=CANDIDATE_SCHEMA)
+
+
+def is_open(row: Mapping[str, Any], *accepted: str) -> bool:
+    """True when a stage should work on this row: it is in one of the statuses the stage takes."""
+    return row["status"] in accepted
+
+
+def fail_infra(row: dict[str, Any], stage: str, detail: str) -> dict[str, Any]:
+    """Mark a row as an infrastructure failure at `stage`: never a mathematical verdict, retried on resume."""
+    row["status"] = ERROR_INFRA
+    row["reason"] = f"{stage}: infrastructure failure"
+    row["error"] = detail
+    return row
+
+
+def record_llm_call(row: dict[str, Any], stage: str, attempt: int, result: Any) -> None:
+    """Add one LLM call (an `operators.llm.LLMResult`) to the row's usage columns."""
+    row["llm_calls"] = [
+        *row["llm_calls"],
+        {
+            "stage": stage,
+            "model": result.model,
+            "attempt": attempt,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "latency_s": result.latency_s,
+            "error_kind": result.error_kind,
+        },
+    ]
+    row["prompt_tokens"] += result.prompt_tokens
+    row["completion_tokens"] += result.completion_tokens
+
+
+def record_lean_check(row: dict[str, Any], result: Any) -> None:
+    """Add one Lean check (a `lean_pool.checker.CheckResult`) to the row's Lean usage columns."""
+    row["lean_checks"] += 1
+    row["lean_seconds"] += float(result.seconds)
+
+
+def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Lean messages as the table's diagnostic structs (severity, position, text)."""
+    return [
+        {
+            "severity": message.get("severity"),
+            "line": (message.get("pos") or {}).get("line"),
+            "column": (message.get("pos") or {}).get("column"),
+            "message": message.get("data"),
+        }
+        for message in messages
+    ]
+
+
+def funnel(statuses: Iterable[str]) -> dict[str, int]:
+    """Count of candidates per status, every status listed (zero included) in funnel order."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return counts

@@ -1,0 +1,686 @@
+"""The one way this project talks to LLMs: OpenAI chat completions, their retries, and the Ray Data operator base.
+
+Every stage (discover, judge, formalize, prove, ...) sends `LLMRequest`s through `LLMClient`
+(the `openai` package's `AsyncOpenAI`) and gets `LLMResult`s back: a failed call is a result
+with an `error_kind`, never an exception that kills a batch. Transient failures (429, 5xx,
+connection errors, timeouts) are retried with exponential backoff and jitter, honouring
+Retry-After; the number of requests in flight to an endpoint is bounded. API keys are read
+only from the environment variables the config names and are never logged or stored.
+
+`LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
+for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
+keeps hundreds of requests in flight. `LLMBackend` brings up what the `llm=` config needs (the
+sim server, a Ray Serve LLM application) and stops what it started at the end of the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import math
+import os
+import random
+import re
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+import openai
+import pyarrow as pa
+
+from operators.llm_sim import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+
+logger = logging.getLogger(__name__)
+
+# Error kinds a result can carry. The request itself is at fault for these: retrying or
+# resuming gives the same answer, so they are final for the row.
+CONTENT_KINDS = frozenset({"empty_messages", "context_too_long", "bad_request", "empty_response"})
+# The endpoint or the setup is at fault for these: the row is an infrastructure failure
+# (`error_infra`), never a mathematical one, and a resumed run asks again.
+INFRA_KINDS = frozenset(
+    {"rate_limited", "server_error", "timeout", "connection", "malformed_response", "auth", "not_found"}
+)
+RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed_response"})
+OPERATOR_ERROR = "operator_error"
+
+_SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
+
+
+class LLMConfigError(ValueError):
+    """The llm config cannot work (a missing key variable, an unknown role or endpoint)."""
+
+
+def _plain(cfg: Any) -> Any:
+    """A plain dict/list copy of a Hydra/OmegaConf config (or of a plain mapping)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters of one stage; None means "leave it to the endpoint"."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    n: int | None = None
+    reasoning_effort: str | None = None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
+        """Build from a config block; unknown keys are an error so typos do not pass silently."""
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise LLMConfigError(f"unknown sampling keys {sorted(unknown)}")
+        stop = values.get("stop")
+        return cls(**{**values, "stop": tuple([stop] if isinstance(stop, str) else stop) if stop else None})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One OpenAI-compatible URL and how to talk to it. Holds the key's variable name, never the key."""
+
+    name: str
+    base_url: str | None
+    api_key_env: str | None
+    concurrency: int
+    request_timeout_s: float
+    max_tokens_param: str
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently transient failures are retried."""
+
+    max_attempts: int
+    backoff_base_s: float
+    backoff_max_s: float
+    max_retry_after_s: float
+
+
+@dataclass(frozen=True)
+class ModelRole:
+    """A role (discover, judge, a prover...) bound to a model served at an endpoint."""
+
+    role: str
+    model: str
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Shape of the Ray Data actor pool of an LLM operator."""
+
+    actors: int
+    max_concurrent_calls_per_actor: int
+    batch_size: int
+    num_cpus: float
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One chat-completion call with what it is for (stage, candidate, attempt) so answers can be traced and replayed."""
+
+    messages: list[dict[str, Any]]
+    model: str
+    endpoint: str
+    sampling: Sampling
+    stage: str
+    candidate_id: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """The outcome of one request, success or failure, with usage and timing."""
+
+    text: str | None
+    texts: tuple[str, ...] = ()
+    finish_reason: str | None = None
+    model: str | None = None
+    system_fingerprint: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    tries: int = 0
+    error_kind: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the call produced content."""
+        return self.error_kind is None
+
+    @property
+    def infra(self) -> bool:
+        """True when the failure is the endpoint's or the setup's, not the request's (resume asks again)."""
+        return self.error_kind is not None and self.error_kind not in CONTENT_KINDS
+
+    def row_fields(self, prefix: str) -> dict[str, Any]:
+        """The columns a row gets for this call, each named `{prefix}_...`."""
+        return {
+            f"{prefix}_response": self.text,
+            f"{prefix}_finish_reason": self.finish_reason,
+            f"{prefix}_model": self.model,
+            f"{prefix}_prompt_tokens": self.prompt_tokens,
+            f"{prefix}_completion_tokens": self.completion_tokens,
+            f"{prefix}_latency_s": self.latency_s,
+            f"{prefix}_tries": self.tries,
+            f"{prefix}_error_kind": self.error_kind,
+            f"{prefix}_error": self.error,
+        }
+
+
+ROW_FIELD_TYPES: dict[str, pa.DataType] = {
+    "response": pa.string(),
+    "finish_reason": pa.string(),
+    "model": pa.string(),
+    "prompt_tokens": pa.int64(),
+    "completion_tokens": pa.int64(),
+    "latency_s": pa.float64(),
+    "tries": pa.int64(),
+    "error_kind": pa.string(),
+    "error": pa.string(),
+}
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """The whole `llm` config, validated: endpoints, role -> model, per-stage sampling, retries, operator shape."""
+
+    backend: str
+    simulated: bool
+    endpoints: dict[str, Endpoint]
+    roles: dict[str, ModelRole]
+    provers: tuple[str, ...]
+    sampling: dict[str, Sampling]
+    retry: RetryPolicy
+    operator: OperatorSettings
+
+    def request(
+        self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1
+    ) -> LLMRequest:
+        """A request for `role`'s model with `stage`'s sampling."""
+        if role not in self.roles:
+            raise LLMConfigError(f"no model for role {role!r}; configured roles: {sorted(self.roles)}")
+        if stage not in self.sampling:
+            raise LLMConfigError(f"no sampling for stage {stage!r}; configured stages: {sorted(self.sampling)}")
+        bound = self.roles[role]
+        return LLMRequest(
+            messages=list(messages),
+            model=bound.model,
+            endpoint=bound.endpoint,
+            sampling=self.sampling[stage],
+            stage=stage,
+            candidate_id=candidate_id,
+            attempt=attempt,
+        )
+
+    def with_base_url(self, endpoint: str, base_url: str) -> "LLMSettings":
+        """The same settings with one endpoint pointed at a URL known only at run time (sim, Serve)."""
+        endpoints = dict(self.endpoints)
+        endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url)
+        return replace(self, endpoints=endpoints)
+
+    def provenance(self) -> dict[str, Any]:
+        """Model names and sampling per stage for the rows' provenance; no URLs with credentials, no keys."""
+        return {
+            "llm_backend": self.backend,
+            "llm_simulated": self.simulated,
+            "models": {role: bound.model for role, bound in self.roles.items()},
+            "sampling": {stage: {k: v for k, v in asdict(s).items() if v is not None} for stage, s in self.sampling.items()},
+        }
+
+
+def settings_from_config(cfg: Any) -> LLMSettings:
+    """Validate an `llm` config group (conf/llm/*.yaml) into `LLMSettings`, naming what is wrong."""
+    cfg = _plain(cfg)
+    endpoints = {name: Endpoint(name=name, **values) for name, values in cfg["endpoints"].items()}
+    for ep in endpoints.values():
+        if ep.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            raise LLMConfigError(f"endpoint {ep.name}: max_tokens_param must be max_tokens or max_completion_tokens")
+    roles = {}
+    for role, values in cfg["models"].items():
+        if values["endpoint"] not in endpoints:
+            raise LLMConfigError(f"model role {role!r} names unknown endpoint {values['endpoint']!r}")
+        roles[role] = ModelRole(role=role, model=values["model"], endpoint=values["endpoint"])
+    provers = tuple(cfg["provers"])
+    missing = [p for p in provers if p not in roles]
+    if missing:
+        raise LLMConfigError(f"provers {missing} are not roles in `models`")
+    return LLMSettings(
+        backend=cfg["backend"],
+        simulated=bool(cfg["simulated"]),
+        endpoints=endpoints,
+        roles=roles,
+        provers=provers,
+        sampling={stage: Sampling.from_mapping(values or {}) for stage, values in cfg["sampling"].items()},
+        retry=RetryPolicy(**cfg["retry"]),
+        operator=OperatorSettings(**cfg["operator"]),
+    )
+
+
+def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
+    """Keyword arguments of `chat.completions.create` for a request; metadata travels as headers.
+
+    Headers, not body fields: OpenAI, vLLM and other providers ignore unknown headers, while
+    unknown body fields can be rejected.
+    """
+    sampling = request.sampling
+    kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
+    for name in ("temperature", "top_p", "seed", "n", "reasoning_effort"):
+        value = getattr(sampling, name)
+        if value is not None:
+            kwargs[name] = value
+    if sampling.stop:
+        kwargs["stop"] = list(sampling.stop)
+    if sampling.max_tokens is not None:
+        kwargs[endpoint.max_tokens_param] = sampling.max_tokens
+    kwargs["extra_headers"] = {
+        STAGE_HEADER: request.stage,
+        CANDIDATE_HEADER: request.candidate_id,
+        ATTEMPT_HEADER: str(request.attempt),
+    }
+    kwargs["timeout"] = endpoint.request_timeout_s
+    return kwargs
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, `retry-after` as seconds or HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
+
+
+def backoff_delay(retry_number: int, policy: RetryPolicy, retry_after: float | None, u: float) -> float:
+    """Wait before retry number `retry_number` (1 = first retry): Retry-After when given, else exponential with jitter.
+
+    The jittered wait is half fixed, half random (`u` in [0, 1)), so callers spread out yet never
+    retry immediately.
+    """
+    if retry_after is not None:
+        return min(retry_after, policy.max_retry_after_s)
+    ceiling = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (retry_number - 1))
+    return ceiling / 2 + u * ceiling / 2
+
+
+def classify_status(status: int, code: str | None, message: str) -> str:
+    """Error kind of an HTTP error status (with the provider's error code and message)."""
+    if status == 429:
+        return "rate_limited"
+    if status >= 500 or status == 408:
+        return "server_error"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if code == "context_length_exceeded" or "context length" in message.lower():
+        return "context_too_long"
+    return "bad_request"
+
+
+def redact(message: str, secret: str | None) -> str:
+    """An error message safe to store: the key and anything shaped like one replaced."""
+    if secret:
+        message = message.replace(secret, "***")
+    return _SECRET_LIKE.sub("sk-***", message)
+
+
+def _api_key(endpoint: Endpoint) -> str:
+    """The endpoint's key from its configured environment variable (a placeholder when none is needed)."""
+    if endpoint.api_key_env is None:
+        return "not-needed"
+    value = os.environ.get(endpoint.api_key_env)
+    if not value:
+        raise LLMConfigError(
+            f"endpoint {endpoint.name}: environment variable {endpoint.api_key_env} (api_key_env) is not set"
+        )
+    return value
+
+
+class LLMClient:
+    """Async chat completions against one endpoint: bounded in flight, retried, never raising for API failures."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        retry: RetryPolicy,
+        *,
+        concurrency: int | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if endpoint.base_url is None:
+            raise LLMConfigError(f"endpoint {endpoint.name}: base_url is not set (is its backend started?)")
+        self.endpoint = endpoint
+        self.retry = retry
+        self.concurrency = concurrency or endpoint.concurrency
+        self._key = _api_key(endpoint)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._client: openai.AsyncOpenAI | None = None
+        self._slots: asyncio.Semaphore | None = None
+
+    def _ensure(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        # Created on first use so they belong to the event loop that runs the requests.
+        if self._client is None or self._slots is None:
+            self._client = openai.AsyncOpenAI(
+                base_url=self.endpoint.base_url,
+                api_key=self._key,
+                max_retries=0,
+                timeout=self.endpoint.request_timeout_s,
+            )
+            self._slots = asyncio.Semaphore(self.concurrency)
+        return self._client, self._slots
+
+    async def complete(self, request: LLMRequest) -> LLMResult:
+        """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`."""
+        if not request.messages:
+            return LLMResult(text=None, error_kind="empty_messages", error="request has no messages")
+        client, slots = self._ensure()
+        kwargs = create_kwargs(request, self.endpoint)
+        started = time.monotonic()
+        kind, message = "connection", ""
+        for attempt in range(1, self.retry.max_attempts + 1):
+            retry_after: float | None = None
+            async with slots:
+                try:
+                    response = await client.chat.completions.create(**kwargs)
+                except openai.APITimeoutError as exc:
+                    kind, message = "timeout", str(exc)
+                except openai.APIConnectionError as exc:
+                    kind, message = "connection", str(exc)
+                except openai.APIStatusError as exc:
+                    kind = classify_status(exc.status_code, exc.code, exc.message)
+                    message = exc.message
+                    retry_after = parse_retry_after(exc.response.headers)
+                except openai.APIResponseValidationError as exc:
+                    kind, message = "malformed_response", str(exc)
+                else:
+                    return _success(response, time.monotonic() - started, attempt)
+            message = redact(message, self._key)
+            if kind not in RETRYABLE_KINDS or attempt == self.retry.max_attempts:
+                return LLMResult(
+                    text=None, latency_s=time.monotonic() - started, tries=attempt, error_kind=kind, error=message
+                )
+            delay = backoff_delay(attempt, self.retry, retry_after, self._rng.random())
+            logger.debug("%s %s: %s, retry %d in %.2fs", self.endpoint.name, request.stage, kind, attempt, delay)
+            await self._sleep(delay)
+        raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+            self._slots = None
+
+
+def _success(response: Any, latency: float, tries: int) -> LLMResult:
+    """Turn a chat completion into a result; no content is an `empty_response` error, usage kept."""
+    usage = response.usage
+    texts = tuple((choice.message.content or "") for choice in response.choices)
+    finish = response.choices[0].finish_reason if response.choices else None
+    common = dict(
+        finish_reason=finish,
+        model=response.model,
+        system_fingerprint=getattr(response, "system_fingerprint", None),
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        latency_s=latency,
+        tries=tries,
+    )
+    if not texts or not texts[0].strip():
+        return LLMResult(
+            text=None, texts=texts, error_kind="empty_response", error=f"no content (finish_reason={finish})", **common
+        )
+    return LLMResult(text=texts[0], texts=texts, **common)
+
+
+class LLMClients:
+    """One `LLMClient` per endpoint in this process; `share` splits each endpoint's concurrency over processes."""
+
+    def __init__(self, settings: LLMSettings, share: int = 1, **client_kwargs: Any) -> None:
+        self.settings = settings
+        self._share = share
+        self._client_kwargs = client_kwargs
+        self._clients: dict[str, LLMClient] = {}
+        for role in settings.roles.values():
+            self.client(role.endpoint)
+
+    def client(self, endpoint: str) -> LLMClient:
+        """The client of a named endpoint, created on first use."""
+        if endpoint not in self._clients:
+            ep = self.settings.endpoints[endpoint]
+            self._clients[endpoint] = LLMClient(
+                ep, self.settings.retry, concurrency=math.ceil(ep.concurrency / self._share), **self._client_kwargs
+            )
+        return self._clients[endpoint]
+
+    async def complete(self, request: LLMRequest) -> LLMResult:
+        """Send a request to its endpoint."""
+        return await self.client(request.endpoint).complete(request)
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        for client in self._clients.values():
+            await client.aclose()
+
+
+@dataclass
+class StageUsage:
+    """Totals of one stage's LLM calls: results by kind, tries, tokens, latency."""
+
+    calls: int = 0
+    ok: int = 0
+    tries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def add(self, result: LLMResult) -> None:
+        """Count one result."""
+        self.calls += 1
+        self.ok += result.ok
+        self.tries += result.tries
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.latency_s += result.latency_s
+        if result.error_kind is not None:
+            self.errors[result.error_kind] = self.errors.get(result.error_kind, 0) + 1
+
+    def merge(self, other: "StageUsage") -> None:
+        """Add another total into this one."""
+        self.calls += other.calls
+        self.ok += other.ok
+        self.tries += other.tries
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.latency_s += other.latency_s
+        for kind, count in other.errors.items():
+            self.errors[kind] = self.errors.get(kind, 0) + count
+
+
+def usage_report(totals: Mapping[str, StageUsage]) -> str:
+    """One line per stage for the end-of-job log: calls, failures by kind, tokens, mean latency."""
+    lines = []
+    for stage in sorted(totals):
+        u = totals[stage]
+        mean = u.latency_s / u.calls if u.calls else 0.0
+        errors = ", ".join(f"{k}={v}" for k, v in sorted(u.errors.items())) or "none"
+        lines.append(
+            f"llm {stage}: calls={u.calls} ok={u.ok} tries={u.tries} errors[{errors}] "
+            f"prompt_tokens={u.prompt_tokens} completion_tokens={u.completion_tokens} mean_latency_s={mean:.3f}"
+        )
+    return "\n".join(lines)
+
+
+class UsageLedger:
+    """Ray actor body that sums the per-stage usage every LLM operator actor reports after each batch."""
+
+    def __init__(self) -> None:
+        self._totals: dict[str, StageUsage] = {}
+
+    def add(self, delta: Mapping[str, StageUsage]) -> None:
+        """Merge one batch's usage."""
+        for stage, usage in delta.items():
+            self._totals.setdefault(stage, StageUsage()).merge(usage)
+
+    def totals(self) -> dict[str, StageUsage]:
+        """Everything reported so far."""
+        return self._totals
+
+
+def start_usage_ledger() -> Any:
+    """Start the job's usage ledger actor; pass the handle to `map_llm`, read it with `ledger.totals.remote()`."""
+    import ray
+
+    return ray.remote(num_cpus=0)(UsageLedger).remote()
+
+
+def rows_to_table(rows: Sequence[Mapping[str, Any]], prefixes: Sequence[str]) -> pa.Table:
+    """A batch of rows as an Arrow table, with the LLM result columns typed even when a batch has only nulls."""
+    table = pa.Table.from_pylist(list(rows))
+    for prefix in prefixes:
+        for suffix, dtype in ROW_FIELD_TYPES.items():
+            name = f"{prefix}_{suffix}"
+            index = table.schema.get_field_index(name)
+            if index >= 0 and table.schema.field(index).type != dtype:
+                table = table.set_column(index, name, table.column(index).cast(dtype))
+    return table
+
+
+class LLMOperator:
+    """Base of Ray Data operators that call LLMs: async callable class for `map_batches` on an actor pool.
+
+    Subclasses implement `process_row(row) -> row` and call `self.complete(request)` as often as
+    they need (a repair loop calls it once per round). Rows of a batch run concurrently, batches of
+    an actor run concurrently (`max_concurrent_calls_per_actor`), and the endpoint's concurrency
+    bound is shared by all of them. A row whose processing raises is returned with
+    `{prefix}_error_kind = "operator_error"`: per-row failures are row fields, never a failed block.
+    """
+
+    stage: str = ""
+
+    def __init__(self, settings: LLMSettings, *, actors: int = 1, ledger: Any = None, **client_kwargs: Any) -> None:
+        self.settings = settings
+        self.clients = LLMClients(settings, share=actors, **client_kwargs)
+        self._ledger = ledger
+        self._pending: dict[str, StageUsage] = {}
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """Column prefixes this operator writes; the default is the stage name."""
+        return (self.stage,)
+
+    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Turn one input row into one output row (subclasses)."""
+        raise NotImplementedError
+
+    async def complete(self, request: LLMRequest) -> LLMResult:
+        """Send a request and count its usage for the end-of-job report."""
+        result = await self.clients.complete(request)
+        self._pending.setdefault(request.stage, StageUsage()).add(result)
+        return result
+
+    async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.process_row(row)
+        except Exception as exc:  # a bug or a bad row must not fail the block: it becomes the row's error
+            logger.warning("%s: row failed in the operator: %s", type(self).__name__, exc)
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            return {**row, f"{self.prefixes[0]}_error_kind": OPERATOR_ERROR, f"{self.prefixes[0]}_error": detail}
+
+    async def __call__(self, batch: pa.Table) -> pa.Table:
+        """Process a batch: all rows concurrently, usage reported to the ledger before the batch is returned."""
+        rows = await asyncio.gather(*(self._guarded(row) for row in batch.to_pylist()))
+        if self._ledger is not None and self._pending:
+            delta, self._pending = self._pending, {}
+            await self._ledger.add.remote(delta)
+        return rows_to_table(rows, self.prefixes)
+
+
+class SingleCallOperator(LLMOperator):
+    """An operator that makes exactly one call per row and stores the result as `{stage}_...` columns."""
+
+    def build_request(self, row: dict[str, Any]) -> LLMRequest:
+        """The request for a row (subclasses)."""
+        raise NotImplementedError
+
+    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """One call, its result merged into the row."""
+        result = await self.complete(self.build_request(row))
+        return {**row, **result.row_fields(self.stage)}
+
+
+def map_llm(ds: Any, operator_cls: type[LLMOperator], settings: LLMSettings, *, ledger: Any = None, **kwargs: Any) -> Any:
+    """`ds.map_batches` with an LLM operator on an async actor pool shaped by `settings.operator`."""
+    import ray.data
+
+    shape = settings.operator
+    return ds.map_batches(
+        operator_cls,
+        batch_size=shape.batch_size,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(
+            size=shape.actors, max_concurrent_calls_per_actor=shape.max_concurrent_calls_per_actor
+        ),
+        num_cpus=shape.num_cpus,
+        fn_constructor_kwargs={"settings": settings, "actors": shape.actors, "ledger": ledger, **kwargs},
+    )
+
+
+class LLMBackend:
+    """What a job holds while it talks to LLMs: resolved settings, and what it started to stop at the end.
+
+    `llm=sim` starts the sim server (a subprocess on loopback); `llm=vllm` starts a Ray Serve LLM
+    application or attaches to a running one by name (modules imported only then); `llm=openai`
+    starts nothing. Use as a context manager around the job.
+    """
+
+    def __init__(self, cfg: Any) -> None:
+        self._cfg = _plain(cfg)
+        self.settings = settings_from_config(self._cfg)
+        self._stop: Callable[[], None] | None = None
+
+    def __enter__(self) -> LLMSettings:
+        backend = self._cfg["backend"]
+        if backend == "sim":
+            from operators.llm_sim import SimProcess
+
+            sim = SimProcess(self._cfg["sim"]).start()
+            self._stop = sim.stop
+            self.settings = self.settings.with_base_url(self._cfg["sim_endpoint"], sim.base_url)
+        elif backend == "vllm":
+            from operators.llm_serve import ServeApp
+
+            app = ServeApp(self._cfg["serve"])
+            base_url = app.start_or_attach()
+            self._stop = app.shutdown
+            self.settings = self.settings.with_base_url(self._cfg["serve"]["endpoint"], base_url)
+        return self.settings
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._stop = None

@@ -1,0 +1,559 @@
+"""A simulated OpenAI-compatible chat-completions server on loopback, for tests, benchmarks and dry runs.
+
+It is a real HTTP server (the stdlib's threading `http.server`, HTTP/1.1 keep-alive) so the
+client, retries, timeouts and Ray Data operators run exactly as they would against vLLM or a
+paid API. Its "model" decides nothing: answers are scripted per stage (discover, judge,
+formalize, prove) and are a deterministic function of the request content and the sim seed.
+Latency, capacity (requests served at once; the rest queue), injected 429/500/timeouts and a
+context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
+simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim.
+
+Run standalone: `python -m operators.llm_sim --config JSON` prints one JSON line with its
+base URL, then serves until stdin closes or it is terminated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Mapping
+
+STAGE_HEADER = "X-Folklore-Stage"
+CANDIDATE_HEADER = "X-Folklore-Candidate"
+ATTEMPT_HEADER = "X-Folklore-Attempt"
+SIM_MODEL_PREFIX = "sim/"
+
+_FAIL_TRIGGER = re.compile(r"sim:fail=(429|500|hang)x(\d+)")
+_EMPTY_TRIGGER = "sim:empty"
+_LEAN_BLOCK = re.compile(r"```lean[^\n]*\n(.*?)```", re.DOTALL)
+_DECLARATION = re.compile(
+    r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec)\s+)*"
+    r"(?:theorem|lemma|def|abbrev|instance|structure|class|inductive)\s+([^\s:({\[]+)",
+    re.MULTILINE,
+)
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    """What the client says about a request beyond the OpenAI body: which stage, candidate, attempt."""
+
+    stage: str
+    candidate_id: str
+    attempt: int
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of one chat message, whether its content is a string or a list of parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def last_user_text(messages: list[Mapping[str, Any]]) -> str:
+    """The last user message: where every stage's prompt puts the material to work on."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def approx_tokens(text: str, chars_per_token: float) -> int:
+    """Token count approximated from characters: the sim has no tokenizer and needs none."""
+    return math.ceil(len(text) / chars_per_token)
+
+
+def prompt_tokens(messages: list[Mapping[str, Any]], chars_per_token: float) -> int:
+    """Approximate prompt size of a chat request, counted the same way for limits and usage."""
+    return sum(approx_tokens(message_text(m), chars_per_token) for m in messages)
+
+
+def request_digest(body: Mapping[str, Any], meta: RequestMeta) -> str:
+    """A stable fingerprint of a request: identical retries share it, any change of content does not."""
+    canonical = json.dumps([body, meta.stage, meta.candidate_id, meta.attempt], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def unit(*parts: object) -> float:
+    """A deterministic number in [0, 1) from its parts: the sim's only source of randomness."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def success_attempt(weights: list[float], u: float) -> int | None:
+    """The attempt (1-based) at which a scripted repair or proof succeeds; None when it never does.
+
+    `weights[i]` is the probability of succeeding first at attempt i + 1; what is left is "never".
+    """
+    total = 0.0
+    for index, weight in enumerate(weights):
+        total += weight
+        if u < total:
+            return index + 1
+    return None
+
+
+def seed_identifiers(text: str) -> list[str]:
+    """Names declared in the seed text, in order, without repeats: the discover script builds on them."""
+    seen: dict[str, None] = {}
+    for name in _DECLARATION.findall(text):
+        if _IDENTIFIER.match(name):
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def last_lean_block(text: str) -> str:
+    """The body of the last ```lean block in a prompt, or an empty string."""
+    blocks = _LEAN_BLOCK.findall(text)
+    return blocks[-1].strip("\n") if blocks else ""
+
+
+def discover_reply(prompt: str, key: str, script: Mapping[str, Any], error_mark: str) -> str:
+    """A plan paragraph, the marker line, then a lean block of `sorry` lemmas named after the seed's names."""
+    names = seed_identifiers(prompt) or [script["fallback_name"]]
+    count = script["lemmas_per_response"]
+    lines = ["import Mathlib", ""]
+    for index in range(count):
+        base = names[int(unit(key, "name", index) * len(names))]
+        name = f"{base}_sim_{key[:6]}_{index}"
+        line = f"theorem {name} {script['statement']} := by sorry"
+        if unit(key, "broken", index) < script["broken_rate"]:
+            line += f"  -- {error_mark}"
+        lines += [line, ""]
+    plan = (
+        f"Plan (simulated): the seed file is about {', '.join(names[:3])}; "
+        f"the {count} statements below are small facts around them that a user would expect to find."
+    )
+    return f"{plan}\n\n{script['marker']}\n\n```lean\n" + "\n".join(lines).rstrip() + "\n```\n"
+
+
+def judge_reply(accepts: bool) -> str:
+    """Simulated reasoning, then the verdict alone on the last line."""
+    verdict = "correct" if accepts else "wrong"
+    return f"Reasoning (simulated): the verdict below is scripted, not a judgement of the mathematics.\n{verdict}\n"
+
+
+def strip_error_mark(code: str, error_mark: str) -> str:
+    """The code with every occurrence of the Lean simulator's error pattern (and its comment dashes) removed."""
+    code = re.sub(r"[ \t]*--[ \t]*" + re.escape(error_mark), "", code)
+    return code.replace(error_mark, "")
+
+
+def formalize_reply(code: str, fixed: bool, script: Mapping[str, Any], error_mark: str) -> str:
+    """A repair answer: the marker then a lean block, fixed (error pattern dropped) or still broken."""
+    repaired = strip_error_mark(code, error_mark) if fixed else code
+    return f"Repair (simulated).\n{script['marker']}\n```lean\n{repaired}\n```\n"
+
+
+def prove_reply(code: str, proved: bool, script: Mapping[str, Any]) -> str:
+    """A proof answer: the marker then the statement, with `sorry` replaced by a proof once it "succeeds"."""
+    body = code.replace("sorry", script["proof"]) if proved else code
+    return f"Proof attempt (simulated).\n{script['marker']}\n```lean\n{body}\n```\n"
+
+
+def scripted_reply(
+    messages: list[Mapping[str, Any]], meta: RequestMeta, model: str, digest: str, sim: Mapping[str, Any]
+) -> str:
+    """The scripted answer for one choice of a request: deterministic in (content, model, meta, seed)."""
+    script = sim["script"]
+    seed = sim["seed"]
+    prompt = last_user_text(messages)
+    subject = meta.candidate_id or digest
+    if meta.stage == "discover":
+        return discover_reply(prompt, f"{unit(seed, digest):.17f}"[2:], script["discover"], script["error_mark"])
+    if meta.stage == "judge":
+        return judge_reply(unit(seed, model, "judge", subject) < script["judge"]["correct_rate"])
+    if meta.stage == "formalize":
+        k = success_attempt(script["formalize"]["fixed_at_attempt"], unit(seed, model, "formalize", subject))
+        fixed = k is not None and meta.attempt >= k
+        return formalize_reply(last_lean_block(prompt), fixed, script["formalize"], script["error_mark"])
+    if meta.stage == "prove":
+        k = success_attempt(script["prove"]["proved_at_attempt"], unit(seed, model, "prove", subject))
+        proved = k is not None and meta.attempt >= k
+        return prove_reply(last_lean_block(prompt), proved, script["prove"])
+    return f"Simulated answer {digest[:16]}.\n"
+
+
+def injected_fault(messages: list[Mapping[str, Any]], digest: str, delivery: int, sim: Mapping[str, Any]) -> str | None:
+    """Which fault (`429`, `500`, `hang`) this delivery of a request suffers, if any.
+
+    A trigger in the prompt (`sim:fail=429x2`: the first two deliveries get 429) wins; otherwise
+    each delivery draws against the configured rates, so a retry of the same request draws anew.
+    """
+    text = "\n".join(message_text(m) for m in messages)
+    trigger = _FAIL_TRIGGER.search(text)
+    if trigger:
+        return trigger.group(1) if delivery <= int(trigger.group(2)) else None
+    faults = sim["faults"]
+    u = unit(sim["seed"], digest, delivery, "fault")
+    for kind, rate in (("429", faults["rate_429"]), ("500", faults["rate_500"]), ("hang", faults["rate_timeout"])):
+        if u < rate:
+            return kind
+        u -= rate
+    return None
+
+
+def latency_s(digest: str, sim: Mapping[str, Any]) -> float:
+    """Service time of a request: log-normal around the configured median (sigma 0: always the median)."""
+    latency = sim["latency"]
+    u = min(max(unit(sim["seed"], digest, "latency"), 1e-12), 1 - 1e-12)
+    return latency["median_s"] * math.exp(latency["sigma"] * statistics.NormalDist().inv_cdf(u))
+
+
+def error_body(message: str, error_type: str, code: str | None = None) -> dict[str, Any]:
+    """An error in the OpenAI wire shape, so the client's own error classes parse it."""
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def context_error(prompt: int, completion: int, limit: int) -> dict[str, Any]:
+    """The 400 body vLLM and OpenAI send when prompt plus requested completion exceed the context."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+        "Please reduce the length of the messages or completion."
+    )
+    return error_body(message, "invalid_request_error", "context_length_exceeded")
+
+
+def completion_body(
+    body: Mapping[str, Any], meta: RequestMeta, digest: str, sim: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The full chat-completion answer: scripted choices, truncation at max tokens, usage, sim markings."""
+    messages = body["messages"]
+    model = str(body.get("model", ""))
+    cpt = sim["chars_per_token"]
+    limit = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
+    empty = any(_EMPTY_TRIGGER in message_text(m) for m in messages)
+    choices = []
+    completion_tokens = 0
+    for index in range(int(body.get("n") or 1)):
+        text = scripted_reply(messages, meta, model, f"{digest}:{index}" if index else digest, sim)
+        finish = "stop"
+        if approx_tokens(text, cpt) > limit:
+            text, finish = text[: int(limit * cpt)], "length"
+        completion_tokens += 0 if empty else approx_tokens(text, cpt)
+        choices.append(
+            {
+                "index": index,
+                "message": {"role": "assistant", "content": None if empty else text},
+                "finish_reason": finish,
+                "logprobs": None,
+            }
+        )
+    prompt = prompt_tokens(messages, cpt)
+    return {
+        "id": f"chatcmpl-sim-{digest[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": SIM_MODEL_PREFIX + model,
+        "system_fingerprint": f"folklore-sim-seed-{sim['seed']}",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
+    }
+
+
+class SimStats:
+    """What the server saw: requests per stage, status codes, in-flight peaks and time-weighted mean."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything seen so far (the delivery counts of retries included)."""
+        with self._lock:
+            self.received_by_stage: Counter[str] = Counter()
+            self.answered_by_stage: Counter[str] = Counter()
+            self.status_counts: Counter[int] = Counter()
+            self.deliveries: Counter[str] = Counter()
+            self.in_flight = 0
+            self.in_service = 0
+            self.max_in_flight = 0
+            self.max_in_service = 0
+            self._busy_integral = 0.0
+            self._last_change: float | None = None
+            self._first_arrival: float | None = None
+
+    def _advance(self, now: float) -> None:
+        if self._last_change is not None:
+            self._busy_integral += self.in_flight * (now - self._last_change)
+        self._last_change = now
+
+    def arrive(self, stage: str, digest: str) -> int:
+        """Count an arriving request; returns how many times this exact request has now arrived."""
+        with self._lock:
+            now = time.monotonic()
+            self._advance(now)
+            if self._first_arrival is None:
+                self._first_arrival = now
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.received_by_stage[stage] += 1
+            self.deliveries[digest] += 1
+            return self.deliveries[digest]
+
+    def depart(self, stage: str, status: int | None) -> None:
+        """Count a request leaving, answered with `status` (None: dropped without an answer)."""
+        with self._lock:
+            self._advance(time.monotonic())
+            self.in_flight -= 1
+            if status is not None:
+                self.status_counts[status] += 1
+            if status == 200:
+                self.answered_by_stage[stage] += 1
+
+    def serve(self, delta: int) -> None:
+        """Track requests holding one of the capacity slots."""
+        with self._lock:
+            self.in_service += delta
+            self.max_in_service = max(self.max_in_service, self.in_service)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy, with the mean number in flight between the first arrival and the last change."""
+        with self._lock:
+            window = (self._last_change or 0.0) - (self._first_arrival or 0.0)
+            return {
+                "received_by_stage": dict(self.received_by_stage),
+                "answered_by_stage": dict(self.answered_by_stage),
+                "status_counts": {str(k): v for k, v in self.status_counts.items()},
+                "requests": sum(self.received_by_stage.values()),
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+                "max_in_service": self.max_in_service,
+                "window_s": window,
+                "mean_in_flight": self._busy_integral / window if window > 0 else 0.0,
+            }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "SimServer"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Stay quiet: a benchmark sends thousands of requests."""
+
+    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"null")
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self.path == "/sim/stats":
+            self._send_json(200, self.server.stats.snapshot())
+        elif self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": []})
+        else:
+            self._send_json(404, error_body(f"no route {self.path}", "not_found_error"))
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        if self.path == "/sim/reset":
+            self._read_json()
+            self.server.stats.reset()
+            self._send_json(200, {"reset": True})
+        elif self.path.rstrip("/").endswith("/chat/completions"):
+            self._chat()
+        else:
+            self._read_json()
+            self._send_json(404, error_body(f"no route {self.path}", "not_found_error"))
+
+    def _meta(self) -> RequestMeta:
+        attempt = self.headers.get(ATTEMPT_HEADER, "1")
+        return RequestMeta(
+            stage=self.headers.get(STAGE_HEADER, ""),
+            candidate_id=self.headers.get(CANDIDATE_HEADER, ""),
+            attempt=int(attempt) if attempt.isdigit() else 1,
+        )
+
+    def _chat(self) -> None:
+        sim = self.server.sim
+        try:
+            body = self._read_json()
+        except json.JSONDecodeError as exc:
+            self._send_json(400, error_body(f"request body is not JSON: {exc}", "invalid_request_error"))
+            return
+        meta = self._meta()
+        digest = request_digest(body, meta)
+        delivery = self.server.stats.arrive(meta.stage, digest)
+        status: int | None = None
+        try:
+            status = self._answer(body, meta, digest, delivery, sim)
+        finally:
+            self.server.stats.depart(meta.stage, status)
+
+    def _answer(self, body: Any, meta: RequestMeta, digest: str, delivery: int, sim: Mapping[str, Any]) -> int | None:
+        key = sim["require_api_key"]
+        if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+            self._send_json(401, error_body("invalid API key (simulated)", "authentication_error", "invalid_api_key"))
+            return 401
+        messages = body.get("messages") if isinstance(body, Mapping) else None
+        if not isinstance(messages, list) or not messages:
+            self._send_json(400, error_body("'messages' must be a non-empty list", "invalid_request_error"))
+            return 400
+        prompt = prompt_tokens(messages, sim["chars_per_token"])
+        completion = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
+        if prompt + completion > sim["max_context_tokens"]:
+            self._send_json(400, context_error(prompt, completion, sim["max_context_tokens"]))
+            return 400
+        fault = injected_fault(messages, digest, delivery, sim)
+        if fault == "429":
+            headers = {"Retry-After": str(sim["faults"]["retry_after_s"])}
+            self._send_json(429, error_body("rate limited (simulated)", "rate_limit_error"), headers)
+            return 429
+        if fault == "500":
+            self._send_json(500, error_body("internal error (simulated)", "server_error"))
+            return 500
+        if fault == "hang":
+            self.server.stopping.wait(sim["faults"]["hang_s"])
+            self.close_connection = True
+            return None
+        with self.server.capacity:
+            self.server.stats.serve(1)
+            try:
+                self.server.stopping.wait(latency_s(digest, sim))
+            finally:
+                self.server.stats.serve(-1)
+        self._send_json(200, completion_body(body, meta, digest, sim))
+        return 200
+
+
+class SimServer(ThreadingHTTPServer):
+    """The sim endpoint in this process: one thread per connection, a semaphore for capacity."""
+
+    daemon_threads = True
+    request_queue_size = 4096
+
+    def __init__(self, sim: Mapping[str, Any]) -> None:
+        super().__init__((sim["host"], sim["port"]), _Handler)
+        self.sim = sim
+        self.stats = SimStats()
+        self.capacity = threading.BoundedSemaphore(sim["capacity"])
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients use (`.../v1`)."""
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "SimServer":
+        """Serve in a daemon thread; returns self so `SimServer(cfg).start()` reads naturally."""
+        self._thread = threading.Thread(target=self.serve_forever, name="llm-sim", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake every sleeping handler, close the socket."""
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> "SimServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def fetch_stats(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The sim's counters over HTTP (`/sim/stats`), from any process that can reach it."""
+    root = base_url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/sim/stats", timeout=timeout_s) as answer:
+        return json.loads(answer.read())
+
+
+def reset_stats(base_url: str, timeout_s: float = 10.0) -> None:
+    """Zero the sim's counters (and its memory of deliveries) between measurements."""
+    root = base_url.removesuffix("/v1")
+    request = urllib.request.Request(f"{root}/sim/reset", data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        answer.read()
+
+
+class SimProcess:
+    """The sim endpoint as a child process, as a job runs it: its own interpreter, stopped with the job."""
+
+    def __init__(self, sim: Mapping[str, Any]) -> None:
+        self.sim = dict(sim)
+        self.base_url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> "SimProcess":
+        """Start the server and wait for it to say where it listens."""
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "operators.llm_sim", "--config", json.dumps(self.sim)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            self._process.wait()
+            raise RuntimeError(f"llm sim server exited with code {self._process.returncode} before listening")
+        self.base_url = json.loads(line)["base_url"]
+        return self
+
+    def stop(self) -> None:
+        """Close its stdin (it stops serving and exits) and reap it."""
+        if self._process is None:
+            return
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=self.sim["stop_timeout_s"])
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> "SimProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the sim from a JSON config until stdin closes; the first stdout line says where."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the `sim:` block of conf/llm/sim.yaml as JSON")
+    args = parser.parse_args(argv)
+    server = SimServer(json.loads(args.config)).start()
+    print(json.dumps({"base_url": server.base_url}), flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

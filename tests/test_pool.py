@@ -1,0 +1,136 @@
+"""The Ray actor pool on a local cluster, with the Lean simulator behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+import uuid
+
+import psutil
+import pytest
+import ray
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from lean_pool.pool import LeanPool
+
+pytestmark = pytest.mark.ray
+
+HEADER = "import Mathlib"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def lean_cfg() -> dict:
+    with initialize_config_module(config_module="conf", version_base=None):
+        cfg = compose(config_name="check", overrides=["lean=sim"]).lean
+    lean = OmegaConf.to_container(cfg, resolve=True)
+    lean["sim"].update(import_s=0.05, check_s=0.0, burn_cpu=False)
+    lean.update(workers=2, repls_per_worker=2, timeout_s=20, prewarm_headers=[HEADER], prewarm_repls=1)
+    lean["resources_per_repl"]["num_cpus"] = 0.5
+    return lean
+
+
+@pytest.fixture(scope="module")
+def pool(ray_cluster, lean_cfg) -> LeanPool:
+    handle = LeanPool.start(lean_cfg)
+    yield handle
+    handle.shutdown()
+
+
+def our_repl_processes(marker: str) -> list[psutil.Process]:
+    """Simulator processes whose command line carries `marker` (a unique rule in their config)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "lean_pool.simulator" in cmdline and marker in cmdline:
+            found.append(proc)
+    return found
+
+
+def theorem(name: str, proof: str = "simp", header: str = HEADER) -> str:
+    return f"{header}\n\ntheorem {name} : 1 + 1 = 2 := by\n  {proof}\n"
+
+
+def test_clean_proofs_pass_and_are_marked_simulated(pool: LeanPool):
+    results = asyncio.run(pool.check_many([theorem(f"t{i}") for i in range(12)]))
+    assert [r.status for r in results] == ["passed"] * 12
+    assert all(r.ok and r.provenance["simulated"] and r.provenance["lean_backend"] == "sim" for r in results)
+    assert results[0].axioms == {"t0": ["propext", "Classical.choice", "Quot.sound"]}
+
+
+def test_each_check_starts_from_the_pristine_header(pool: LeanPool):
+    """The same name declared by many checks on the same REPLs never collides with an earlier check."""
+    results = asyncio.run(pool.check_many([theorem("same_name")] * 8))
+    assert {r.status for r in results} == {"passed"}
+
+
+def test_sorry_fails_a_proof_but_compiles_a_statement(pool: LeanPool):
+    proof = asyncio.run(pool.check(theorem("s", "sorry")))
+    statement = asyncio.run(pool.check(theorem("s", "sorry"), mode="statement"))
+    assert (proof.status, proof.ok) == ("sorry", False)
+    assert statement.ok and statement.sorries
+
+
+def test_diagnostics_point_at_the_callers_lines(pool: LeanPool):
+    snippet = f"{HEADER}\n\n\ntheorem e : True := by\n  trivial -- sim:error\n"
+    result = asyncio.run(pool.check(snippet))
+    assert result.status == "error"
+    errors = [m for m in result.messages if m["severity"] == "error"]
+    assert errors and errors[0]["pos"]["line"] == 5
+
+
+def test_refused_code_never_reaches_lean(pool: LeanPool):
+    result = asyncio.run(pool.check(theorem("r") + '\n#eval IO.println "hi"\n'))
+    assert result.status == "refused" and any("#eval" in reason for reason in result.reasons)
+    assert result.messages == []
+
+
+def test_header_affinity_keeps_imports_rare(pool: LeanPool):
+    before = pool.stats()["header_switches"]
+    mixed = [theorem(f"a{i}") for i in range(10)] + [theorem(f"b{i}", header="import Mathlib.Tactic") for i in range(10)]
+    results = asyncio.run(pool.check_many(mixed))
+    assert {r.status for r in results} == {"passed"}
+    # Four REPLs, two headers: at most a couple of REPLs ever change header, not one per check.
+    assert pool.stats()["header_switches"] - before <= 2
+
+
+def test_timeout_and_crash_are_infrastructure_and_the_pool_recovers(pool: LeanPool):
+    hung = asyncio.run(pool.check(theorem("h", "simp -- sim:hang"), timeout=1.0))
+    crashed = asyncio.run(pool.check(theorem("c", "simp -- sim:crash")))
+    assert hung.status == "timeout" and hung.infra_failure
+    assert crashed.status == "crashed" and crashed.retried and crashed.infra_failure
+    after = asyncio.run(pool.check_many([theorem(f"ok{i}") for i in range(4)]))
+    assert {r.status for r in after} == {"passed"}
+
+
+def test_many_ray_callers_share_one_pool(pool: LeanPool):
+    @ray.remote(num_cpus=0)
+    def caller(handle: LeanPool, index: int) -> list[str]:
+        results = asyncio.run(handle.check_many([theorem(f"c{index}_{i}") for i in range(5)]))
+        return [r.status for r in results]
+
+    statuses = ray.get([caller.remote(pool, i) for i in range(6)])
+    assert all(s == ["passed"] * 5 for s in statuses)
+
+
+def test_shutdown_leaves_no_process_behind(ray_cluster, lean_cfg):
+    marker = f"shutdown-test-{uuid.uuid4().hex}"
+    own = copy.deepcopy(lean_cfg)
+    own["workers"] = 1
+    own["sim"]["error_rules"].append({"pattern": marker, "message": "unused marker rule"})
+    handle = LeanPool.start(own)
+    assert asyncio.run(handle.check(theorem("x"))).ok
+    assert our_repl_processes(marker)
+    handle.shutdown()
+    deadline = time.monotonic() + 10
+    while our_repl_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert our_repl_processes(marker) == []

@@ -1,0 +1,159 @@
+"""Every way a REPL can fail, on the simulator: the reply says what happened, the REPL starts again,
+and no process of the old one is left behind (leader, its group, or an unreaped child of ours)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+from repl_launches import MIB, TEST_MEMORY_LIMIT, leftovers, sim_launch
+
+from lean_pool.repl import STDERR_TAIL_BYTES, ReplLaunch, ReplProcess
+
+# Per-request timeout for requests that must answer; generous so a slow machine never trips it.
+ANSWER_TIMEOUT_S = 30.0
+# Timeout for requests that hang on purpose: the test waits this long, so keep it short.
+HANG_TIMEOUT_S = 0.5
+GOOD = {"cmd": "theorem ok_after : 1 + 1 = 2 := by simp"}
+# More stderr than a pipe buffer holds (64 KiB on Linux): a REPL writing it blocks unless drained.
+FLOOD_BYTES = 1 * MIB
+FLOODING_REPL = (
+    "import sys\n"
+    f"sys.stderr.write('x' * {FLOOD_BYTES}); sys.stderr.flush()\n"
+    "while sys.stdin.readline().strip(): pass\n"
+    "sys.stdout.write('{\"env\": 0}\\n\\n'); sys.stdout.flush()\n"
+    "sys.stdin.read()\n"
+)
+
+
+async def started(launch: ReplLaunch) -> ReplProcess:
+    repl = ReplProcess(launch)
+    await repl.start()
+    return repl
+
+
+async def assert_recovers(repl: ReplProcess, old_pid: int) -> None:
+    """The failed process is gone for good and a restarted one answers normally."""
+    assert not repl.alive
+    assert leftovers(old_pid) == []
+    await repl.start()
+    try:
+        reply = await repl.request(GOOD, ANSWER_TIMEOUT_S)
+        assert reply.kind == "ok"
+        assert reply.answer == {"env": 0}
+        assert repl.pid != old_pid
+    finally:
+        await repl.close()
+
+
+async def test_crash_is_reported_with_exit_code_and_stderr() -> None:
+    repl = await started(sim_launch())
+    pid = repl.pid
+    reply = await repl.request({"cmd": "theorem t : True := sim:crash"}, ANSWER_TIMEOUT_S)
+    assert reply.kind == "crashed"
+    assert reply.answer is None
+    assert "code 1" in reply.detail
+    assert "crash trigger" in reply.detail
+    await assert_recovers(repl, pid)
+
+
+@pytest.mark.parametrize("via_parent", [False, True], ids=["direct", "under-a-parent-like-lake-env"])
+async def test_hang_past_timeout_kills_the_whole_group(via_parent: bool) -> None:
+    repl = await started(sim_launch(via_parent=via_parent))
+    pid = repl.pid
+    reply = await repl.request({"cmd": "theorem t : True := sim:hang"}, HANG_TIMEOUT_S)
+    assert reply.kind == "timeout"
+    assert reply.answer is None
+    assert f"{HANG_TIMEOUT_S:g} s" in reply.detail
+    await assert_recovers(repl, pid)
+
+
+async def test_memory_growth_past_the_address_space_limit_kills_the_repl() -> None:
+    repl = await started(sim_launch(grow_mb=TEST_MEMORY_LIMIT // MIB))
+    pid = repl.pid
+    reply = await repl.request({"cmd": "theorem t : True := by sim:grow trivial"}, ANSWER_TIMEOUT_S)
+    assert reply.kind == "crashed"
+    assert "out of memory" in reply.detail
+    await assert_recovers(repl, pid)
+
+
+async def test_non_json_answer_is_malformed_and_ends_the_process() -> None:
+    repl = await started(sim_launch())
+    pid = repl.pid
+    reply = await repl.request({"cmd": "theorem t : True := sim:garbage"}, ANSWER_TIMEOUT_S)
+    assert reply.kind == "malformed"
+    assert "simulated garbage" in reply.detail
+    await assert_recovers(repl, pid)
+
+
+async def test_stderr_noise_does_not_disturb_the_answer() -> None:
+    repl = await started(sim_launch())
+    try:
+        reply = await repl.request({"cmd": "theorem t : 1 = 1 := by rfl -- sim:noise"}, ANSWER_TIMEOUT_S)
+        assert reply.kind == "ok"
+        assert reply.answer == {"env": 0}
+        follow_up = await repl.request(GOOD, ANSWER_TIMEOUT_S)
+        assert follow_up.answer == {"env": 1}
+        assert repl.uses == 2
+    finally:
+        await repl.close()
+
+
+async def test_a_repl_flooding_stderr_still_answers_and_only_the_tail_is_kept() -> None:
+    repl = await started(ReplLaunch([sys.executable, "-c", FLOODING_REPL], None, {}, TEST_MEMORY_LIMIT))
+    try:
+        reply = await repl.request(GOOD, ANSWER_TIMEOUT_S)
+        assert reply.kind == "ok"
+        assert reply.answer == {"env": 0}
+        assert len(reply.detail) <= STDERR_TAIL_BYTES
+    finally:
+        await repl.close()
+
+
+async def test_cancelled_caller_kills_the_repl_and_it_can_start_again() -> None:
+    repl = await started(sim_launch())
+    pid = repl.pid
+    task = asyncio.create_task(repl.request({"cmd": "theorem t : True := sim:hang"}, ANSWER_TIMEOUT_S))
+    while repl.uses == 0:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await assert_recovers(repl, pid)
+
+
+async def test_close_leaves_nothing_and_request_needs_a_started_repl() -> None:
+    repl = await started(sim_launch(via_parent=True))
+    pid = repl.pid
+    assert repl.rss_bytes() > 0
+    await repl.close()
+    assert repl.pid is None
+    assert repl.rss_bytes() == 0
+    assert leftovers(pid) == []
+    with pytest.raises(RuntimeError):
+        await repl.request(GOOD, ANSWER_TIMEOUT_S)
+
+
+async def test_environment_is_exactly_the_launch_env() -> None:
+    script = "import json, os, sys\nsys.stdin.readline()\nprint(json.dumps({'env': 0, 'seen': dict(os.environ)}) + '\\n', flush=True)"
+    repl = await started(ReplLaunch([sys.executable, "-c", script], None, {"ONLY": "this"}, TEST_MEMORY_LIMIT))
+    try:
+        reply = await repl.request(GOOD, ANSWER_TIMEOUT_S)
+        assert {k: v for k, v in reply.answer["seen"].items() if k != "LC_CTYPE"} == {"ONLY": "this"}
+    finally:
+        await repl.close()
+
+
+async def test_address_space_limit_is_set_on_the_repl_itself() -> None:
+    repl = await started(sim_launch())
+    try:
+        assert (await repl.request(GOOD, ANSWER_TIMEOUT_S)).kind == "ok"
+        proc = Path(f"/proc/{repl.pid}")
+        assert "lean_pool.simulator" in (proc / "cmdline").read_text().split("\0")
+        limits = (proc / "limits").read_text().splitlines()
+        line = next(line for line in limits if line.startswith("Max address space"))
+        assert line.split()[3:5] == [str(TEST_MEMORY_LIMIT), str(TEST_MEMORY_LIMIT)]
+    finally:
+        await repl.close()
