@@ -53,20 +53,17 @@ async def check_on_session(
     """Check `snippet` on `session`; refused code never reaches Lean.
 
     With `statement` (the compiled statement a proof was asked for), the snippet must declare that
-    statement unchanged, and the declaration it names is the one whose axioms are checked.
+    statement unchanged in an unchanged context, and its target is the declaration whose axioms are
+    checked. What the text alone decides (refusals, textual sorry, a changed statement) never
+    costs a Lean run.
     """
     started = time.perf_counter()
-    refusals = verdict.refusal_reasons(snippet)
-    if statement is not None and not verdict.same_statement(statement, snippet):
-        refusals.append("statement changed: the proof does not declare the statement it was asked to prove")
-    if refusals:
-        return CheckResult(status="refused", ok=False, reasons=refusals, provenance=provenance)
-    if names is None and statement is not None:
-        names = verdict.declared_names(statement)[:1]
-    expected = list(names) if names is not None else verdict.declared_names(snippet)
-    if mode == "proof" and not expected:
-        reason = "no named lemma/theorem to verify: axioms of an `example` cannot be checked"
-        return CheckResult(status="error", ok=False, reasons=[reason], provenance=provenance)
+    decided = verdict.precheck(snippet, mode, reference=statement)
+    if decided is not None:
+        return CheckResult(status=decided.status, ok=decided.ok, reasons=list(decided.reasons), provenance=provenance)
+    if names is None:
+        names = [verdict.target_name(statement)] if statement is not None else verdict.declared_names(snippet)
+    expected = list(names)
     outcome = await session.run(snippet, timeout, axioms_for=expected if mode == "proof" else ())
     result = _judge(outcome, mode, expected)
     result.seconds = time.perf_counter() - started

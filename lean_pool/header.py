@@ -17,6 +17,8 @@ from typing import Any
 _WHITESPACE_OR_LINE_COMMENT = re.compile(r"\s+|--[^\n]*")
 _IMPORT = re.compile(r"import\s+(\S+)")
 _BLOCK_OPEN = "/-"
+# `/--` and `/-!` open doc comments, which are syntax (they belong to what follows), not whitespace.
+_PLAIN_BLOCK_COMMENT = re.compile(r"/-(?![-!])")
 _BLOCK_CLOSE = "-/"
 # Answer fields whose entries carry `pos`/`endPos` in the command's own line numbers.
 _POSITIONED_FIELDS = ("messages", "sorries", "tactics")
@@ -39,7 +41,7 @@ def split_header(snippet: str) -> SplitSnippet:
     while pos < len(snippet):
         if match := _WHITESPACE_OR_LINE_COMMENT.match(snippet, pos):
             pos = match.end()
-        elif snippet.startswith(_BLOCK_OPEN, pos) and (end := _end_of_block_comment(snippet, pos)):
+        elif _PLAIN_BLOCK_COMMENT.match(snippet, pos) and (end := _end_of_block_comment(snippet, pos)):
             pos = end
         elif match := _IMPORT.match(snippet, pos):
             modules.append(match.group(1))

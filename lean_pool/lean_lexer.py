@@ -22,7 +22,7 @@ _STRING_ESCAPE = re.compile(r"\\(?:[\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 # Lean and by us, everything after it is out of step.
 _DELIMITERS = frozenset("\"'\\«»{}-/")
 # Before these, a token cannot be glued to what follows (so `--`, `/-`, `'c'` surely start anew).
-_SEPARATORS = frozenset(" \t\r\n()[]{},;")
+_SEPARATORS = frozenset(" \t\r\n()[]{}⟨⟩,;")
 
 
 @dataclass(frozen=True)
@@ -79,25 +79,28 @@ def _block_comment_end(code: str, i: int) -> int:
     return -1
 
 
-def _string_end(code: str, i: int) -> tuple[int, str | None]:
-    """End of a plain string literal whose opening quote is at `i`, and a problem if Lean could read
+def _string_end(code: str, i: int) -> tuple[int, list[str]]:
+    """End of a plain string literal whose opening quote is at `i`, and the reasons Lean could read
     it differently (bad or newer escape, `{` of a possible interpolation, no closing quote)."""
+    problems = []
     j = i + 1
     n = len(code)
     while j < n:
         c = code[j]
         if c == '"':
-            return j + 1, None
+            return j + 1, list(dict.fromkeys(problems))
         if c == "\\":
             m = _STRING_ESCAPE.match(code, j)
             if m is None:
-                return n, f"string literal at offset {i} has an escape Lean may reject or read as code"
+                problems.append(f"string literal at offset {i} has an escape Lean may reject or read as code")
+                j += 2
+                continue
             j = m.end()
             continue
         if c == "{":
-            return n, f"string literal at offset {i} contains `{{` (possible interpolation)"
+            problems.append(f"string literal at offset {i} contains `{{` (possible interpolation)")
         j += 1
-    return n, f"string literal at offset {i} is not terminated"
+    return n, list(dict.fromkeys(problems + [f"string literal at offset {i} is not terminated"]))
 
 
 def lex(code: str) -> Lexed:
@@ -127,9 +130,8 @@ def lex(code: str) -> Lexed:
         elif c == '"':
             if prev not in _SEPARATORS and prev not in "=:←→":
                 problems.append(f"string literal at offset {i} is glued to `{prev}` (raw or interpolated string)")
-            end, problem = _string_end(code, i)
-            if problem:
-                problems.append(problem)
+            end, string_problems = _string_end(code, i)
+            problems.extend(string_problems)
             spans.append(Span("string", i + 1, max(i + 1, end - 1)))
             i = end
         elif c == "'":
@@ -161,6 +163,7 @@ def lex(code: str) -> Lexed:
 
 COMMENTS = frozenset({"comment"})
 COMMENTS_AND_LITERALS = frozenset({"comment", "string", "char"})
+NOT_CODE = COMMENTS_AND_LITERALS | {"escaped_ident"}
 
 
 def strip_comments(code: str) -> str:
@@ -169,7 +172,6 @@ def strip_comments(code: str) -> str:
 
 
 def code_only(code: str) -> str:
-    """The source with comments and the insides of string and character literals replaced by spaces;
-    `«escaped identifiers»` are kept, so a keyword written inside one may cause a needless refusal,
-    never a missed one."""
-    return lex(code).blanked(COMMENTS_AND_LITERALS)
+    """The source with comments and the insides of string and character literals and of
+    `«escaped identifiers»` replaced by spaces: what is left is what Lean reads as tokens."""
+    return lex(code).blanked(NOT_CODE)

@@ -10,10 +10,8 @@ the check's header, so `import Mathlib` is paid once per REPL rather than once p
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -22,6 +20,7 @@ from omegaconf import OmegaConf
 from lean_pool.checker import CheckMode, CheckResult, check_on_session
 from lean_pool.header import split_header
 from lean_pool.launch import GIB, build_launch, provenance
+from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
 
 DEFAULT_POOL_NAME = "folklore-lean-pool"
@@ -50,24 +49,13 @@ class LeanWorker:
         return await check_on_session(self._sessions[slot], snippet, timeout=timeout, mode=mode, names=names,
                                       statement=statement, provenance=self._provenance)
 
-    async def warm(self, slot: int, header: str) -> bool:
-        """Import `header` on a slot ahead of time; True when the REPL now holds it."""
+    async def warm(self, slot: int, header: str) -> float | None:
+        """Import `header` on a slot ahead of time; the seconds it took, None when it failed."""
         outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
-        return outcome.kind == "ok"
+        return outcome.header_import_seconds if outcome.kind == "ok" and outcome.answer is not None else None
 
     async def close(self) -> None:
         await asyncio.gather(*(session.close() for session in self._sessions))
-
-
-@dataclass
-class _Slot:
-    """The router's view of one REPL: where it lives, what it has imported, whether it is busy."""
-
-    worker: int
-    index: int
-    header: str | None = None
-    busy: bool = False
-    last_used: float = 0.0
 
 
 @ray.remote(num_cpus=0)
@@ -83,61 +71,50 @@ class LeanRouter:
             "max_concurrency": repls + 1,
         }
         self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg) for _ in range(int(lean_cfg["workers"]))]
-        self._slots = [_Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)]
-        self._free = asyncio.Condition()
+        self._scheduler = HeaderScheduler([Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)])
         self._timeout = float(lean_cfg["timeout_s"])
         self._counts: Counter[str] = Counter()
-        self._header_switches = 0
 
     async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
         """Import each header on `repls_per_header` slots; returns how many slots came up warm."""
-        jobs = []
-        for header, slot in zip([h for h in headers for _ in range(repls_per_header)], self._slots):
-            slot.header = header
-            jobs.append(self._workers[slot.worker].warm.remote(slot.index, header))
-        return sum(await asyncio.gather(*jobs))
+        wanted = [header for header in headers for _ in range(repls_per_header)]
+        slots = list(zip(wanted, self._scheduler.slots))
+        seconds = await asyncio.gather(*(self._workers[s.worker].warm.remote(s.index, h) for h, s in slots))
+        for (header, slot), took in zip(slots, seconds):
+            slot.header = header if took is not None else None
+            if took is not None:
+                self._scheduler.note_import(took)
+        return sum(took is not None for took in seconds)
 
     async def check(self, snippet: str, timeout: float | None, mode: CheckMode, names: list[str] | None,
                     statement: str | None) -> CheckResult:
         header = split_header(snippet).header
-        slot = await self._acquire(header)
+        slot = await self._scheduler.acquire(header)
+        result = CheckResult(status="infra_error", ok=False, reasons=["check cancelled"])
         try:
             result = await self._workers[slot.worker].check.remote(
                 slot.index, snippet, timeout or self._timeout, mode, names, statement
             )
         except ray.exceptions.RayError as error:
             result = CheckResult(status="infra_error", ok=False, reasons=[f"Lean worker failed: {error}"])
-        slot.header = None if result.infra_failure else header
-        self._counts[result.status] += 1
-        await self._release(slot)
+        finally:
+            self._counts[result.status] += 1
+            self._scheduler.release(
+                slot,
+                None if result.infra_failure else header,
+                check_seconds=result.seconds - result.header_import_seconds,
+                import_seconds=result.header_import_seconds,
+            )
         return result
-
-    async def _acquire(self, header: str) -> _Slot:
-        """Wait for a free slot: one holding `header`, else an empty one, else the least recently used."""
-        async with self._free:
-            await self._free.wait_for(lambda: any(not slot.busy for slot in self._slots))
-            free = [slot for slot in self._slots if not slot.busy]
-            slot = next((s for s in free if s.header == header), None) or next(
-                (s for s in free if s.header is None), None
-            ) or min(free, key=lambda s: s.last_used)
-            if slot.header not in (None, header):
-                self._header_switches += 1
-            slot.busy = True
-            return slot
-
-    async def _release(self, slot: _Slot) -> None:
-        async with self._free:
-            slot.busy = False
-            slot.last_used = time.monotonic()
-            self._free.notify()
 
     def stats(self) -> dict[str, Any]:
         """Counts by status, how often a REPL had to change header, and slots in use."""
         return {
             "by_status": dict(self._counts),
-            "header_switches": self._header_switches,
-            "busy_slots": sum(slot.busy for slot in self._slots),
-            "slots": len(self._slots),
+            "header_switches": self._scheduler.switches,
+            "busy_slots": sum(slot.busy for slot in self._scheduler.slots),
+            "slots": len(self._scheduler.slots),
+            "queued": self._scheduler.queued,
         }
 
     async def close(self) -> None:

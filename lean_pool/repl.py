@@ -32,8 +32,8 @@ ReplyKind = Literal["ok", "repl_error", "timeout", "crashed", "malformed"]
 STDERR_TAIL_BYTES = 8192
 # Bytes asked for per read while draining stderr (one Linux pipe buffer).
 STDERR_READ_BYTES = 65536
-# After the REPL is killed, how long its stderr may take to reach EOF before we stop reading it.
-STDERR_FLUSH_SECONDS = 1.0
+# After the REPL is killed, how long its pipes may take to reach EOF before we stop waiting for them.
+PIPES_CLOSE_SECONDS = 1.0
 # Longest single answer line accepted; info trees and goals can run to megabytes.
 ANSWER_LINE_LIMIT_BYTES = 64 * 1024 * 1024
 # Characters of a non-JSON answer quoted in the failure detail.
@@ -112,11 +112,12 @@ class ReplProcess:
         """Send one request and classify what comes back; on any failure the process is gone."""
         if not self.alive:
             raise RuntimeError("the REPL is not running: call start() first")
+        data = protocol.encode_request(payload)
         self.uses += 1
         started = time.perf_counter()
         stderr_mark = self._stderr_total
         try:
-            frame = await asyncio.wait_for(self._exchange(payload), timeout)
+            frame = await asyncio.wait_for(self._exchange(data), timeout)
         except TimeoutError:
             await self._kill()
             return self._failure("timeout", f"no answer within {timeout:g} s", started)
@@ -158,11 +159,11 @@ class ReplProcess:
                 continue
         return total
 
-    async def _exchange(self, payload: dict[str, Any]) -> str | None:
-        """Write the request and read one answer frame; None when the REPL closes its end first."""
+    async def _exchange(self, data: bytes) -> str | None:
+        """Write an encoded request and read one answer frame; None when the REPL closes its end first."""
         proc = self._proc
         try:
-            proc.stdin.write(protocol.encode_request(payload))
+            proc.stdin.write(data)
             await proc.stdin.drain()
         except ConnectionError:
             return None
@@ -181,15 +182,19 @@ class ReplProcess:
         if proc is None:
             return None
         try:
-            os.kill(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        returncode = await proc.wait()
+        # wait() also waits for stdout/stderr to close, which a process that escaped the group could
+        # hold open forever; the leader itself is reaped by asyncio's child watcher regardless.
+        closing = {asyncio.ensure_future(proc.wait())}
         if self._stderr_task is not None:
-            await asyncio.wait({self._stderr_task}, timeout=STDERR_FLUSH_SECONDS)
-            self._stderr_task.cancel()
+            closing.add(self._stderr_task)
             self._stderr_task = None
-        return returncode
+        await asyncio.wait(closing, timeout=PIPES_CLOSE_SECONDS)
+        for task in closing:
+            task.cancel()
+        return proc.returncode
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         """Keep reading stderr so a chatty REPL never blocks on a full pipe; keep only the tail."""

@@ -130,7 +130,11 @@ def _has_error(answer: dict[str, Any]) -> bool:
 
 
 def _outcome(
-    kind: OutcomeKind, answer: dict[str, Any] | None, axioms: dict[str, dict[str, Any]], detail: str, import_seconds: float
+    kind: OutcomeKind,
+    answer: dict[str, Any] | None,
+    axioms: dict[str, dict[str, Any]],
+    detail: str,
+    import_seconds: float,
 ) -> RunOutcome:
     """An attempt's outcome; `run` fills in the totals (seconds, retried)."""
     return RunOutcome(kind, answer, axioms, detail, 0.0, import_seconds, False)

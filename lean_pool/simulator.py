@@ -62,7 +62,7 @@ IDENT_CHAR = r"[\w'!?.\u2070-\u209f]"
 SORRY_RE = re.compile(rf"(?<!{IDENT_CHAR})(sorry|admit)(?!{IDENT_CHAR})")
 DECL_KEYWORDS = ("theorem", "lemma", "def", "example", "abbrev", "instance", "structure",
                  "inductive", "class", "opaque", "axiom")
-UNNAMED_KEYWORDS = ("example", "instance")
+UNNAMED_KEYWORDS = ("example",)
 MODIFIERS = ("private", "protected", "noncomputable", "nonrec", "partial", "unsafe")
 DECL_RE = re.compile(
     r"^[ \t]*(?:@\[[^\]\n]*\][ \t\n]*)?(?:(?:" + "|".join(MODIFIERS) + r")[ \t]+)*"
@@ -72,7 +72,8 @@ DECL_RE = re.compile(
 OTHER_COMMANDS = ("namespace", "section", "end", "open", "import", "#print", "#check", "#eval",
                   "#reduce", "#exit", "variable", "universe", "set_option", "attribute", "mutual",
                   "export", "macro", "syntax", "notation", "elab", "run_cmd")
-COMMAND_RE = re.compile(r"^[ \t]*(" + "|".join(re.escape(c) for c in OTHER_COMMANDS) + r")(?![\w'!?.])", re.M)
+# Other commands only at column 0: `open ... in` / `set_option ... in` may sit inside an indented proof.
+COMMAND_RE = re.compile(r"^(" + "|".join(re.escape(c) for c in OTHER_COMMANDS) + r")(?![\w'!?.])", re.M)
 NAME_RE = re.compile(r"\s+([^\s:(\[{⦃⟨]+)")
 PRINT_AXIOMS_RE = re.compile(r"#print\s+axioms\s+([^\s]+)")
 OPENERS = "([{⟨⦃"
@@ -247,6 +248,7 @@ class Positions:
         self._starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
 
     def at(self, offset: int) -> dict[str, int]:
+        """The `{"line", "column"}` object the REPL uses for `pos`/`endPos`."""
         line = bisect.bisect_right(self._starts, offset) - 1
         return {"line": line + 1, "column": offset - self._starts[line]}
 
@@ -306,12 +308,15 @@ class EnvState:
     opens: list[str] = field(default_factory=list)
 
     def copy(self) -> EnvState:
+        """A child environment sees its parent's names; what it adds stays its own."""
         return EnvState(dict(self.declarations), list(self.scopes), list(self.opens))
 
     def namespace(self) -> str:
+        """The current namespace prefix (sections do not add to it)."""
         return ".".join(name for kind, name in self.scopes if kind == "namespace" and name)
 
     def full_name(self, name: str) -> str:
+        """The name a declaration gets inside the current namespace (`_root_.` escapes it)."""
         if name.startswith("_root_."):
             return name.removeprefix("_root_.")
         prefix = self.namespace()
@@ -509,11 +514,12 @@ class Simulator:
         """The sorry and duplicate-name rules for one declaration."""
         keyword_end = chunk.keyword_start + len(chunk.keyword)
         name_match = None if chunk.keyword in UNNAMED_KEYWORDS else NAME_RE.match(masked, keyword_end, chunk.end)
-        if name_match:
-            where = (name_match.start(1), name_match.end(1))
+        name = name_match.group(1).rstrip(".") if name_match else ""  # `foo.{u}` declares `foo`
+        if name_match and name:
+            where = (name_match.start(1), name_match.start(1) + len(name))
         else:
             where = (chunk.keyword_start, keyword_end)
-        full_name = state.full_name(name_match.group(1)) if name_match else None
+        full_name = state.full_name(name) if name else None
         if full_name is not None and full_name in state.declarations:
             result.messages.append(_message("error", positions.at(where[0]), positions.at(where[1]),
                                             f"'{full_name}' has already been declared"))

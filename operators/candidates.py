@@ -161,22 +161,33 @@ def fail_infra(row: dict[str, Any], stage: str, detail: str) -> dict[str, Any]:
     return row
 
 
+def llm_call_entry(stage: str, attempt: int, result: Any) -> dict[str, Any]:
+    """One LLM call (an `operators.llm.LLMResult`) as an entry of the `llm_calls` column."""
+    return {
+        "stage": stage,
+        "model": result.model,
+        "attempt": attempt,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "latency_s": result.latency_s,
+        "error_kind": result.error_kind,
+    }
+
+
 def record_llm_call(row: dict[str, Any], stage: str, attempt: int, result: Any) -> None:
-    """Add one LLM call (an `operators.llm.LLMResult`) to the row's usage columns."""
-    row["llm_calls"] = [
-        *row["llm_calls"],
-        {
-            "stage": stage,
-            "model": result.model,
-            "attempt": attempt,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "latency_s": result.latency_s,
-            "error_kind": result.error_kind,
-        },
-    ]
+    """Add one LLM call to the row's usage columns."""
+    row["llm_calls"] = [*row["llm_calls"], llm_call_entry(stage, attempt, result)]
     row["prompt_tokens"] += result.prompt_tokens
     row["completion_tokens"] += result.completion_tokens
+
+
+def settle_operator_error(row: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Turn the operator base's per-row failure fields (`{stage}_error_kind`, `{stage}_error`: an exception
+    while processing the row) into an `error_infra` status, so a fixed and resumed run retries the row."""
+    error = row.pop(f"{stage}_error", None)
+    if row.pop(f"{stage}_error_kind", None) is None:
+        return row
+    return fail_infra(row, stage, f"operator error: {error}")
 
 
 def record_lean_check(row: dict[str, Any], result: Any) -> None:

@@ -37,11 +37,9 @@ logger = logging.getLogger(__name__)
 # Error kinds a result can carry. The request itself is at fault for these: retrying or
 # resuming gives the same answer, so they are final for the row.
 CONTENT_KINDS = frozenset({"empty_messages", "context_too_long", "bad_request", "empty_response"})
-# The endpoint or the setup is at fault for these: the row is an infrastructure failure
-# (`error_infra`), never a mathematical one, and a resumed run asks again.
-INFRA_KINDS = frozenset(
-    {"rate_limited", "server_error", "timeout", "connection", "malformed_response", "auth", "not_found"}
-)
+# Every other kind (rate_limited, server_error, timeout, connection, malformed_response, auth,
+# not_found, operator_error) is the endpoint's or the setup's fault: the row is an infrastructure
+# failure (`error_infra`), never a mathematical one, and a resumed run asks again.
 RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed_response"})
 OPERATOR_ERROR = "operator_error"
 
@@ -560,7 +558,8 @@ def start_usage_ledger() -> Any:
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], prefixes: Sequence[str]) -> pa.Table:
     """A batch of rows as an Arrow table, with the LLM result columns typed even when a batch has only nulls."""
-    table = pa.Table.from_pylist(list(rows))
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    table = pa.Table.from_pylist([{name: row.get(name) for name in names} for row in rows])
     for prefix in prefixes:
         for suffix, dtype in ROW_FIELD_TYPES.items():
             name = f"{prefix}_{suffix}"
@@ -609,7 +608,8 @@ class LLMOperator:
         except Exception as exc:  # a bug or a bad row must not fail the block: it becomes the row's error
             logger.warning("%s: row failed in the operator: %s", type(self).__name__, exc)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            return {**row, f"{self.prefixes[0]}_error_kind": OPERATOR_ERROR, f"{self.prefixes[0]}_error": detail}
+            failed = LLMResult(text=None, error_kind=OPERATOR_ERROR, error=detail)
+            return {**row, **failed.row_fields(self.prefixes[0])}
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         """Process a batch: all rows concurrently, usage reported to the ledger before the batch is returned."""
@@ -631,6 +631,19 @@ class SingleCallOperator(LLMOperator):
         """One call, its result merged into the row."""
         result = await self.complete(self.build_request(row))
         return {**row, **result.row_fields(self.stage)}
+
+
+class PromptOperator(SingleCallOperator):
+    """The simplest LLM operator: each row's `messages` column sent as is, for a given stage and role."""
+
+    def __init__(self, settings: LLMSettings, *, stage: str, role: str, **kwargs: Any) -> None:
+        super().__init__(settings, **kwargs)
+        self.stage = stage
+        self.role = role
+
+    def build_request(self, row: dict[str, Any]) -> LLMRequest:
+        """`messages` and `candidate_id` from the row (attempt 1)."""
+        return self.settings.request(self.role, self.stage, list(row["messages"]), str(row["candidate_id"]))
 
 
 def map_llm(ds: Any, operator_cls: type[LLMOperator], settings: LLMSettings, *, ledger: Any = None, **kwargs: Any) -> Any:

@@ -448,6 +448,8 @@ class SimServer(ThreadingHTTPServer):
     """The sim endpoint in this process: one thread per connection, a semaphore for capacity."""
 
     daemon_threads = True
+    # Listen backlog: hundreds of clients connect at once when a run starts; the stdlib default (5)
+    # would drop their connection attempts.
     request_queue_size = 4096
 
     def __init__(self, sim: Mapping[str, Any]) -> None:

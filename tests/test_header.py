@@ -61,6 +61,13 @@ def test_snippet_without_imports_has_an_empty_header_and_keeps_its_lines() -> No
     assert split.body == "  theorem t : True := trivial\n"
 
 
+def test_doc_comments_belong_to_the_body() -> None:
+    for doc in ("/-- The answer. -/", "/-! # Module doc -/"):
+        split = split_header(f"import Mathlib\n{doc}\ntheorem t : True := trivial")
+        assert split.body.startswith(doc)
+        assert split.line_offset == 1
+
+
 def test_imports_after_the_first_command_stay_in_the_body_for_lean_to_reject() -> None:
     split = split_header("import Mathlib\nopen Nat\nimport Aesop\n")
     assert split.header == "import Mathlib"
@@ -80,7 +87,8 @@ def test_header_only_snippet_has_an_empty_body() -> None:
 
 
 def test_shift_positions_moves_every_position_line_and_leaves_the_input_alone(transcripts_dir: Path) -> None:
-    answers = [json.loads(frame) for frame in split_frames((transcripts_dir / "self_proof_check.expected.out").read_text())]
+    recorded = (transcripts_dir / "self_proof_check.expected.out").read_text()
+    answers = [json.loads(frame) for frame in split_frames(recorded)]
     answer = next(a for a in answers if "tactics" in a and "sorries" in a and "messages" in a)
     original = json.loads(json.dumps(answer))
     shifted = shift_positions(answer, 4)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from repl_launches import replay_launch
 
 from lean_pool.protocol import (
     MalformedAnswer,
@@ -16,11 +16,8 @@ from lean_pool.protocol import (
     parse_request,
     split_frames,
 )
-from lean_pool.repl import ReplLaunch, ReplProcess
+from lean_pool.repl import ReplProcess
 
-REPLAY = Path(__file__).with_name("replay_repl.py")
-# Address-space cap for the replay process: ample for a Python interpreter.
-REPLAY_MEMORY_LIMIT = 2 * 1024**3
 # Generous bound so a broken driver fails the test instead of hanging it.
 REQUEST_TIMEOUT_S = 30.0
 
@@ -33,15 +30,6 @@ def transcript_pairs(transcripts_dir: Path) -> list[tuple[Path, Path]]:
         if answers.exists():
             pairs.append((requests, answers))
     return pairs
-
-
-def replay_launch(requests: Path, answers: Path) -> ReplLaunch:
-    return ReplLaunch(
-        argv=[sys.executable, str(REPLAY), str(requests), str(answers)],
-        cwd=None,
-        env={},
-        memory_limit_bytes=REPLAY_MEMORY_LIMIT,
-    )
 
 
 def test_request_is_one_line_of_json_then_a_blank_line() -> None:

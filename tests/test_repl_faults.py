@@ -137,7 +137,11 @@ async def test_close_leaves_nothing_and_request_needs_a_started_repl() -> None:
 
 
 async def test_environment_is_exactly_the_launch_env() -> None:
-    script = "import json, os, sys\nsys.stdin.readline()\nprint(json.dumps({'env': 0, 'seen': dict(os.environ)}) + '\\n', flush=True)"
+    script = (
+        "import json, os, sys\n"
+        "sys.stdin.readline()\n"
+        "print(json.dumps({'env': 0, 'seen': dict(os.environ)}) + '\\n', flush=True)\n"
+    )
     repl = await started(ReplLaunch([sys.executable, "-c", script], None, {"ONLY": "this"}, TEST_MEMORY_LIMIT))
     try:
         reply = await repl.request(GOOD, ANSWER_TIMEOUT_S)

@@ -317,3 +317,19 @@ def test_grow_trigger_raises_rss(sim: Sim) -> None:
     assert sim.ask({"cmd": "def big := 1 -- sim:grow"}) == {"env": 1}
     grown = sim.ps.memory_info().rss - before
     assert grown >= BASE_CONFIG["grow_mb"] * MIB * 0.9
+
+
+def test_config_block_of_sim_yaml_is_accepted() -> None:
+    from omegaconf import OmegaConf
+
+    from lean_pool.simulator import SimConfig
+
+    block = OmegaConf.to_container(OmegaConf.load(REPO_DIR / "conf" / "lean" / "sim.yaml"))["sim"]
+    config = SimConfig.from_dict(block)
+    assert config.error_rules and config.grow_mb > 0
+
+
+def test_indented_open_in_stays_inside_the_proof(sim: Sim) -> None:
+    answer = sim.ask({"cmd": "theorem t : True := by\n  open Classical in\n  sorry"})
+    assert [m["data"] for m in answer["messages"]] == ["declaration uses `sorry`"]
+    assert answer["sorries"][0]["pos"] == {"line": 3, "column": 2}

@@ -1,0 +1,133 @@
+"""Which REPL runs which check: header affinity, with a cost rule for when a REPL changes header.
+
+A REPL holds one imported header (`import Mathlib` costs seconds to a minute); checks of that
+header run on it for the price of the check alone. So a freed REPL goes to the oldest check of the
+header it holds; a REPL changes header only when the header it would serve has no REPL at all, or
+when the checks queued for a header would wait longer on its own REPLs than an import costs.
+This is plain asyncio with no Ray, so it can be tested on its own; the pool's router drives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+NO_HEADER = ""  # snippets without imports run in a fresh environment on any REPL, whatever it holds
+
+
+@dataclass
+class Slot:
+    """One REPL as the scheduler sees it: where it lives, the header it holds, whether it is busy."""
+
+    worker: int
+    index: int
+    header: str | None = None
+    busy: bool = False
+    released_at: int = 0
+
+
+@dataclass
+class _Mean:
+    """Running mean of observed durations; None until something was observed."""
+
+    total: float = 0.0
+    count: int = 0
+
+    def add(self, seconds: float) -> None:
+        self.total += seconds
+        self.count += 1
+
+    @property
+    def value(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+
+@dataclass
+class HeaderScheduler:
+    """Hands REPL slots to checks, one check per slot at a time, preferring a slot that holds the header."""
+
+    slots: list[Slot]
+    switches: int = 0
+    _queues: dict[str, deque[tuple[int, asyncio.Future]]] = field(default_factory=dict)
+    _arrivals: itertools.count = field(default_factory=itertools.count)
+    _releases: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _check_seconds: _Mean = field(default_factory=_Mean)
+    _import_seconds: _Mean = field(default_factory=_Mean)
+
+    @property
+    def queued(self) -> int:
+        return sum(len(queue) for queue in self._queues.values())
+
+    async def acquire(self, header: str) -> Slot:
+        """Wait for a slot to run a check with `header`; the caller must `release` it."""
+        granted: asyncio.Future = asyncio.get_running_loop().create_future()
+        entry = (next(self._arrivals), granted)
+        self._queues.setdefault(header, deque()).append(entry)
+        self._dispatch()
+        try:
+            return await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.release(granted.result(), None)
+            elif entry in self._queues.get(header, ()):
+                self._queues[header].remove(entry)
+                self._drop_if_empty(header)
+            raise
+
+    def release(self, slot: Slot, header: str | None, check_seconds: float = 0.0, import_seconds: float = 0.0) -> None:
+        """Free `slot`, now holding `header` (None: unknown, e.g. after a crash); learn the costs seen."""
+        if check_seconds:
+            self._check_seconds.add(check_seconds)
+        if import_seconds:
+            self._import_seconds.add(import_seconds)
+        if header != NO_HEADER:
+            slot.header = header
+        slot.busy, slot.released_at = False, next(self._releases)
+        self._dispatch()
+
+    def note_import(self, seconds: float) -> None:
+        """Record an import's cost (from pre-warming), which the switching rule weighs."""
+        self._import_seconds.add(seconds)
+
+    def _dispatch(self) -> None:
+        for slot in sorted((s for s in self.slots if not s.busy), key=lambda s: s.released_at):
+            header = self._header_for(slot)
+            if header is None:
+                continue
+            _, granted = self._queues[header].popleft()
+            self._drop_if_empty(header)
+            if slot.header not in (None, header) and header != NO_HEADER:
+                self.switches += 1
+            slot.busy = True
+            if header != NO_HEADER:
+                slot.header = header
+            granted.set_result(slot)
+            if not self._queues:
+                return
+
+    def _header_for(self, slot: Slot) -> str | None:
+        """The header whose oldest check this free slot should run, or None to leave it idle."""
+        if slot.header in self._queues:
+            return slot.header
+        if NO_HEADER in self._queues:
+            return NO_HEADER
+        waiting = sorted(self._queues, key=lambda h: self._queues[h][0][0])
+        if slot.header is None:
+            return waiting[0] if waiting else None
+        return next((h for h in waiting if self._worth_switching(h)), None)
+
+    def _worth_switching(self, header: str) -> bool:
+        """True when `header`'s queue would wait longer on its own REPLs than one import takes."""
+        holding = sum(slot.header == header for slot in self.slots)
+        if holding == 0:
+            return True
+        check_s, import_s = self._check_seconds.value, self._import_seconds.value
+        if check_s is None or import_s is None:
+            return len(self._queues[header]) > holding
+        return len(self._queues[header]) * check_s > holding * import_s
+
+    def _drop_if_empty(self, header: str) -> None:
+        if not self._queues.get(header, True):
+            del self._queues[header]

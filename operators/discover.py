@@ -1,0 +1,107 @@
+"""discover: the full text of a seed file goes to an LLM, which brainstorms missing lemmas after a marker.
+
+One row in per (seed, sample), one discovery row out: the answer, its split into candidate statements,
+and a status that says what happened (a bad seed, an answer without the marker, an endpoint that was
+down). Discoveries are written as their own table so a resumed run never asks for them again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from operators import prompts, seeds
+from operators.candidates import ERROR_INFRA, LLM_CALL, PROVENANCE, TIMESTAMP, llm_call_entry, settle_operator_error
+from operators.llm import LLMOperator
+from operators.split import split_answer
+
+STAGE = "discover"
+NO_ANSWER = "no_answer"
+# Discovery statuses a resumed run asks again for.
+RETRIED_STATUSES = frozenset({ERROR_INFRA})
+
+DISCOVERY_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("seed_id", pa.string()),
+        ("seed_path", pa.string()),
+        ("domain", pa.string()),
+        ("sample", pa.int32()),
+        ("seed_status", pa.string()),
+        ("seed_chars", pa.int64()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("error", pa.string()),
+        ("response", pa.string()),
+        ("finish_reason", pa.string()),
+        ("code", pa.string()),
+        ("snippets", pa.list_(pa.string())),
+        ("llm_calls", pa.list_(LLM_CALL)),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("provenance", PROVENANCE),
+        ("finished_at", TIMESTAMP),
+    ]
+)
+
+
+class DiscoverOperator(LLMOperator):
+    """Reads each unit's seed file, asks the discover model once, and splits its answer."""
+
+    stage = STAGE
+
+    def __init__(self, settings: Any, *, mine: dict[str, Any], provenance: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(settings, **kwargs)
+        self.seeds_cfg = mine["seeds"]
+        self.discover_cfg = mine["discover"]
+        self.templates = mine["prompts"]
+        self.provenance = provenance
+
+    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        out = {name: None for name in DISCOVERY_SCHEMA.names}
+        out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample")})
+        out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
+        filesystem, path = pafs.FileSystem.from_uri(row["seed_file"])
+        seed = seeds.read_seed(
+            filesystem, path, int(self.seeds_cfg["max_tokens"]), float(self.seeds_cfg["chars_per_token"])
+        )
+        out.update(seed_status=seed.status, seed_chars=seed.chars)
+        if seed.text is None:
+            return _finished(out, seed.status, seed.reason)
+        messages = prompts.discover_messages(
+            self.templates, seed.text, self.discover_cfg["marker"], int(self.discover_cfg["min_lemmas"])
+        )
+        result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
+        out["llm_calls"] = [llm_call_entry(STAGE, 1, result)]
+        out.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        out.update(response=result.text, finish_reason=result.finish_reason)
+        if result.infra:
+            out["error"] = f"{result.error_kind}: {result.error}"
+            return _finished(out, ERROR_INFRA, "discover: infrastructure failure")
+        if result.error_kind == "context_too_long":
+            out["seed_status"] = seeds.TOO_LONG
+            return _finished(out, seeds.TOO_LONG, f"the endpoint refused the prompt: {result.error}")
+        if not result.ok:
+            return _finished(out, NO_ANSWER, f"{result.error_kind}: {result.error}")
+        split = split_answer(result.text, self.discover_cfg["marker"])
+        out.update(code=split.code, snippets=list(split.snippets))
+        return _finished(out, split.status, split.reason)
+
+    async def __call__(self, batch: pa.Table) -> pa.Table:
+        table = await super().__call__(batch)
+        rows = [settle_operator_error(row, STAGE) for row in table.to_pylist()]
+        return pa.Table.from_pylist([_stamped(row) for row in rows], schema=DISCOVERY_SCHEMA)
+
+
+def _finished(out: dict[str, Any], status: str, reason: str | None) -> dict[str, Any]:
+    out.update(status=status, reason=reason, finished_at=datetime.now(timezone.utc))
+    return out
+
+
+def _stamped(row: dict[str, Any]) -> dict[str, Any]:
+    """Every discovery carries the time it was settled, failed rows included."""
+    row["finished_at"] = row.get("finished_at") or datetime.now(timezone.utc)
+    return row

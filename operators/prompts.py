@@ -1,0 +1,70 @@
+"""Chat messages for every LLM stage of the mining pipeline, rendered from templates kept in config.
+
+The wording lives in `conf/mine.yaml` (`prompts:`) so it can be changed per run without code; this
+module only fills the templates. Code shown to a model always sits in a fenced `lean` block, and the
+code to work on is the last such block of the last message, so a repair prompt reads history first
+and the current attempt last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Messages = list[dict[str, str]]
+
+
+def _chat(templates: Mapping[str, str], user: str) -> Messages:
+    """A system message from the shared template, then the user message."""
+    return [{"role": "system", "content": templates["system"]}, {"role": "user", "content": user}]
+
+
+def format_diagnostics(diagnostics: Sequence[Mapping[str, Any]]) -> str:
+    """Lean's diagnostics as one line each (`line L, column C: severity: text`), or a note that there were none."""
+    if not diagnostics:
+        return "(no diagnostics)"
+    return "\n".join(
+        f"line {d.get('line')}, column {d.get('column')}: {d.get('severity')}: {d.get('message')}" for d in diagnostics
+    )
+
+
+def format_history(templates: Mapping[str, str], attempts: Sequence[Mapping[str, Any]]) -> str:
+    """Earlier attempts, oldest first, each with the code that was checked and what Lean said about it."""
+    return "\n".join(
+        templates["attempt"].format(
+            number=number, code=attempt["code"], diagnostics=format_diagnostics(attempt["diagnostics"] or [])
+        )
+        for number, attempt in enumerate(attempts, start=1)
+    )
+
+
+def discover_messages(templates: Mapping[str, str], seed_text: str, marker: str, min_lemmas: int) -> Messages:
+    """Ask for many missing, diverse lemma statements about one seed file, written after the marker."""
+    return _chat(templates, templates["discover"].format(seed=seed_text, marker=marker, min_lemmas=min_lemmas))
+
+
+def judge_messages(templates: Mapping[str, str], statement: str) -> Messages:
+    """Ask whether a statement is mathematically true, ignoring Lean syntax, verdict on the last line."""
+    return _chat(templates, templates["judge"].format(statement=statement))
+
+
+def formalize_messages(templates: Mapping[str, str], attempts: Sequence[Mapping[str, Any]], marker: str) -> Messages:
+    """Ask for a statement that compiles, given every (code, diagnostics) pair so far; the last is current."""
+    return _chat(templates, templates["formalize"].format(history=format_history(templates, attempts), marker=marker))
+
+
+def prove_messages(
+    templates: Mapping[str, str],
+    statement: str,
+    env_lines: Sequence[str],
+    marker: str,
+    attempts: Sequence[Mapping[str, Any]],
+) -> Messages:
+    """Ask for a full proof of the statement; after a failure, for a repair given every attempt so far."""
+    environment = "\n".join(f"    {line}" for line in env_lines)
+    if not attempts:
+        return _chat(templates, templates["prove"].format(statement=statement, environment=environment, marker=marker))
+    user = templates["prove_repair"].format(
+        statement=statement, environment=environment, marker=marker, history=format_history(templates, attempts)
+    )
+    return _chat(templates, user)

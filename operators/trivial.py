@@ -1,0 +1,63 @@
+"""trivial: a compiled statement that a stock tactic closes in place of its `sorry` is flagged trivial.
+
+Trivial statements stay in the table, marked, and are kept out of proving by default: they cost prover
+calls and teach nothing. Only Lean is involved, no LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from operators.candidates import (
+    COMPILED,
+    TRIVIAL,
+    candidates_table,
+    fail_infra,
+    is_open,
+    record_lean_check,
+)
+
+STAGE = "trivial"
+_SORRY = re.compile(r"\bsorry\b")
+
+logger = logging.getLogger(__name__)
+
+
+def with_tactic(statement: str, tactic: str) -> str:
+    """The statement with each `sorry` replaced by `tactic` (the statement's proofs are only `sorry`s)."""
+    return _SORRY.sub(tactic, statement)
+
+
+class TrivialOperator:
+    """Async callable for `map_batches`: checks every compiled statement of a batch with the tactic, concurrently."""
+
+    def __init__(self, *, mine: dict[str, Any], pool: Any) -> None:
+        self.pool = pool
+        self.tactic = mine["trivial"]["tactic"]
+
+    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        if not is_open(row, COMPILED):
+            return row
+        result = await self.pool.check(with_tactic(row["statement"], self.tactic), mode="proof")
+        record_lean_check(row, result)
+        if result.infra_failure:
+            return fail_infra(row, STAGE, f"Lean {result.status}: {'; '.join(result.reasons)}")
+        row["trivial"] = result.ok
+        if result.ok:
+            row.update(status=TRIVIAL, reason=f"`{self.tactic}` proves it")
+        return row
+
+    async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.process_row(row)
+        except Exception as error:  # a bad row must not fail the block: it becomes the row's error
+            logger.warning("trivial: row %s failed in the operator: %s", row.get("candidate_id"), error)
+            return fail_infra(row, STAGE, f"operator error: {error!r}")
+
+    async def __call__(self, batch: pa.Table) -> pa.Table:
+        return candidates_table(await asyncio.gather(*(self._guarded(row) for row in batch.to_pylist())))

@@ -1,0 +1,180 @@
+"""Everything a mining run holds besides its plan: config, checks before starting, Ray, backends, run directory.
+
+`MiningJob` fails early with one clear message when a backend is missing (no Lean project, no API key,
+no seed directory), so an overnight run does not die an hour in. It owns what the run starts (the
+LLM backend, the Lean pool, the status board) and stops it at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import metadata
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import ray
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig, OmegaConf
+
+from lean_pool.launch import build_launch, provenance as lean_provenance
+from lean_pool.pool import LeanPool
+from operators.candidates import ERROR_INFRA, unit_id
+from operators.discover import RETRIED_STATUSES
+from operators.llm import LLMBackend, LLMClients, start_usage_ledger, usage_report
+from operators.seeds import domain_of, seed_id, select
+from pipelines.progress import StatusBoard, Ticker
+from pipelines.run_dir import RunDir
+
+PROJECT = "folklore"
+# The parts of the config the operators need, passed to them as plain data.
+OPERATOR_SECTIONS = ("seeds", "discover", "judge", "formalize", "trivial", "prove", "prompts")
+
+
+class SetupError(RuntimeError):
+    """The run cannot start as configured; the message says what is missing."""
+
+
+def package_dir(relative: str) -> str:
+    """Absolute path of a directory shipped inside an installed package (`pipelines/demo_seeds`)."""
+    package, _, rest = relative.partition("/")
+    return str(files(package).joinpath(rest))
+
+
+def load_config(overrides: Sequence[str]) -> DictConfig:
+    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
+    if not OmegaConf.has_resolver("package_dir"):
+        OmegaConf.register_new_resolver("package_dir", package_dir)
+    with initialize_config_module(config_module="conf", version_base=None):
+        return compose(config_name="mine", overrides=list(overrides))
+
+
+def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
+    """The seed root's filesystem and path, and the chosen seed files relative to it."""
+    root = str(cfg.seeds.root)
+    filesystem, path = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), _absolute(root))
+    if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+        raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
+    if cfg.seeds.list is not None:
+        return filesystem, path, [str(p) for p in cfg.seeds.list]
+    infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+    relative = [info.path[len(path) + 1 :] for info in infos if info.type == pafs.FileType.File]
+    return filesystem, path, select(relative, list(cfg.seeds.include), list(cfg.seeds.exclude))
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+class MiningJob:
+    """A run's resources, started in `__enter__` and released in `__exit__`."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
+        self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
+        build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
+        self.seed_fs, self.seed_root, self.seed_files = list_seed_files(cfg)
+        if not self.seed_files:
+            raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}")
+        self.backend = LLMBackend(cfg.llm)
+        self.run = RunDir(str(cfg.run_dir))
+        self._pool: LeanPool | None = None
+
+    def __enter__(self) -> MiningJob:
+        if not ray.is_initialized():
+            ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
+                     configure_logging=False)
+        ray.data.DataContext.get_current().execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
+        self.settings = self.backend.__enter__()
+        LLMClients(self.settings)  # raises LLMConfigError when an API key variable is not set
+        self.board = StatusBoard.remote()
+        self.ledger = start_usage_ledger()
+        manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        self.provenance = self._provenance(manifest["run_id"])
+        self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ticker.__exit__()
+        if self._pool is not None:
+            self._pool.shutdown()
+        self.backend.__exit__(*exc)
+
+    @property
+    def pool(self) -> LeanPool:
+        """The Lean pool, started on first use (a run with nothing left to verify never starts one)."""
+        if self._pool is None:
+            self._pool = LeanPool.start(self.lean_cfg)
+        return self._pool
+
+    def _provenance(self, run_id: str) -> dict[str, Any]:
+        llm = self.settings.provenance()
+        lean = lean_provenance(self.lean_cfg)
+        return {
+            "run_id": run_id,
+            "project_version": metadata.version(PROJECT),
+            "llm_backend": llm["llm_backend"],
+            "llm_simulated": llm["llm_simulated"],
+            "models": json.dumps(llm["models"], sort_keys=True),
+            "sampling": json.dumps(llm["sampling"], sort_keys=True),
+            "lean_backend": lean["lean_backend"],
+            "lean_simulated": lean["simulated"],
+            "toolchain": lean["toolchain"],
+            "mathlib_rev": lean["mathlib_rev"],
+        }
+
+    def pending_units(self) -> list[dict[str, Any]]:
+        """Discover calls still to make: every (seed, sample) without a written, finished discovery."""
+        self.run.prepare("discoveries", RETRIED_STATUSES)
+        done = self.run.ids("discoveries", "unit_id")
+        seeds_cfg = self.mine["seeds"]
+        units = []
+        for relative in self.seed_files:
+            name = seed_id(relative)
+            for sample in range(int(self.mine["discover"]["samples_per_seed"])):
+                if unit_id(name, sample) in done:
+                    continue
+                units.append({
+                    "unit_id": unit_id(name, sample),
+                    "seed_id": name,
+                    "seed_path": relative,
+                    "seed_file": self._seed_uri(relative),
+                    "domain": domain_of(name, seeds_cfg["domains"], seeds_cfg["default_domain"]),
+                    "sample": sample,
+                })
+        return units
+
+    def _seed_uri(self, relative: str) -> str:
+        root = str(self.cfg.seeds.root)
+        return f"{root.rstrip('/')}/{relative}" if "://" in root else f"{self.seed_root}/{relative}"
+
+    def finished_candidates(self) -> ray.ObjectRef:
+        """The ids of candidates already written with a finished status, in the object store for the anti-join."""
+        self.run.prepare("candidates", {ERROR_INFRA})
+        return ray.put(frozenset(self.run.ids("candidates", "candidate_id")))
+
+    def operator_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
+        """`map_batches` keyword arguments for a stage's async operator, shaped by `stages.<stage>`."""
+        shape = self.cfg.stages[stage]
+        return {
+            "batch_size": int(shape.batch_size),
+            "batch_format": "pyarrow",
+            "num_cpus": float(shape.num_cpus),
+            "compute": ray.data.ActorPoolStrategy(
+                size=int(shape.actors), max_concurrent_calls_per_actor=int(shape.max_concurrent_calls_per_actor)
+            ),
+            "fn_constructor_kwargs": {"mine": self.mine, **constructor_kwargs},
+        }
+
+    def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
+        """`operator_options` for an operator on `operators.llm.LLMOperator` (settings, actors, usage ledger)."""
+        actors = int(self.cfg.stages[stage].actors)
+        return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
+                                     **constructor_kwargs)
+
+    def usage(self) -> str:
+        """Per-stage LLM calls, failures, tokens and latency so far."""
+        return usage_report(ray.get(self.ledger.totals.remote()))

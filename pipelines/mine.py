@@ -1,0 +1,86 @@
+"""`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
+
+Two resumable Ray Data plans, each streaming: discover (seed files -> one discovery per seed and
+sample) then verify (split -> judge -> formalize -> trivial -> prove -> one row per candidate). Started
+again with the same `run_dir`, a run skips what is written and asks again only for what failed for
+infrastructure reasons. `preset=demo` runs it all on the simulators.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import ray
+from omegaconf.errors import MissingMandatoryValue
+
+from lean_pool.launch import LeanNotFound
+from operators.candidates import CANDIDATE_SCHEMA
+from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
+from operators.formalize import FormalizeOperator
+from operators.judge import JudgeOperator
+from operators.llm import LLMConfigError
+from operators.prove import ProveOperator
+from operators.split import explode_files
+from operators.trivial import TrivialOperator
+from pipelines.job import MiningJob, SetupError, load_config
+from pipelines.progress import report_batch
+from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
+
+
+def discover(job: MiningJob) -> None:
+    """Seed files -> discoveries/: one row per (seed, sample), whatever happened to it."""
+    units = job.pending_units()
+    if not units:
+        return
+    ds = ray.data.from_items(units, override_num_blocks=len(units))
+    ds = ds.map_batches(DiscoverOperator, **job.llm_options("discover", provenance=job.provenance))
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "discoveries"})
+    ds.write_parquet(job.run.table_uri("discoveries"), filesystem=job.run.filesystem)
+
+
+def verify(job: MiningJob) -> None:
+    """discoveries/ -> candidates/: every candidate not yet finished, through judge, formalize, trivial, prove."""
+    files = job.run.file_uris("discoveries")
+    finished = job.finished_candidates()
+    if not files:
+        return
+    ds = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
+    ds = ds.map_batches(explode_files, batch_format="pyarrow", fn_kwargs={"finished": [finished]})
+    ds = ds.map_batches(JudgeOperator, **job.llm_options("judge"))
+    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
+    ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
+    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
+    ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
+                     min_rows_per_file=int(job.cfg.output.rows_per_file))
+
+
+def report(job: MiningJob) -> list[str]:
+    """Rebuild seeds/ from what is written; the lines that tell the user where the tables are and the funnel."""
+    discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, DISCOVERY_COLUMNS)
+    candidates = job.run.read("candidates", CANDIDATE_SCHEMA, ["seed_id", "status"])
+    seeds = seeds_table(discoveries, candidates)
+    job.run.write_table("seeds", seeds)
+    lines = [f"run_dir: {job.run.uri}"]
+    lines += [f"  {name + '/':<13} {job.run.table_uri(name)}" for name in ("candidates", "seeds", "discoveries")]
+    lines += funnel_lines(candidates.column("status").to_pylist(), seeds.column("status").to_pylist())
+    return lines + job.usage().splitlines()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run or resume a mining run; exit 0 when it finished, 2 when it could not start."""
+    try:
+        cfg = load_config(sys.argv[1:] if argv is None else argv)
+        with MiningJob(cfg) as job:
+            discover(job)
+            verify(job)
+            print("\n".join(report(job)), flush=True)
+    except (SetupError, LeanNotFound, LLMConfigError, MissingMandatoryValue) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

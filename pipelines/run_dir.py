@@ -1,0 +1,135 @@
+"""The run directory: where a run's Parquet tables live, and what a resumed run must not do again.
+
+A run directory is a local path or any pyarrow filesystem URI. Tables are directories of Parquet files
+appended by Ray Data. Resuming is an anti-join: the ids already written with a finished status are
+skipped. Before that, files a killed run left half-written are deleted (their rows were never
+written), and rows that failed for infrastructure reasons are dropped from their files so that they
+are asked again, without ever leaving two rows for one id.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+PARQUET_SUFFIX = ".parquet"
+MANIFEST = "run.json"
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What preparing a table for a resumed run did."""
+
+    partial_files_removed: int
+    retried_rows_dropped: int
+
+
+class RunDir:
+    """A run directory on any pyarrow filesystem."""
+
+    def __init__(self, location: str) -> None:
+        self._scheme = location.split("://", 1)[0] if "://" in location else None
+        if self._scheme is not None:
+            self.filesystem, self.path = pafs.FileSystem.from_uri(location)
+            self.uri = location.rstrip("/")
+        else:
+            self.filesystem, self.path = pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
+            self.uri = self.path
+        self.filesystem.create_dir(self.path, recursive=True)
+
+    def table_uri(self, name: str) -> str:
+        """Where Ray Data writes table `name` (a URI for remote filesystems, an absolute path locally)."""
+        return f"{self.uri}/{name}"
+
+    def files(self, name: str) -> list[str]:
+        """The table's Parquet files (filesystem paths), sorted; hidden and temporary files excluded."""
+        selector = pafs.FileSelector(f"{self.path}/{name}", recursive=True, allow_not_found=True)
+        return sorted(
+            info.path
+            for info in self.filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File
+            and info.base_name.endswith(PARQUET_SUFFIX)
+            and not info.base_name.startswith((".", "_"))
+        )
+
+    def file_uris(self, name: str) -> list[str]:
+        """The table's files as URIs that Ray Data resolves to the right filesystem on any node."""
+        return [f"{self._scheme}://{path}" if self._scheme else path for path in self.files(name)]
+
+    def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
+        """Table `name` (only `columns` when given) from every file; an empty table when nothing is written."""
+        wanted = list(columns) if columns is not None else schema.names
+        tables = [pq.read_table(path, filesystem=self.filesystem, columns=wanted) for path in self.files(name)]
+        if not tables:
+            return pa.schema([schema.field(column) for column in wanted]).empty_table()
+        return pa.concat_tables(tables)
+
+    def ids(self, name: str, id_column: str) -> set[str]:
+        """The ids written to table `name` (after `prepare`, every one of them is finished)."""
+        return set(self.read_column(name, id_column))
+
+    def read_column(self, name: str, column: str) -> list[Any]:
+        """One column of table `name` as a Python list, read file by file."""
+        values: list[Any] = []
+        for path in self.files(name):
+            values.extend(pq.read_table(path, filesystem=self.filesystem, columns=[column]).column(column).to_pylist())
+        return values
+
+    def prepare(self, name: str, retried_statuses: Collection[str]) -> Repair:
+        """Make table `name` safe to resume from: delete unreadable (half-written) files and rewrite files
+        holding rows whose status is to be retried without those rows."""
+        removed = dropped = 0
+        for path in self.files(name):
+            try:
+                table = pq.read_table(path, filesystem=self.filesystem)
+            except (OSError, pa.ArrowInvalid):
+                self.filesystem.delete_file(path)
+                removed += 1
+                continue
+            retried = pc.is_in(table.column("status"), value_set=pa.array(sorted(retried_statuses), pa.string()))
+            count = pc.sum(retried).as_py() or 0
+            if count:
+                self._replace(path, table.filter(pc.invert(retried)))
+                dropped += count
+        return Repair(removed, dropped)
+
+    def _replace(self, path: str, table: pa.Table) -> None:
+        """Swap a file's content for `table` via a hidden temporary file (a rename where the filesystem has one)."""
+        directory, base = path.rsplit("/", 1)
+        temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, temporary, filesystem=self.filesystem)
+        self.filesystem.move(temporary, path)
+
+    def write_table(self, name: str, table: pa.Table) -> str:
+        """Replace table `name` by one file holding `table` (for small tables rebuilt at the end of a run)."""
+        directory = f"{self.path}/{name}"
+        self.filesystem.create_dir(directory, recursive=True)
+        target = f"{directory}/{name}{PARQUET_SUFFIX}"
+        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, temporary, filesystem=self.filesystem)
+        self.filesystem.move(temporary, target)
+        for path in self.files(name):
+            if path != target:
+                self.filesystem.delete_file(path)
+        return self.table_uri(name)
+
+    def manifest(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The run's manifest (run id, creation time, first config), created on the first start and kept after."""
+        path = f"{self.path}/{MANIFEST}"
+        if self.filesystem.get_file_info(path).type == pafs.FileType.File:
+            with self.filesystem.open_input_stream(path) as stream:
+                return json.loads(stream.read().decode())
+        manifest = {"run_id": uuid.uuid4().hex, "created_at": datetime.now(timezone.utc).isoformat(), "config": config}
+        with self.filesystem.open_output_stream(path) as stream:
+            stream.write(json.dumps(manifest, indent=2, default=str).encode())
+        return manifest

@@ -1,0 +1,11 @@
+-- expect: sorry: `admit`
+-- target: Folk.two_mul_le_sq_add_sq
+import Mathlib
+
+namespace Folk
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by
+  have h : 0 ≤ (a - b) ^ 2 := sq_nonneg _
+  admit
+
+end Folk

@@ -1,0 +1,11 @@
+-- expect: refused: debug.byAsSorry
+-- target: Folk.double_eq
+import Mathlib
+
+/-- Placeholder that the statement below is about. -/
+def Folk.double (n : ℕ) : ℕ := n + n
+
+set_option debug.byAsSorry true
+
+theorem Folk.double_eq (n : ℕ) : Folk.double n = 2 * n := by
+  omega

@@ -1,0 +1,9 @@
+-- expect: refused: `#eval`
+-- target: Folk.pow_mod_seven
+import Mathlib
+
+-- Lean reads `#eval(...)` as `#eval (...)`: no space needed.
+#eval(IO.FS.writeFile "/tmp/owned" "x")
+
+theorem Folk.pow_mod_seven : 2 ^ 30 % 7 = 1 := by
+  decide

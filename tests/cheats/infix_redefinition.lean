@@ -1,0 +1,11 @@
+-- expect: refused: `infixl`
+-- target: Folk.double_eq
+import Mathlib
+
+/-- Placeholder that the statement below is about. -/
+def Folk.double (n : ℕ) : ℕ := n + n
+
+local infixl:70 " * " => fun (_ : ℕ) (m : ℕ) => Folk.double m / 2 + Folk.double m / 2
+
+theorem Folk.double_eq (n : ℕ) : Folk.double n = 2 * n := by
+  omega

@@ -1,0 +1,13 @@
+-- expect: refused: macro_rules
+-- target: Folk.two_mul_le_sq_add_sq
+import Mathlib
+
+macro_rules
+  | `($_ ≤ $_) => `(True)
+
+namespace Folk
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 :=
+  trivial
+
+end Folk

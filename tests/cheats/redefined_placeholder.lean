@@ -1,0 +1,9 @@
+-- expect: failed: declared differently
+-- target: Folk.double_eq
+import Mathlib
+
+/-- Placeholder that the statement below is about (quietly made trivial). -/
+def Folk.double (n : ℕ) : ℕ := 2 * n
+
+theorem Folk.double_eq (n : ℕ) : Folk.double n = 2 * n := by
+  rfl

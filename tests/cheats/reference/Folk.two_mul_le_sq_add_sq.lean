@@ -1,0 +1,8 @@
+import Mathlib
+
+namespace Folk
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by
+  sorry
+
+end Folk

@@ -1,0 +1,16 @@
+-- expect: failed: shares its name with an identifier of the statement
+-- target: Folk.sqrt_le_self
+import Mathlib
+
+open Real
+
+namespace Folk
+
+/-- Inside `namespace Folk` this `sqrt` wins over `Real.sqrt` in the statement. -/
+noncomputable def sqrt (_ : ℝ) : ℝ := 0
+
+theorem sqrt_le_self (x : ℝ) (hx : 1 ≤ x) : sqrt x ≤ x := by
+  simp [sqrt]
+  linarith
+
+end Folk

@@ -1,0 +1,7 @@
+-- expect: refused: debug.skipKernelTC
+-- target: Folk.pow_mod_seven
+import Mathlib
+
+set_option debug.skipKernelTC true in
+theorem Folk.pow_mod_seven : 2 ^ 30 % 7 = 1 := by
+  exact (rfl : 2 ^ 30 % 7 = 2 ^ 30 % 7)

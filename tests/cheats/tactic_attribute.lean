@@ -1,0 +1,10 @@
+-- expect: refused: `@[tactic]`
+-- target: Folk.pow_mod_seven
+import Mathlib
+
+open Lean Elab Tactic in
+@[tactic Lean.Parser.Tactic.decide]
+def fakeDecide : Tactic := fun _ => do (← getMainGoal).admit
+
+theorem Folk.pow_mod_seven : 2 ^ 30 % 7 = 1 := by
+  decide

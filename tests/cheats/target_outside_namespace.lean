@@ -1,0 +1,10 @@
+-- expect: failed: is not declared
+-- target: Folk.two_mul_le_sq_add_sq
+import Mathlib
+
+namespace Folk
+end Folk
+
+-- Same text, but declared as `_root_.two_mul_le_sq_add_sq`, not `Folk.two_mul_le_sq_add_sq`.
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by
+  nlinarith [sq_nonneg (a - b)]

@@ -1,0 +1,13 @@
+-- expect: failed: it can add hypotheses
+-- target: Folk.two_mul_le_sq_add_sq
+import Mathlib
+
+namespace Folk
+
+variable (absurd : False)
+include absurd
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 :=
+  absurd.elim
+
+end Folk

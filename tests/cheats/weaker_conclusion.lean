@@ -1,0 +1,10 @@
+-- expect: failed: different statement
+-- target: Folk.two_mul_le_sq_add_sq
+import Mathlib
+
+namespace Folk
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 + (a - b) ^ 2 := by
+  nlinarith [sq_nonneg (a - b)]
+
+end Folk

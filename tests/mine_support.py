@@ -1,0 +1,90 @@
+"""Helpers shared by the mining pipeline's integration tests: a seed directory with bad seeds, overrides that
+point the pipeline at a sim server the test owns, and the status the sims' scripts give each candidate."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from operators.llm_sim import success_attempt, unit
+from pipelines.job import package_dir
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_CONF = REPO / "conf" / "llm" / "sim.yaml"
+MISSING_SEED = "Mathlib/Missing/Gone.lean"
+BAD_SEEDS = {
+    "Mathlib/Bad/Latin1.lean": ("not_utf8", b"theorem caf\xe9 : True := trivial\n"),
+    "Mathlib/Bad/Empty.lean": ("empty", b"\n\n"),
+    "Mathlib/Bad/Huge.lean": ("too_long", ("theorem big : True := trivial\n" * 600).encode()),
+    MISSING_SEED: ("unreadable", None),
+}
+MAX_SEED_TOKENS = 1500  # above every demo seed, below Huge.lean
+
+
+def sim_server_config(median_s: float) -> dict[str, Any]:
+    """The `sim:` block of conf/llm/sim.yaml with the given latency (a deterministic server)."""
+    sim = yaml.safe_load(SIM_CONF.read_text())["sim"]
+    sim["latency"] = {"median_s": median_s, "sigma": 0.3}
+    return sim
+
+
+def make_seeds(root: Path) -> list[str]:
+    """The demo seeds plus the bad ones (the missing one is named but never written); their relative paths."""
+    shutil.copytree(package_dir("pipelines/demo_seeds"), root)
+    for relative, (_, data) in BAD_SEEDS.items():
+        if data is not None:
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_bytes(data)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.lean")) + [MISSING_SEED]
+
+
+def overrides(run_dir: Path, seeds_root: Path, seed_list: list[str], base_url: str, samples: int) -> list[str]:
+    """Demo preset on a sim server the test started (so its request counts survive the pipeline's restarts)."""
+    return [
+        "preset=demo",
+        f"run_dir={run_dir}",
+        f"seeds.root={seeds_root}",
+        "seeds.list=[" + ",".join(seed_list) + "]",
+        f"seeds.max_tokens={MAX_SEED_TOKENS}",
+        f"discover.samples_per_seed={samples}",
+        "llm.backend=openai",
+        f"llm.endpoints.sim.base_url={base_url}",
+        "lean.sim.import_s=0.05",
+        "lean.sim.check_s=0.01",
+        "lean.sim.burn_cpu=false",
+        "output.rows_per_file=1",
+        "output.status_every_s=1",
+    ]
+
+
+def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max_repairs: int, proof_repairs: int) -> str:
+    """What the sims were scripted to do with one candidate (demo preset's Lean rules, conf/llm/sim.yaml's script):
+    judge by rate; lemma 5 restates Mathlib; a broken lemma is fixed at its scripted repair if within T; lemma 0
+    is closed by `aesop`; a proof lands at its scripted attempt if within K + 1."""
+    cid = row["candidate_id"]
+    if unit(seed, "judge", "judge", cid) >= script["judge"]["correct_rate"]:
+        return "rejected_by_judge"
+    if row["snippet_index"] == 5:
+        return "not_compilable"
+    if script["error_mark"] in row["statement_raw"]:
+        fixed = success_attempt(script["formalize"]["fixed_at_attempt"], unit(seed, "formalizer", "formalize", cid))
+        if fixed is None or fixed > max_repairs:
+            return "not_compilable"
+    if row["snippet_index"] == 0:
+        return "trivial"
+    proved = success_attempt(script["prove"]["proved_at_attempt"], unit(seed, "prover", "prove", cid))
+    return "proved" if proved is not None and proved <= proof_repairs + 1 else "compiled"
+
+
+def read_table(run_dir: Path, name: str) -> pl.DataFrame:
+    return pl.read_parquet(run_dir / name / "*.parquet")
+
+
+def calls_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
+    """LLM calls recorded in the candidates' `llm_calls` column, per stage."""
+    calls = candidates.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
+    return dict(calls.group_by("stage").len().iter_rows())

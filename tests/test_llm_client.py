@@ -1,0 +1,270 @@
+"""The LLM client against the sim server: retries, Retry-After, concurrency bound, per-request error kinds, keys."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.llm import (
+    LLMClient,
+    LLMClients,
+    LLMConfigError,
+    LLMSettings,
+    RetryPolicy,
+    backoff_delay,
+    classify_status,
+    create_kwargs,
+    parse_retry_after,
+    redact,
+    settings_from_config,
+)
+from operators.llm_sim import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, SimServer
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
+
+
+def sim_config(**sim_overrides: Any) -> dict[str, Any]:
+    """conf/llm/sim.yaml with fast latency and the given `sim:` overrides."""
+    cfg = yaml.safe_load((CONF / "sim.yaml").read_text())
+    cfg["sim"]["latency"] = {"median_s": 0.01, "sigma": 0.0}
+    cfg["sim"].update(sim_overrides)
+    return cfg
+
+
+class RecordingSleep:
+    """Records every backoff wait the client asks for, and waits only a token amount."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(0)
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def client_for(server: SimServer, cfg: dict[str, Any], **kwargs: Any) -> tuple[LLMSettings, LLMClients]:
+    settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
+    return settings, LLMClients(settings, **kwargs)
+
+
+# --- pure pieces -------------------------------------------------------------------------
+
+
+def test_every_backend_config_validates() -> None:
+    for name in ("sim", "openai", "vllm"):
+        settings = settings_from_config(yaml.safe_load((CONF / f"{name}.yaml").read_text()))
+        assert settings.backend == name
+        assert {"discover", "judge", "formalize", "prove"} <= set(settings.sampling)
+        assert settings.provers and all(p in settings.roles for p in settings.provers)
+        assert settings.sampling["discover"].temperature == 1.0
+        assert settings.sampling["discover"].top_p == 1.0
+
+
+def test_config_errors_name_the_problem() -> None:
+    cfg = sim_config()
+    cfg["models"]["judge"]["endpoint"] = "nowhere"
+    with pytest.raises(LLMConfigError, match="nowhere"):
+        settings_from_config(cfg)
+    cfg = sim_config()
+    cfg["sampling"]["judge"]["temprature"] = 0.5
+    with pytest.raises(LLMConfigError, match="temprature"):
+        settings_from_config(cfg)
+    cfg = sim_config()
+    cfg["provers"] = ["prover", "ghost"]
+    with pytest.raises(LLMConfigError, match="ghost"):
+        settings_from_config(cfg)
+
+
+def test_request_kwargs_carry_sampling_metadata_and_the_endpoint_token_parameter() -> None:
+    cfg = sim_config()
+    cfg["sampling"]["judge"] = {"temperature": 0.2, "max_tokens": 77, "stop": "END", "reasoning_effort": "low"}
+    settings = settings_from_config(cfg)
+    request = settings.request("judge", "judge", user("q"), "cand-7", attempt=3)
+    kwargs = create_kwargs(request, settings.endpoints["sim"])
+    assert kwargs["model"] == "judge"
+    assert kwargs["temperature"] == 0.2 and kwargs["max_tokens"] == 77
+    assert kwargs["stop"] == ["END"] and kwargs["reasoning_effort"] == "low"
+    assert "top_p" not in kwargs and "seed" not in kwargs
+    assert kwargs["extra_headers"] == {STAGE_HEADER: "judge", CANDIDATE_HEADER: "cand-7", ATTEMPT_HEADER: "3"}
+    openai_settings = settings_from_config(yaml.safe_load((CONF / "openai.yaml").read_text()))
+    kwargs = create_kwargs(openai_settings.request("judge", "judge", user("q"), "c"), openai_settings.endpoints["main"])
+    assert "max_completion_tokens" in kwargs and "max_tokens" not in kwargs
+
+
+def test_unknown_role_or_stage_is_a_config_error() -> None:
+    settings = settings_from_config(sim_config())
+    with pytest.raises(LLMConfigError, match="oracle"):
+        settings.request("oracle", "judge", user("q"), "c")
+    with pytest.raises(LLMConfigError, match="summarize"):
+        settings.request("judge", "summarize", user("q"), "c")
+
+
+def test_retry_after_forms() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert parse_retry_after({}) is None
+
+
+def test_backoff_grows_exponentially_with_jitter_and_obeys_retry_after() -> None:
+    policy = RetryPolicy(max_attempts=10, backoff_base_s=1.0, backoff_max_s=8.0, max_retry_after_s=30.0)
+    assert backoff_delay(1, policy, None, 0.0) == 0.5 and backoff_delay(1, policy, None, 0.999) < 1.0
+    assert backoff_delay(3, policy, None, 0.0) == 2.0
+    assert backoff_delay(9, policy, None, 0.999) <= 8.0
+    assert backoff_delay(1, policy, 7.0, 0.5) == 7.0
+    assert backoff_delay(1, policy, 900.0, 0.5) == 30.0
+
+
+def test_status_classification() -> None:
+    assert classify_status(429, None, "") == "rate_limited"
+    assert classify_status(503, None, "") == "server_error"
+    assert classify_status(401, "invalid_api_key", "") == "auth"
+    assert classify_status(400, "context_length_exceeded", "") == "context_too_long"
+    assert classify_status(400, None, "This model's maximum context length is 10 tokens") == "context_too_long"
+    assert classify_status(400, None, "bad temperature") == "bad_request"
+
+
+def test_redact_hides_the_key_and_key_shaped_strings() -> None:
+    message = redact("Incorrect API key provided: sk-abc123XYZ; sent secret-value", "secret-value")
+    assert "secret-value" not in message and "sk-abc123XYZ" not in message
+
+
+# --- against the sim server --------------------------------------------------------------
+
+
+async def test_concurrency_bound_is_never_exceeded_at_the_server() -> None:
+    cfg = sim_config(capacity=100, latency={"median_s": 0.05, "sigma": 0.0})
+    cfg["endpoints"]["sim"]["concurrency"] = 6
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        requests = [settings.request("judge", "judge", user(f"q{i}"), f"c{i}") for i in range(60)]
+        results = await asyncio.gather(*(clients.complete(r) for r in requests))
+        await clients.aclose()
+        stats = server.stats.snapshot()
+    assert all(r.ok for r in results)
+    assert stats["max_in_flight"] <= 6
+    assert stats["max_in_flight"] >= 3, "the bound was never approached: the test exercised nothing"
+
+
+async def test_429_is_retried_after_the_servers_retry_after() -> None:
+    cfg = sim_config(faults={**sim_config()["sim"]["faults"], "retry_after_s": 7})
+    sleep = RecordingSleep()
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg, sleep=sleep)
+        result = await clients.complete(settings.request("judge", "judge", user("q sim:fail=429x2"), "c1"))
+        await clients.aclose()
+        stats = server.stats.snapshot()
+    assert result.ok and result.tries == 3
+    assert sleep.delays == [7.0, 7.0]
+    assert stats["status_counts"] == {"429": 2, "200": 1}
+
+
+async def test_5xx_is_retried_with_growing_backoff() -> None:
+    cfg = sim_config()
+    sleep = RecordingSleep()
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg, sleep=sleep)
+        result = await clients.complete(settings.request("judge", "judge", user("q sim:fail=500x3"), "c1"))
+        await clients.aclose()
+    policy = settings.retry
+    assert result.ok and result.tries == 4
+    assert len(sleep.delays) == 3
+    for retry, delay in enumerate(sleep.delays, start=1):
+        ceiling = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (retry - 1))
+        assert ceiling / 2 <= delay <= ceiling
+
+
+async def test_retries_give_up_with_an_infra_kind() -> None:
+    cfg = sim_config()
+    cfg["retry"]["max_attempts"] = 3
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg, sleep=RecordingSleep())
+        result = await clients.complete(settings.request("judge", "judge", user("q sim:fail=500x99"), "c1"))
+        await clients.aclose()
+        received = server.stats.snapshot()["received_by_stage"]["judge"]
+    assert (result.error_kind, result.tries, result.infra, result.text) == ("server_error", 3, True, None)
+    assert received == 3
+
+
+async def test_timeouts_are_retried_then_reported() -> None:
+    cfg = sim_config(faults={**sim_config()["sim"]["faults"], "hang_s": 30})
+    cfg["endpoints"]["sim"]["request_timeout_s"] = 0.3
+    cfg["retry"]["max_attempts"] = 2
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg, sleep=RecordingSleep())
+        recovered = await clients.complete(settings.request("judge", "judge", user("a sim:fail=hangx1"), "c1"))
+        lost = await clients.complete(settings.request("judge", "judge", user("b sim:fail=hangx9"), "c2"))
+        await clients.aclose()
+    assert recovered.ok and recovered.tries == 2
+    assert (lost.error_kind, lost.tries, lost.infra) == ("timeout", 2, True)
+
+
+async def test_bad_requests_come_back_as_kinds_not_exceptions() -> None:
+    cfg = sim_config(max_context_tokens=3000)
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        empty = await clients.complete(settings.request("judge", "judge", [], "c1"))
+        long = await clients.complete(settings.request("judge", "judge", user("x" * 40_000), "c2"))
+        no_content = await clients.complete(settings.request("judge", "judge", user("q sim:empty"), "c3"))
+        await clients.aclose()
+        stats = server.stats.snapshot()
+    assert (empty.error_kind, empty.infra, empty.tries) == ("empty_messages", False, 0)
+    assert (long.error_kind, long.infra, long.tries) == ("context_too_long", False, 1)
+    assert "maximum context length is 3000 tokens" in long.error
+    assert (no_content.error_kind, no_content.infra) == ("empty_response", False)
+    assert no_content.model == "sim/judge" and no_content.prompt_tokens > 0
+    assert stats["received_by_stage"]["judge"] == 2, "empty messages must not be sent; 400s must not be retried"
+
+
+async def test_api_key_comes_from_the_named_variable_and_never_leaks(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = sim_config(require_api_key="sk-right-key-0000")
+    cfg["endpoints"]["sim"]["api_key_env"] = "FOLKLORE_TEST_LLM_KEY"
+    caplog.set_level(logging.DEBUG)
+    with SimServer(cfg["sim"]) as server:
+        settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
+        monkeypatch.delenv("FOLKLORE_TEST_LLM_KEY", raising=False)
+        with pytest.raises(LLMConfigError, match="FOLKLORE_TEST_LLM_KEY"):
+            LLMClients(settings)
+        monkeypatch.setenv("FOLKLORE_TEST_LLM_KEY", "sk-wrong-key-1111")
+        clients = LLMClients(settings)
+        denied = await clients.complete(settings.request("judge", "judge", user("q"), "c1"))
+        await clients.aclose()
+        monkeypatch.setenv("FOLKLORE_TEST_LLM_KEY", "sk-right-key-0000")
+        clients = LLMClients(settings, sleep=RecordingSleep())
+        allowed = await clients.complete(settings.request("judge", "judge", user("q sim:fail=500x1"), "c2"))
+        await clients.aclose()
+    assert (denied.error_kind, denied.tries, denied.infra) == ("auth", 1, True)
+    assert allowed.ok
+    everything = repr(denied) + repr(allowed) + repr(settings) + caplog.text
+    assert "sk-wrong-key-1111" not in everything and "sk-right-key-0000" not in everything
+
+
+async def test_unstarted_endpoint_is_a_clear_error() -> None:
+    settings = settings_from_config(sim_config())
+    with pytest.raises(LLMConfigError, match="base_url"):
+        LLMClient(settings.endpoints["sim"], settings.retry)
+
+
+async def test_results_carry_usage_model_and_sim_marking() -> None:
+    cfg = sim_config()
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        result = await clients.complete(settings.request("judge", "judge", user("is 1 = 1?"), "c1"))
+        await clients.aclose()
+    assert result.ok and result.finish_reason == "stop"
+    assert result.model == "sim/judge" and result.system_fingerprint.startswith("folklore-sim")
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0 and result.latency_s > 0
+    assert result.text.strip().splitlines()[-1] in ("correct", "wrong")
+    fields = result.row_fields("judge")
+    assert fields["judge_response"] == result.text and fields["judge_error_kind"] is None

@@ -1,0 +1,77 @@
+"""llm=vllm: the config -> Ray Serve LLM translation (pure), and nothing else importing Serve or vLLM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.llm import settings_from_config
+from operators.llm_serve import base_url, llm_config, run_kwargs, serving_args
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def vllm_cfg() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "conf" / "llm" / "vllm.yaml").read_text())
+
+
+def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwargs(vllm_cfg: dict) -> None:
+    serve = vllm_cfg["serve"]
+    serve["engines"]["prover-x"] = {
+        "model_source": "org/prover-x",
+        "accelerator_type": "A100-80G",
+        "tensor_parallel_size": 4,
+        "replicas": {"min": 2, "max": 6},
+        "max_ongoing_requests": 64,
+        "engine_kwargs": {"max_model_len": 8192, "enable_prefix_caching": True},
+    }
+    args = serving_args(serve)
+    by_id = {c["model_loading_config"]["model_id"]: c for c in args["llm_configs"]}
+    assert set(by_id) == set(serve["engines"])
+    prover = by_id["prover-x"]
+    assert prover == {
+        "model_loading_config": {"model_id": "prover-x", "model_source": "org/prover-x"},
+        "accelerator_type": "A100-80G",
+        "engine_kwargs": {"max_model_len": 8192, "enable_prefix_caching": True, "tensor_parallel_size": 4},
+        "deployment_config": {
+            "autoscaling_config": {"min_replicas": 2, "max_replicas": 6},
+            "max_ongoing_requests": 64,
+        },
+    }
+
+
+def test_every_role_model_has_an_engine(vllm_cfg: dict) -> None:
+    settings = settings_from_config(vllm_cfg)
+    served = {c["model_loading_config"]["model_id"] for c in serving_args(vllm_cfg["serve"])["llm_configs"]}
+    assert {role.model for role in settings.roles.values()} <= served
+    assert len(served) == 2, "judge and prover use different models, each with one shared engine"
+
+
+def test_translation_does_not_mutate_the_config(vllm_cfg: dict) -> None:
+    engine = vllm_cfg["serve"]["engines"]["qwen3-32b"]
+    before = json.dumps(engine, sort_keys=True)
+    llm_config("qwen3-32b", engine)
+    assert json.dumps(engine, sort_keys=True) == before
+
+
+def test_application_name_route_and_url(vllm_cfg: dict) -> None:
+    serve = {**vllm_cfg["serve"], "route_prefix": "/llm/", "http_port": 8123}
+    assert run_kwargs(serve) == {"name": "folklore-llm", "route_prefix": "/llm/", "blocking": False}
+    assert base_url(serve) == "http://127.0.0.1:8123/llm/v1"
+    assert base_url(vllm_cfg["serve"]) == "http://127.0.0.1:8000/v1"
+
+
+def test_llm_module_needs_neither_serve_nor_vllm() -> None:
+    code = (
+        "import json, sys, operators.llm, operators.llm_sim; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('vllm', 'ray.serve', 'operators.llm_serve')))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert json.loads(loaded.stdout) == []

@@ -1,0 +1,205 @@
+"""The whole mining pipeline on a local Ray cluster with the simulated LLM and Lean: funnel, statuses, bad seeds,
+and resuming after the driver is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+import ray
+import yaml
+
+from operators.candidates import STATUSES
+from operators.llm_sim import SimServer
+from pipelines import mine
+from tests.mine_support import (
+    BAD_SEEDS,
+    REPO,
+    SIM_CONF,
+    calls_by_stage,
+    make_seeds,
+    overrides,
+    predicted_status,
+    read_table,
+    sim_server_config,
+)
+
+pytestmark = pytest.mark.ray
+SAMPLES = 2
+RUN_TIMEOUT_S = 240
+KILLED_RUN_LATENCY_S = 0.2  # slow enough that the kill lands while candidates are still in flight
+WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (the first block written)
+POLL_S = 0.05
+GRACE_S = 20  # for the killed driver's Ray processes to go away
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One complete run over the demo seeds plus bad seeds; the run dir, the sim's counts and the printed report."""
+    root = tmp_path_factory.mktemp("mine")
+    seed_list = make_seeds(root / "seeds")
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        with SimServer(sim_server_config(median_s=0.01)) as server:
+            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, SAMPLES)
+            assert mine.main(args) == 0
+            stats = server.stats.snapshot()
+    finally:
+        ray.shutdown()
+    return root / "run", stats
+
+
+def test_every_candidate_has_exactly_one_final_status(finished_run):
+    run_dir, _ = finished_run
+    candidates = read_table(run_dir, "candidates")
+    discoveries = read_table(run_dir, "discoveries")
+    ids = candidates["candidate_id"].to_list()
+    assert len(ids) == len(set(ids)), "no candidate is written twice"
+    expected = sum(len(snippets) for snippets in discoveries["snippets"].to_list())
+    assert len(ids) == expected > 0, "no candidate is lost between discovery and the table"
+    assert set(candidates["status"].to_list()) <= set(STATUSES) - {"error_infra"}
+
+
+def test_funnel_matches_what_the_sims_were_scripted_to_do(finished_run):
+    run_dir, _ = finished_run
+    script = yaml.safe_load(SIM_CONF.read_text())["sim"]["script"]
+    candidates = read_table(run_dir, "candidates").to_dicts()
+    predicted = Counter(predicted_status(row, script, seed=0, max_repairs=10, proof_repairs=2) for row in candidates)
+    actual = Counter(row["status"] for row in candidates)
+    assert actual == predicted
+    mismatched = [row["candidate_id"] for row in candidates
+                  if row["status"] != predicted_status(row, script, seed=0, max_repairs=10, proof_repairs=2)]
+    assert mismatched == []
+    assert actual["proved"] and actual["rejected_by_judge"] and actual["not_compilable"]
+
+
+def test_rows_carry_histories_and_simulated_provenance(finished_run):
+    run_dir, _ = finished_run
+    rows = read_table(run_dir, "candidates").to_dicts()
+    for row in rows:
+        assert row["provenance"]["llm_simulated"] and row["provenance"]["lean_simulated"]
+        assert row["provenance"]["toolchain"] == "sim"
+    proved = [row for row in rows if row["status"] == "proved"]
+    assert all(row["success_at"] == min(p["success_at"] for p in row["proofs"] if p["proved"]) for row in proved)
+    assert all("sorry" not in row["proof"] for row in proved)
+    repaired = [row for row in rows if (row["formalize_repairs"] or 0) > 0 and row["status"] != "not_compilable"]
+    assert repaired, "some statement needed a repair"
+    assert all(len(row["formalize_attempts"]) == row["formalize_repairs"] + 1 for row in repaired)
+    assert all(row["formalize_attempts"][0]["diagnostics"] for row in repaired), "the failing check's diagnostics are kept"
+
+
+def test_bad_seeds_are_reported_and_the_run_goes_on(finished_run):
+    run_dir, _ = finished_run
+    seeds = {row["seed_path"]: row for row in read_table(run_dir, "seeds").to_dicts()}
+    for relative, (status, _) in BAD_SEEDS.items():
+        assert seeds[relative]["status"] == status and seeds[relative]["reason"]
+        assert seeds[relative]["candidates"] == 0
+    good = [row for path, row in seeds.items() if path not in BAD_SEEDS]
+    assert len(good) == 3 and all(row["status"] == "ok" and row["candidates"] > 0 for row in good)
+
+
+def test_sim_received_exactly_the_calls_the_table_records(finished_run):
+    run_dir, stats = finished_run
+    candidates = read_table(run_dir, "candidates")
+    expected = calls_by_stage(candidates)
+    expected["discover"] = 3 * SAMPLES  # bad seeds never reach the model
+    assert stats["received_by_stage"] == expected
+
+
+def command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pipelines.mine", *args]
+
+
+def run_to_end(args: list[str], log: Path) -> None:
+    with log.open("ab") as out:
+        completed = subprocess.run(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                   timeout=RUN_TIMEOUT_S, start_new_session=True)
+    assert completed.returncode == 0, log.read_text()[-3000:]
+
+
+def readable_rows(directory: Path) -> list[dict]:
+    """Rows of the files a resumed run will trust (a file cut by the kill does not count)."""
+    rows = []
+    for path in sorted(directory.glob("*.parquet")):
+        try:
+            rows.extend(pq.read_table(path).to_pylist())
+        except OSError:
+            continue
+    return rows
+
+
+def kill_when_written(args: list[str], candidates_dir: Path, log: Path) -> None:
+    """Start the driver, SIGKILL it once some candidates are on disk, and wait for its Ray processes to exit."""
+    with log.open("ab") as out:
+        driver = subprocess.Popen(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while len(list(candidates_dir.glob("*.parquet"))) < WRITTEN_BEFORE_KILL:
+        assert driver.poll() is None, "the run finished before it could be killed: " + log.read_text()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    session = [p for p in psutil.process_iter(["pid"]) if _session(p) == driver.pid]
+    _, alive = psutil.wait_procs(session, timeout=GRACE_S)
+    names = [_name(p) for p in alive]
+    for process in alive:
+        process.kill()
+    # Ray's node agents notice their raylet is gone only after a while; anything else (a worker that could
+    # still write rows, an REPL, the sim) must have gone with the driver.
+    assert all(name.endswith("Agent") for name in names), f"processes outlived the killed driver: {names}"
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _session(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run, tmp_path):
+    """SIGKILL the driver once it has written candidates, start it again, compare with the uninterrupted run.
+
+    The sim server lives in the test, so its request counts span the killed and the resumed driver. The sims
+    are deterministic, so a candidate costs the same calls in every run: the resumed run must ask for exactly
+    what the uninterrupted run asked for, minus what the killed run had already written.
+    """
+    whole_dir, whole_stats = finished_run
+    whole_requests = Counter(whole_stats["received_by_stage"])
+    seed_list = make_seeds(tmp_path / "seeds")
+    with SimServer(sim_server_config(median_s=KILLED_RUN_LATENCY_S)) as server:
+        args = overrides(tmp_path / "killed", tmp_path / "seeds", seed_list, server.base_url, SAMPLES)
+        kill_when_written(args, tmp_path / "killed" / "candidates", tmp_path / "killed.log")
+        before_resume = Counter(server.stats.snapshot()["received_by_stage"])
+        written = [row for row in readable_rows(tmp_path / "killed" / "candidates") if row["status"] != "error_infra"]
+        discovered = readable_rows(tmp_path / "killed" / "discoveries")
+        run_to_end(args, tmp_path / "resumed.log")
+        resumed_requests = Counter(server.stats.snapshot()["received_by_stage"]) - before_resume
+
+    whole = read_table(whole_dir, "candidates")
+    resumed = read_table(tmp_path / "killed", "candidates")
+    assert resumed["candidate_id"].is_unique().all(), "no candidate written twice"
+    assert dict(zip(resumed["candidate_id"], resumed["status"])) == dict(zip(whole["candidate_id"], whole["status"]))
+    assert written, "the kill came after some candidates were written"
+
+    already_paid = Counter()
+    for row in written:
+        already_paid.update(call["stage"] for call in row["llm_calls"])
+    already_paid["discover"] = sum(row["status"] != "error_infra" for row in discovered)
+    expected = whole_requests - already_paid
+    assert resumed_requests == expected, "finished rows (and written discoveries) were not asked again"
+    assert calls_by_stage(resumed) == calls_by_stage(whole)

@@ -1,0 +1,234 @@
+"""The mining pipeline's pure pieces: seeds, ids, splitting, prompts, loop helpers, summaries, run directory."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from omegaconf import OmegaConf
+
+from lean_pool.checker import CheckResult
+from operators import prompts
+from operators.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidate_id, candidates_table, funnel
+from operators.discover import DISCOVERY_SCHEMA
+from operators.formalize import keep_imports, rejection
+from operators.judge import majority
+from operators.llm_sim import last_lean_block
+from operators.prove import best_proof, with_environment
+from operators.seeds import EMPTY, NOT_UTF8, OK, TOO_LONG, decode_seed, domain_of, seed_id, select
+from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER, explode, split_answer
+from operators.trivial import with_tactic
+from pipelines.job import load_config
+from pipelines.run_dir import RunDir
+from pipelines.summary import seeds_table
+
+MARKER = "brainstormed mathlib lemmas"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config([])
+
+
+@pytest.fixture(scope="module")
+def templates(cfg):
+    return OmegaConf.to_container(cfg.prompts)
+
+
+# --- config ---------------------------------------------------------------------------------------------
+
+
+def test_default_config_is_real_backends_with_the_papers_budgets(cfg):
+    assert cfg.llm.backend == "openai" and cfg.lean.backend == "repl"
+    assert cfg.formalize.max_repairs == 10 and cfg.prove.max_repairs == 2
+    assert cfg.llm.sampling.discover.temperature == 1.0 and cfg.llm.sampling.discover.top_p == 1.0
+    assert cfg.prove.marker == "### Complete Lean 4 Proof" and cfg.formalize.marker == "error-free code"
+    assert "import Aesop" in cfg.prove.env_lines
+
+
+def test_demo_preset_switches_to_simulators_and_shipped_seeds():
+    demo = load_config(["preset=demo"])
+    assert demo.llm.backend == "sim" and demo.lean.backend == "sim"
+    seeds = sorted(Path(demo.seeds.root).rglob("*.lean"))
+    assert len(seeds) >= 3
+
+
+# --- seeds ----------------------------------------------------------------------------------------------
+
+
+def test_seed_id_is_the_module_name():
+    assert seed_id("Mathlib/Data/Finset/Max.lean") == "Mathlib.Data.Finset.Max"
+
+
+def test_domain_table_reproduces_the_mathliblemma_split(cfg, mathliblemma_dir):
+    """Every seed of the fixture sample lands in the domain the MathlibLemma dataset filed it under."""
+    domains = OmegaConf.to_container(cfg.seeds.domains)
+    seen = 0
+    for directory in (mathliblemma_dir / "benchmark").iterdir():
+        for lean_file in directory.rglob("*.lean"):
+            seed_path = lean_file.parent.relative_to(directory)
+            module = "Mathlib." + ".".join(seed_path.parts)
+            assert domain_of(module, domains, "other") == directory.name, module
+            seen += 1
+    assert seen > 0
+
+
+def test_domain_prefix_matches_whole_components():
+    assert domain_of("Mathlib.DataX.Foo", {"Mathlib.Data": "foundational"}, "other") == "other"
+    assert domain_of("Mathlib.Data", {"Mathlib.Data": "foundational"}, "other") == "foundational"
+
+
+def test_select_keeps_lean_files_matching_globs():
+    paths = ["Mathlib/A.lean", "Mathlib/B/C.lean", "Mathlib/B/D.txt", "Other/E.lean", "Mathlib/Tactic/F.lean"]
+    assert select(paths, ["Mathlib/**"], ["Mathlib/Tactic/*"]) == ["Mathlib/A.lean", "Mathlib/B/C.lean"]
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [(b"\xff\xfe not utf8", NOT_UTF8), (b"", EMPTY), (b"  \n\n", EMPTY), (b"x" * 400, TOO_LONG), (b"theorem a", OK)],
+)
+def test_decode_seed_gives_a_status_per_bad_input(data, status):
+    seed = decode_seed(data, max_tokens=100, chars_per_token=2.0)
+    assert seed.status == status
+    assert (seed.text is not None) == (status == OK)
+    assert (seed.reason is None) == (status == OK)
+
+
+# --- split ----------------------------------------------------------------------------------------------
+
+
+def test_split_answer_statuses():
+    assert split_answer("no marker here", MARKER).status == NO_MARKER
+    assert split_answer(f"plan\n{MARKER}\n```lean\nimport Mathlib\ndef x := 1\n```", MARKER).status == NO_LEMMAS
+    answer = f"plan\n{MARKER}\n```lean\nimport Mathlib\n\ntheorem a : 1 = 1 := sorry\n\nlemma b : 2 = 2 := sorry\n```"
+    split = split_answer(answer, MARKER)
+    assert split.status == DISCOVERED and len(split.snippets) == 2
+    assert all(snippet.startswith("import Mathlib") for snippet in split.snippets)
+
+
+def _discovery(snippets: list[str]) -> dict:
+    return {
+        "unit_id": "Mathlib.X/s1", "seed_id": "Mathlib.X", "seed_path": "Mathlib/X.lean", "domain": "d",
+        "sample": 1, "snippets": snippets, "provenance": None, "finished_at": datetime.now(timezone.utc),
+    }
+
+
+def test_explode_gives_stable_ids_and_skips_finished_candidates():
+    rows = explode(_discovery(["a", "b", "c"]), finished={candidate_id("Mathlib.X", 1, 1)})
+    assert [row["candidate_id"] for row in rows] == ["Mathlib.X/s1/c0", "Mathlib.X/s1/c2"]
+    assert [row["statement_raw"] for row in rows] == ["a", "c"]
+    table = candidates_table(rows)
+    assert table.schema == CANDIDATE_SCHEMA and set(table.column("status").to_pylist()) == {"discovered"}
+
+
+# --- prompts --------------------------------------------------------------------------------------------
+
+
+def test_repair_prompts_end_with_the_current_code(templates):
+    """The code to repair is the last fenced lean block; the history before it keeps every attempt."""
+    attempts = [
+        {"code": "theorem a : 1 = 2 := sorry", "diagnostics": [{"severity": "error", "line": 1, "column": 0, "message": "boom"}]},
+        {"code": "theorem a : 1 = 3 := sorry", "diagnostics": []},
+    ]
+    user = prompts.formalize_messages(templates, attempts, "error-free code")[-1]["content"]
+    assert last_lean_block(user) == attempts[-1]["code"]
+    assert "boom" in user and "theorem a : 1 = 2" in user and "error-free code" in user
+    first = prompts.prove_messages(templates, "theorem s : True := sorry", ["import Aesop"], "### P", [])[-1]["content"]
+    assert last_lean_block(first) == "theorem s : True := sorry" and "import Aesop" in first
+    repair = prompts.prove_messages(templates, "theorem s : True := sorry", [], "### P", attempts)[-1]["content"]
+    assert last_lean_block(repair) == attempts[-1]["code"]
+
+
+def test_discover_prompt_carries_the_whole_seed(templates):
+    seed = "theorem x : True := trivial\n" * 50
+    user = prompts.discover_messages(templates, seed, MARKER, 100)[-1]["content"]
+    assert seed.strip() in user and MARKER in user and "100" in user
+
+
+# --- loop helpers ---------------------------------------------------------------------------------------
+
+
+def test_repairs_keep_the_original_imports():
+    repaired = keep_imports("import Mathlib\n\ntheorem a : 1 = 1 := sorry", "import Mathlib\nimport Evil\ntheorem a : 1 = 1 := by sorry")
+    assert repaired.startswith("import Mathlib\n") and "Evil" not in repaired and "theorem a" in repaired
+
+
+def test_already_declared_and_refusals_are_final_rejections():
+    declared = CheckResult(status="error", ok=False, reasons=[], messages=[
+        {"severity": "error", "pos": {"line": 3, "column": 8}, "data": "'Nat.add_zero' has already been declared"}])
+    assert "Nat.add_zero" in rejection(declared)
+    refused = CheckResult(status="refused", ok=False, reasons=["`#eval` runs code"])
+    assert "#eval" in rejection(refused)
+    plain = CheckResult(status="error", ok=False, reasons=[], messages=[
+        {"severity": "error", "pos": {"line": 1, "column": 0}, "data": "unknown identifier 'foo'"}])
+    assert rejection(plain) is None
+
+
+def test_proof_file_puts_every_import_first():
+    code = with_environment(["import Mathlib", "import Aesop", "open Real"], "import Mathlib\nimport Extra\n\ntheorem t : True := trivial")
+    lines = code.splitlines()
+    assert lines[:4] == ["import Mathlib", "import Aesop", "import Extra", "open Real"]
+    assert lines[-1] == "theorem t : True := trivial"
+
+
+def test_best_proof_takes_the_fewest_repairs():
+    proofs = [
+        {"role": "a", "proved": True, "success_at": 2},
+        {"role": "b", "proved": True, "success_at": 0},
+        {"role": "c", "proved": False, "success_at": None},
+    ]
+    assert best_proof(proofs)["role"] == "b"
+    assert best_proof([proofs[2]]) is None
+
+
+def test_trivial_check_replaces_sorry_tokens_only():
+    assert with_tactic("theorem sorry_free : x := by sorry", "aesop") == "theorem sorry_free : x := by aesop"
+
+
+def test_judge_majority_is_strict():
+    assert majority([True]) and not majority([False])
+    assert not majority([True, False]) and majority([True, True, False])
+
+
+# --- summary and run directory --------------------------------------------------------------------------
+
+
+def _discovery_rows() -> pa.Table:
+    rows = [
+        {"unit_id": "A/s0", "seed_id": "A", "seed_path": "A.lean", "domain": "d", "seed_status": OK, "seed_chars": 10,
+         "status": DISCOVERED, "prompt_tokens": 5, "completion_tokens": 7},
+        {"unit_id": "A/s1", "seed_id": "A", "seed_path": "A.lean", "domain": "d", "seed_status": OK, "seed_chars": 10,
+         "status": ERROR_INFRA, "reason": "discover: infrastructure failure", "prompt_tokens": 0, "completion_tokens": 0},
+        {"unit_id": "B/s0", "seed_id": "B", "seed_path": "B.lean", "domain": "d", "seed_status": EMPTY, "seed_chars": 0,
+         "status": EMPTY, "reason": "the file is empty or blank", "prompt_tokens": 0, "completion_tokens": 0},
+    ]
+    return pa.Table.from_pylist(rows, schema=DISCOVERY_SCHEMA)
+
+
+def test_seeds_table_reports_bad_seeds_and_counts_per_status():
+    candidates = pa.table({"seed_id": ["A", "A", "A"], "status": [PROVED, PROVED, ERROR_INFRA]})
+    seeds = {row["seed_id"]: row for row in seeds_table(_discovery_rows(), candidates).to_pylist()}
+    assert seeds["A"]["status"] == ERROR_INFRA and seeds["A"]["samples"] == 2 and seeds["A"]["candidates"] == 3
+    assert seeds["A"]["n_proved"] == 2 and seeds["A"]["n_error_infra"] == 1 and seeds["A"]["n_trivial"] == 0
+    assert seeds["B"]["status"] == EMPTY and seeds["B"]["candidates"] == 0 and "empty" in seeds["B"]["reason"]
+
+
+def test_funnel_lists_every_status_in_order():
+    counts = funnel(["proved", "trivial", "proved"])
+    assert list(counts) == list(STATUSES) and counts["proved"] == 2 and counts["compiled"] == 0
+
+
+def test_prepare_removes_partial_files_and_drops_retried_rows(tmp_path):
+    run = RunDir(str(tmp_path / "run"))
+    table_dir = tmp_path / "run" / "discoveries"
+    table_dir.mkdir(parents=True)
+    pq.write_table(_discovery_rows(), table_dir / "a.parquet")
+    (table_dir / "b.parquet").write_bytes(b"PAR1 cut short by a kill")
+    repair = run.prepare("discoveries", {ERROR_INFRA})
+    assert (repair.partial_files_removed, repair.retried_rows_dropped) == (1, 1)
+    assert run.ids("discoveries", "unit_id") == {"A/s0", "B/s0"}
+    assert [p.name for p in table_dir.iterdir()] == ["a.parquet"]
+    assert run.prepare("discoveries", {ERROR_INFRA}) == type(repair)(0, 0)
