@@ -68,10 +68,11 @@ class LeanRouter:
         worker_options = {
             "num_cpus": float(per_repl["num_cpus"]) * repls,
             "memory": int(float(per_repl["memory_gb"]) * GIB * repls),
-            "max_concurrency": repls + 1,
+            "max_concurrency": repls * int(lean_cfg["checks_in_flight_per_repl"]) + 1,
         }
         self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg) for _ in range(int(lean_cfg["workers"]))]
-        self._scheduler = HeaderScheduler([Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)])
+        slots = [Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)]
+        self._scheduler = HeaderScheduler(slots, depth=int(lean_cfg["checks_in_flight_per_repl"]))
         self._timeout = float(lean_cfg["timeout_s"])
         self._counts: Counter[str] = Counter()
 
@@ -112,7 +113,7 @@ class LeanRouter:
         return {
             "by_status": dict(self._counts),
             "header_switches": self._scheduler.switches,
-            "busy_slots": sum(slot.busy for slot in self._scheduler.slots),
+            "busy_slots": self._scheduler.busy,
             "slots": len(self._scheduler.slots),
             "queued": self._scheduler.queued,
         }

@@ -2,8 +2,9 @@
 
 A REPL holds one imported header (`import Mathlib` costs seconds to a minute); checks of that
 header run on it for the price of the check alone. So a freed REPL goes to the oldest check of the
-header it holds; a REPL changes header only when the header it would serve has no REPL at all, or
-when the checks queued for a header would wait longer on its own REPLs than an import costs.
+header it holds; a REPL changes header only when the header it would serve has no REPL at all, when
+the checks queued for a header would wait longer on its own REPLs than an import costs, or when a
+header's oldest check has been passed over once per slot in the pool.
 This is plain asyncio with no Ray, so it can be tested on its own; the pool's router drives it.
 """
 
@@ -19,12 +20,12 @@ NO_HEADER = ""  # snippets without imports run in a fresh environment on any REP
 
 @dataclass
 class Slot:
-    """One REPL as the scheduler sees it: where it lives, the header it holds, whether it is busy."""
+    """One REPL as the scheduler sees it: where it lives, the header it holds, checks handed to it."""
 
     worker: int
     index: int
     header: str | None = None
-    busy: bool = False
+    in_flight: int = 0
     released_at: int = 0
 
 
@@ -46,15 +47,25 @@ class _Mean:
 
 @dataclass
 class HeaderScheduler:
-    """Hands REPL slots to checks, one check per slot at a time, preferring a slot that holds the header."""
+    """Hands REPL slots to checks, preferring a slot that holds the check's header.
+
+    Up to `depth` checks are handed to a slot at once: the REPL runs them one after another, and the
+    next one is already waiting beside the REPL when the current one ends, with no round trip between.
+    """
 
     slots: list[Slot]
+    depth: int = 1
     switches: int = 0
     _queues: dict[str, deque[tuple[int, asyncio.Future]]] = field(default_factory=dict)
     _arrivals: itertools.count = field(default_factory=itertools.count)
     _releases: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _passed_over: dict[str, int] = field(default_factory=dict)
     _check_seconds: _Mean = field(default_factory=_Mean)
     _import_seconds: _Mean = field(default_factory=_Mean)
+
+    @property
+    def busy(self) -> int:
+        return sum(slot.in_flight > 0 for slot in self.slots)
 
     @property
     def queued(self) -> int:
@@ -84,7 +95,8 @@ class HeaderScheduler:
             self._import_seconds.add(import_seconds)
         if header != NO_HEADER:
             slot.header = header
-        slot.busy, slot.released_at = False, next(self._releases)
+        slot.in_flight -= 1
+        slot.released_at = next(self._releases)
         self._dispatch()
 
     def note_import(self, seconds: float) -> None:
@@ -92,23 +104,31 @@ class HeaderScheduler:
         self._import_seconds.add(seconds)
 
     def _dispatch(self) -> None:
-        for slot in sorted((s for s in self.slots if not s.busy), key=lambda s: s.released_at):
-            header = self._header_for(slot)
-            if header is None:
-                continue
-            _, granted = self._queues[header].popleft()
+        """Hand slots with room to waiting checks, idle and long-idle slots first."""
+        while self._queues:
+            open_slots = sorted((s for s in self.slots if s.in_flight < self.depth),
+                                key=lambda s: (s.in_flight, s.released_at))
+            choice = next(((s, h) for s in open_slots if (h := self._header_for(s)) is not None), None)
+            if choice is None:
+                return
+            slot, header = choice
+            arrival, granted = self._queues[header].popleft()
+            self._note_passed_over(header, arrival)
             self._drop_if_empty(header)
+            if granted.cancelled():  # its caller went away; its own cleanup will find it gone
+                continue
             if slot.header not in (None, header) and header != NO_HEADER:
                 self.switches += 1
-            slot.busy = True
+            slot.in_flight += 1
             if header != NO_HEADER:
                 slot.header = header
             granted.set_result(slot)
-            if not self._queues:
-                return
 
     def _header_for(self, slot: Slot) -> str | None:
         """The header whose oldest check this free slot should run, or None to leave it idle."""
+        starving = [h for h in self._queues if self._passed_over.get(h, 0) >= len(self.slots) * self.depth]
+        if starving:
+            return min(starving, key=lambda h: self._queues[h][0][0])
         if slot.header in self._queues:
             return slot.header
         if NO_HEADER in self._queues:
@@ -128,6 +148,18 @@ class HeaderScheduler:
             return len(self._queues[header]) > holding
         return len(self._queues[header]) * check_s > holding * import_s
 
+    def _note_passed_over(self, served: str, arrival: int) -> None:
+        """Count, for each header whose oldest check is older than the one served, one more pass-over.
+
+        A header passed over once per slot in the pool is served next, whatever that costs, so
+        affinity never starves a header.
+        """
+        self._passed_over.pop(served, None)
+        for header, queue in self._queues.items():
+            if header != served and queue[0][0] < arrival:
+                self._passed_over[header] = self._passed_over.get(header, 0) + 1
+
     def _drop_if_empty(self, header: str) -> None:
         if not self._queues.get(header, True):
             del self._queues[header]
+            self._passed_over.pop(header, None)

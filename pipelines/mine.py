@@ -9,10 +9,11 @@ infrastructure reasons. `preset=demo` runs it all on the simulators.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import ray
 from omegaconf.errors import MissingMandatoryValue
+from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
 from operators.candidates import CANDIDATE_SCHEMA
@@ -28,29 +29,37 @@ from pipelines.progress import report_batch
 from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
 
 
-def discover(job: MiningJob) -> None:
+def _streaming(ds: Dataset) -> Dataset:
+    """No barrier between stages: rows flow on as soon as a stage is done with them."""
+    return ds
+
+
+def discover(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -> None:
     """Seed files -> discoveries/: one row per (seed, sample), whatever happened to it."""
     units = job.pending_units()
     if not units:
         return
     ds = ray.data.from_items(units, override_num_blocks=len(units))
-    ds = ds.map_batches(DiscoverOperator, **job.llm_options("discover", provenance=job.provenance))
+    ds = between(ds.map_batches(DiscoverOperator, **job.llm_options("discover", provenance=job.provenance)))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "discoveries"})
     ds.write_parquet(job.run.table_uri("discoveries"), filesystem=job.run.filesystem)
 
 
-def verify(job: MiningJob) -> None:
-    """discoveries/ -> candidates/: every candidate not yet finished, through judge, formalize, trivial, prove."""
+def verify(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -> None:
+    """discoveries/ -> candidates/: every candidate not yet finished, through judge, formalize, trivial, prove.
+
+    `between` runs after each stage; the default streams, the benchmark's staged baseline materializes.
+    """
     files = job.run.file_uris("discoveries")
     finished = job.finished_candidates()
     if not files:
         return
     ds = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
-    ds = ds.map_batches(explode_files, batch_format="pyarrow", fn_kwargs={"finished": [finished]})
-    ds = ds.map_batches(JudgeOperator, **job.llm_options("judge"))
-    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
-    ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
-    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
+    ds = between(ds.map_batches(explode_files, batch_format="pyarrow", fn_kwargs={"finished": [finished]}))
+    ds = between(ds.map_batches(JudgeOperator, **job.llm_options("judge")))
+    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool)))
+    ds = between(ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool)))
+    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool)))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
     ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
                      min_rows_per_file=int(job.cfg.output.rows_per_file))

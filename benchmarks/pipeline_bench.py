@@ -1,0 +1,112 @@
+"""Mining pipeline benchmark on the simulators: streaming vs stage-by-stage, and driver memory vs seed count.
+
+Run: `python benchmarks/pipeline_bench.py [seeds=24] [llm_s=1.0] [check_s=0.3] [memory_seeds=10]`.
+The LLM sim answers after a log-normal latency around `llm_s`, the Lean sim sleeps `check_s` per check,
+so the figures measure how the pipeline overlaps waiting, not the machine's cores. Both variants run
+the same stages, operators and seeds in this process; the staged one materializes after every stage.
+Driver memory is the peak RSS of `python -m pipelines.mine` runs over `memory_seeds` and 10x as many
+seeds. The last line is machine-readable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import ray
+
+from pipelines import mine
+from pipelines.job import MiningJob, load_config, package_dir
+
+REPO = Path(__file__).resolve().parents[1]
+MEMORY_GROWTH = 10
+RSS_POLL_S = 0.05
+
+
+def make_seeds(root: Path, count: int) -> None:
+    """`count` seed files: the demo seeds copied under distinct module names."""
+    demo = sorted(Path(package_dir("pipelines/demo_seeds")).rglob("*.lean"))
+    for index in range(count):
+        source = demo[index % len(demo)]
+        target = root / "Mathlib" / "Bench" / f"Seed{index:04d}.lean"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.read_text())
+
+
+def overrides(run_dir: Path, seeds: Path, llm_s: float, check_s: float) -> list[str]:
+    return [
+        "preset=demo",
+        f"run_dir={run_dir}",
+        f"seeds.root={seeds}",
+        f"llm.sim.latency.median_s={llm_s}",
+        "llm.sim.latency.sigma=0.5",
+        f"lean.sim.check_s={check_s}",
+        "lean.sim.import_s=1.0",
+        "lean.sim.burn_cpu=false",
+        "lean.repls_per_worker=4",
+        "lean.resources_per_repl.num_cpus=0.25",
+        "output.status_every_s=3600",
+    ]
+
+
+def timed_run(args: list[str], staged: bool) -> float:
+    """Wall time of discover + verify + report in this process (Ray already up), one variant."""
+    barrier = (lambda ds: ds.materialize()) if staged else (lambda ds: ds)
+    with MiningJob(load_config(args)) as job:
+        started = time.perf_counter()
+        mine.discover(job, barrier)
+        mine.verify(job, barrier)
+        lines = mine.report(job)
+        elapsed = time.perf_counter() - started
+    print(f"{'staged' if staged else 'streaming'}: {elapsed:.1f}s")
+    print("\n".join(line for line in lines if line.startswith(("candidates", "  "))))
+    return elapsed
+
+
+def peak_driver_rss(args: list[str]) -> int:
+    """Peak RSS (bytes) of a `python -m pipelines.mine` driver process over its whole run."""
+    driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = psutil.Process(driver.pid)
+    peak = 0
+    while driver.poll() is None:
+        try:
+            peak = max(peak, process.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(RSS_POLL_S)
+    if driver.returncode != 0:
+        raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
+    return peak
+
+
+def main(argv: list[str]) -> None:
+    options = {"seeds": "24", "llm_s": "1.0", "check_s": "0.3", "memory_seeds": "10"}
+    options.update(arg.split("=", 1) for arg in argv)
+    seeds, llm_s, check_s = int(options["seeds"]), float(options["llm_s"]), float(options["check_s"])
+    small = int(options["memory_seeds"])
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        make_seeds(work / "seeds", seeds)
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        try:
+            streaming = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), staged=False)
+            staged = timed_run(overrides(work / "staged", work / "seeds", llm_s, check_s), staged=True)
+        finally:
+            ray.shutdown()
+        fast = (0.01, 0.005)
+        make_seeds(work / "small", small)
+        make_seeds(work / "large", small * MEMORY_GROWTH)
+        small_rss = peak_driver_rss(overrides(work / "run-small", work / "small", *fast))
+        large_rss = peak_driver_rss(overrides(work / "run-large", work / "large", *fast))
+    print(f"driver peak RSS: {small} seeds {small_rss / 2**20:.0f} MiB, {small * MEMORY_GROWTH} seeds "
+          f"{large_rss / 2**20:.0f} MiB")
+    print(f"streaming_vs_staged={streaming / staged:.2f} memory_growth_10x={large_rss / small_rss:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
