@@ -1,6 +1,6 @@
 """Mining pipeline benchmark on the simulators: streaming vs stage-by-stage, and driver memory vs seed count.
 
-Run: `python benchmarks/pipeline_bench.py [seeds=24] [llm_s=1.0] [check_s=0.3] [memory_seeds=10]`.
+Run: `python benchmarks/pipeline_bench.py [seeds=24] [llm_s=1.0] [check_s=0.2] [memory_seeds=10]`.
 The LLM sim answers after a log-normal latency around `llm_s`, the Lean sim sleeps `check_s` per check,
 so the figures measure how the pipeline overlaps waiting, not the machine's cores. Both variants run
 the same stages, operators and seeds in this process; the staged one materializes after every stage.
@@ -47,6 +47,7 @@ def overrides(run_dir: Path, seeds: Path, llm_s: float, check_s: float) -> list[
         f"lean.sim.check_s={check_s}",
         "lean.sim.import_s=1.0",
         "lean.sim.burn_cpu=false",
+        "lean.workers=2",
         "lean.repls_per_worker=4",
         "lean.resources_per_repl.num_cpus=0.25",
         "output.status_every_s=3600",
@@ -85,7 +86,7 @@ def peak_driver_rss(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> None:
-    options = {"seeds": "24", "llm_s": "1.0", "check_s": "0.3", "memory_seeds": "10"}
+    options = {"seeds": "24", "llm_s": "1.0", "check_s": "0.2", "memory_seeds": "10"}
     options.update(arg.split("=", 1) for arg in argv)
     seeds, llm_s, check_s = int(options["seeds"]), float(options["llm_s"]), float(options["check_s"])
     small = int(options["memory_seeds"])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -14,6 +16,8 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from lean_pool.pool import LeanPool
+
+CHEATS_DIR = Path(__file__).resolve().parent / "cheats"
 
 pytestmark = pytest.mark.ray
 
@@ -103,6 +107,24 @@ def test_header_affinity_keeps_imports_rare(pool: LeanPool):
     # header on about every other check; with it, a few REPLs change once or twice.
     switches = pool.stats()["header_switches"] - before
     assert switches <= 2 * pool.stats()["slots"], switches
+
+
+def test_cheat_corpus_fails_and_honest_proofs_pass_through_the_pool(pool: LeanPool):
+    """The prove stage's path: each proof is checked against the statement it was asked to prove."""
+    cheats = sorted(CHEATS_DIR.glob("*.lean"))
+    honest = sorted((CHEATS_DIR / "honest").glob("*.lean"))
+
+    def statement(target: str) -> str:
+        return (CHEATS_DIR / "reference" / f"{target}.lean").read_text()
+
+    async def check_all(pairs: list[tuple[str, str]]):
+        return await asyncio.gather(*(pool.check(code, statement=statement(target)) for code, target in pairs))
+
+    cheat_pairs = [(p.read_text(), re.search(r"^-- target: (.*)$", p.read_text(), re.MULTILINE).group(1)) for p in cheats]
+    for path, result in zip(cheats, asyncio.run(check_all(cheat_pairs))):
+        assert not result.ok and result.status in {"refused", "sorry", "error"}, (path.name, result)
+    honest_results = asyncio.run(check_all([(p.read_text(), p.stem) for p in honest]))
+    assert [r.status for r in honest_results] == ["passed"] * len(honest)
 
 
 def test_timeout_and_crash_are_infrastructure_and_the_pool_recovers(pool: LeanPool):
