@@ -1,0 +1,105 @@
+"""Benchmark statements as candidate rows, so a given benchmark goes through the same stages as mined lemmas.
+
+Two inputs: the MathlibLemma layout `DOMAIN/SEED_PATH/N.lean` (one self-contained statement ending in
+`sorry` per file; the path relative to the benchmark root is the candidate id), and any table with a
+`statement` column (a mining run's compiled statements, another benchmark). Rows start as `discovered`
+with no judge verdict: the evaluate plan checks each statement once, flags the trivial ones and proves
+the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+from operators.candidates import CANDIDATE_SCHEMA, DISCOVERED
+
+LEAN_SUFFIX = ".lean"
+
+
+class BenchmarkLayoutError(ValueError):
+    """A benchmark file is not where the `DOMAIN/SEED_PATH/N.lean` layout puts it."""
+
+
+@dataclass(frozen=True)
+class BenchmarkItem:
+    """Where a benchmark statement comes from: its id, seed module and file, domain and index in the seed."""
+
+    candidate_id: str
+    seed_id: str
+    seed_path: str
+    domain: str
+    index: int
+
+
+def layout_item(relative_path: str, seed_root: str) -> BenchmarkItem:
+    """Read `DOMAIN/SEED_PATH/N.lean` (e.g. `abstract/RepresentationTheory/FiniteIndex/31.lean`): the seed is
+    `seed_root/SEED_PATH.lean` (`Mathlib/RepresentationTheory/FiniteIndex.lean`), its module the seed id."""
+    path = PurePosixPath(relative_path)
+    if path.suffix != LEAN_SUFFIX or len(path.parts) < 3 or not path.stem.isdigit():
+        raise BenchmarkLayoutError(f"{relative_path}: expected DOMAIN/SEED_PATH/N.lean with N a number")
+    seed_parts = (seed_root, *path.parts[1:-1])
+    return BenchmarkItem(
+        candidate_id=relative_path,
+        seed_id=".".join(seed_parts),
+        seed_path="/".join(seed_parts) + LEAN_SUFFIX,
+        domain=path.parts[0],
+        index=int(path.stem),
+    )
+
+
+def table_item(record: Mapping[str, Any], source: str, position: int, default_domain: str) -> BenchmarkItem:
+    """A row of a statements table: its own `candidate_id` (or `id`) when it has one, else `source#position`;
+    seed and domain from its columns when present."""
+    candidate_id = record.get("candidate_id") or record.get("id") or f"{source}#{position}"
+    seed_id = record.get("seed_id") or source
+    return BenchmarkItem(
+        candidate_id=str(candidate_id),
+        seed_id=str(seed_id),
+        seed_path=str(record.get("seed_path") or seed_id),
+        domain=str(record.get("domain") or default_domain),
+        index=position,
+    )
+
+
+def candidate_row(item: BenchmarkItem, statement: str, provenance: Mapping[str, Any], now: datetime
+                  ) -> dict[str, Any]:
+    """A candidate row for one benchmark statement, ready for the statement check, trivial and prove stages."""
+    row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
+    row.update(
+        candidate_id=item.candidate_id,
+        unit_id=item.seed_id,
+        seed_id=item.seed_id,
+        seed_path=item.seed_path,
+        domain=item.domain,
+        sample=0,
+        snippet_index=item.index,
+        statement_raw=statement,
+        formalize_attempts=[],
+        judge_votes=[],
+        proofs=[],
+        proved_by=[],
+        llm_calls=[],
+        prompt_tokens=0,
+        completion_tokens=0,
+        lean_checks=0,
+        lean_seconds=0.0,
+        status=DISCOVERED,
+        provenance=dict(provenance),
+        discovered_at=now,
+    )
+    return row
+
+
+def prover_models(models: Mapping[str, Mapping[str, Any]], provers: list[str], template_role: str
+                  ) -> dict[str, dict[str, Any]]:
+    """The role -> model table with one role per prover: a prover that is not a role yet is a model name
+    served by `template_role`'s endpoint (`provers=[deepseek-prover,goedel-prover]` on one server)."""
+    table = {role: dict(values) for role, values in models.items()}
+    for prover in provers:
+        if prover not in table:
+            table[prover] = {**table[template_role], "model": prover}
+    return table

@@ -1,0 +1,193 @@
+"""The declaration index on disk: Parquet rows, a faiss index of their vectors, and a manifest.
+
+Indexing all of Mathlib is done once and reused by many runs, so the three files travel together in
+one directory and the manifest says which Mathlib revision and which embedding model made them. An
+index is refused (not silently used) when either differs from what the run expects: vectors of
+another model are meaningless, and declarations of another Mathlib are not the ones Lean will see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from operators.embed import Encoder, encode_statements, load_encoder
+
+TABLE_FILE = "declarations.parquet"
+FAISS_FILE = "declarations.faiss"
+MANIFEST_FILE = "manifest.json"
+# Bumped when the files' layout changes, so an index of an older layout is rebuilt, not misread.
+FORMAT = 1
+
+DECLARATION_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()),
+        ("kind", pa.string()),
+        ("signature", pa.string()),
+        ("canonical", pa.string()),
+        ("docstring", pa.string()),
+        ("file", pa.string()),
+        ("line", pa.int32()),
+    ]
+)
+
+
+class StaleIndex(RuntimeError):
+    """The index on disk was made from another Mathlib revision, another model, or an older layout."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One declaration found for a query: its row id, full name, canonical statement and cosine score."""
+
+    row: int
+    name: str
+    canonical: str
+    score: float
+
+
+def git_head(root: Path) -> str | None:
+    """The commit a git checkout has out (a detached HEAD, a loose ref or a packed ref), read from `.git`."""
+    git = root / ".git"
+    head_file = git / "HEAD"
+    if not head_file.is_file():
+        return None
+    head = head_file.read_text().strip()
+    if not head.startswith("ref: "):
+        return head
+    ref = head[len("ref: ") :]
+    if (git / ref).is_file():
+        return (git / ref).read_text().strip()
+    packed = git / "packed-refs"
+    for line in packed.read_text().splitlines() if packed.is_file() else []:
+        sha, _, name = line.partition(" ")
+        if name == ref:
+            return sha
+    return None
+
+
+def manifest_mathlib_rev(root: Path) -> str | None:
+    """The Mathlib commit a Lake project pins in its `lake-manifest.json`, if any."""
+    manifest = root / "lake-manifest.json"
+    if not manifest.is_file():
+        return None
+    packages = json.loads(manifest.read_text()).get("packages", [])
+    return next((p.get("rev") for p in packages if str(p.get("name", "")).lower() == "mathlib"), None)
+
+
+def content_hash(files: Iterable[tuple[str, bytes]]) -> str:
+    """A revision for a tree with no git and no manifest: the hash of its (relative path, content) pairs."""
+    digest = hashlib.sha256()
+    for path, data in sorted(files):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return "sha256:" + digest.hexdigest()
+
+
+def source_revision(root: Path, files: Iterable[tuple[str, bytes]]) -> tuple[str, str]:
+    """(revision, where it came from) of a source tree: git HEAD, else the lake manifest's Mathlib, else a
+    content hash."""
+    head = git_head(root)
+    if head:
+        return head, "git"
+    pinned = manifest_mathlib_rev(root)
+    if pinned:
+        return pinned, "lake-manifest"
+    return content_hash(files), "content"
+
+
+def build_faiss(vectors: np.ndarray, settings: Mapping[str, Any]) -> tuple[faiss.Index, str]:
+    """An inner-product faiss index of unit vectors (so scores are cosines): exact `flat` up to
+    `flat_max_rows` rows, graph-based `hnsw` above (or as `settings.kind` forces)."""
+    kind = settings["kind"]
+    if kind == "auto":
+        kind = "flat" if len(vectors) <= int(settings["flat_max_rows"]) else "hnsw"
+    dim = vectors.shape[1]
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, int(settings["hnsw_m"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(settings["hnsw_ef_construction"])
+        index.hnsw.efSearch = int(settings["hnsw_ef_search"])
+    else:
+        raise ValueError(f"unknown faiss index kind {kind!r} (expected auto, flat or hnsw)")
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index, kind
+
+
+def write_index(out_dir: Path, table: pa.Table, index: faiss.Index, manifest: Mapping[str, Any]) -> None:
+    """Write the three files into a fresh directory, then swap it in: a reader never sees half an index."""
+    staging = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    pq.write_table(table.cast(DECLARATION_SCHEMA), staging / TABLE_FILE)
+    faiss.write_index(index, str(staging / FAISS_FILE))
+    (staging / MANIFEST_FILE).write_text(json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    staging.rename(out_dir)
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    """The manifest of an index directory, or None when there is no complete index there."""
+    path = out_dir / MANIFEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def stale_reasons(manifest: Mapping[str, Any] | None, revision: str | None, model_id: str) -> list[str]:
+    """Why an index cannot serve a run that expects `revision` (None: any) and embeds with `model_id`."""
+    if manifest is None:
+        return ["no index there (build it with `python -m pipelines.index`)"]
+    reasons = []
+    if manifest.get("format") != FORMAT:
+        reasons.append(f"layout {manifest.get('format')} is not the current {FORMAT}")
+    if revision is not None and manifest.get("mathlib_rev") != revision:
+        reasons.append(f"built from Mathlib {manifest.get('mathlib_rev')}, the run uses {revision}")
+    if manifest.get("model_id") != model_id:
+        reasons.append(f"embedded with {manifest.get('model_id')}, the run embeds with {model_id}")
+    return reasons
+
+
+class DeclarationIndex:
+    """An opened index: the declarations table, their faiss index and the encoder that made the vectors."""
+
+    def __init__(self, out_dir: Path, embedding: Mapping[str, Any], revision: str | None) -> None:
+        self.manifest = read_manifest(out_dir)
+        reasons = stale_reasons(self.manifest, revision, embedding["model_id"])
+        if reasons:
+            raise StaleIndex(f"declaration index {out_dir} cannot be used: " + "; ".join(reasons))
+        self.table = pq.read_table(out_dir / TABLE_FILE)
+        self.names: list[str] = self.table.column("name").to_pylist()
+        self.canonical: list[str] = self.table.column("canonical").to_pylist()
+        self.faiss = faiss.read_index(str(out_dir / FAISS_FILE))
+        self.encoder: Encoder = load_encoder(embedding)
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        """The k nearest declarations of each query vector, best first."""
+        scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
+        return [
+            [
+                Hit(int(r), self.names[r], self.canonical[r], float(s))
+                for s, r in zip(score_row, row_ids, strict=True)
+                if r >= 0
+            ]
+            for score_row, row_ids in zip(scores, rows, strict=True)
+        ]
+
+    def search(self, statements: Sequence[str], k: int) -> list[list[Hit]]:
+        """The k nearest declarations of each statement (canonical signature text), best first."""
+        if not statements:
+            return []
+        return self.search_vectors(encode_statements(self.encoder, statements), k)
+
+    def rows(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The declarations at these row ids, as dicts."""
+        return self.table.take(pa.array(ids, pa.int64())).to_pylist()

@@ -1,0 +1,116 @@
+"""dedup: a candidate that restates a Mathlib declaration or an earlier candidate of its seed is skipped.
+
+Brainstorming re-proposes known facts in new clothes (another name, other variable names, another
+layout) and the same seed's samples repeat each other; judging, formalizing and proving those costs
+LLM calls and Lean time for nothing. Two tiers decide: the canonical statement (layout, binder
+grouping and bound names erased) equal to a Mathlib declaration's or an earlier sibling's is a
+duplicate with score 1; otherwise the cosine of their embeddings must reach the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from operators.candidates import DISCOVERED, is_open
+from operators.declaration_index import DeclarationIndex, Hit
+from operators.declarations import canonical_statement, first_theorem
+from operators.embed import encode_statements
+
+STAGE = "dedup"
+DUPLICATE = "duplicate"
+MATHLIB = "mathlib"
+CANDIDATE = "candidate"
+DEDUP_COLUMNS = (("dedup_match", pa.string()), ("dedup_score", pa.float64()), ("dedup_kind", pa.string()))
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a duplicate duplicates: `kind` is mathlib or candidate, `name` the declaration or candidate id."""
+
+    kind: str
+    name: str
+    score: float
+
+
+def candidate_statement(snippet: str) -> str | None:
+    """The canonical statement of a candidate snippet's first theorem/lemma, or None if it has none."""
+    declaration = first_theorem(snippet)
+    return canonical_statement(declaration.signature) if declaration else None
+
+
+def best_match(canonical: str, kind: str, hits: Sequence[Hit], threshold: float) -> Match | None:
+    """The best hit at or above `threshold`, an identical canonical statement counting as score 1."""
+    scored = [(1.0 if hit.canonical == canonical else hit.score, hit.name) for hit in hits]
+    score, name = max(scored, default=(0.0, ""))
+    return Match(kind, name, score) if score >= threshold else None
+
+
+def decide(canonical: str, mathlib_hits: Sequence[Hit], sibling_hits: Sequence[Hit], threshold: float) -> Match | None:
+    """The dedup verdict of one candidate: a Mathlib match first (the stronger reason to drop it), else
+    an earlier sibling; None keeps the candidate."""
+    return best_match(canonical, MATHLIB, mathlib_hits, threshold) or best_match(
+        canonical, CANDIDATE, sibling_hits, threshold
+    )
+
+
+def dedup_rows(
+    rows: Sequence[Mapping[str, Any]], vectors: np.ndarray, mathlib_hits: Sequence[Sequence[Hit]], threshold: float
+) -> list[Match | None]:
+    """Verdicts for a batch of candidates with statements (their canonical text in `canonical`, unit vectors
+    aligned): each is compared with Mathlib's hits and with the earlier kept candidates of its seed, in
+    (sample, snippet) order, so of two restatements the first one survives."""
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["seed_id"], rows[i]["sample"], rows[i]["snippet_index"]))
+    kept: dict[str, list[int]] = {}
+    verdicts: list[Match | None] = [None] * len(rows)
+    for i in order:
+        siblings = kept.setdefault(rows[i]["seed_id"], [])
+        sibling_hits = [
+            Hit(j, rows[j]["candidate_id"], rows[j]["canonical"], float(vectors[i] @ vectors[j])) for j in siblings
+        ]
+        verdicts[i] = decide(rows[i]["canonical"], mathlib_hits[i], sibling_hits, threshold)
+        if verdicts[i] is None:
+            siblings.append(i)
+    return verdicts
+
+
+def _reason(match: Match) -> str:
+    what = "the Mathlib declaration" if match.kind == MATHLIB else "the earlier candidate"
+    return f"dedup: restates {what} {match.name} (score {match.score:.3f})"
+
+
+class DedupOperator:
+    """Ray Data `map_batches` actor over candidate rows: adds `dedup_match`, `dedup_score`, `dedup_kind` and
+    moves duplicates of open (`discovered`) candidates to status `duplicate`; other rows pass untouched."""
+
+    def __init__(self, settings: Mapping[str, Any], embedding: Mapping[str, Any], mathlib_rev: str | None) -> None:
+        self.index = DeclarationIndex(Path(settings["index_dir"]), embedding, mathlib_rev)
+        self.threshold = float(settings["threshold"])
+        self.k = int(settings["k"])
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        for row in rows:
+            row.update(dedup_match=None, dedup_score=None, dedup_kind=None)
+        open_rows = [row for row in rows if is_open(row, DISCOVERED)]
+        for row in open_rows:
+            row["canonical"] = candidate_statement(row["statement_raw"] or "")
+        comparable = [row for row in open_rows if row["canonical"]]
+        vectors = encode_statements(self.index.encoder, [row["canonical"] for row in comparable])
+        hits = self.index.search_vectors(vectors, self.k) if comparable else []
+        for row, match in zip(comparable, dedup_rows(comparable, vectors, hits, self.threshold), strict=True):
+            if match is not None:
+                row.update(dedup_match=match.name, dedup_score=match.score, dedup_kind=match.kind,
+                           status=DUPLICATE, reason=_reason(match))
+        for row in open_rows:
+            del row["canonical"]
+        schema = batch.schema
+        for name, kind in DEDUP_COLUMNS:
+            if name not in schema.names:
+                schema = schema.append(pa.field(name, kind))
+        return pa.Table.from_pylist(rows, schema=schema)

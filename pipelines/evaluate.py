@@ -1,0 +1,171 @@
+"""`python -m pipelines.evaluate benchmark_dir=DIR provers=[...] run_dir=OUT`: prove a given benchmark, report Success@t.
+
+The statements of a benchmark (the MathlibLemma layout `DOMAIN/SEED_PATH/N.lean`, or Parquet files with
+a `statement` column) become candidate rows and go through the mining pipeline's own operators: a
+statement check (formalize with no repair: a benchmark is proved as given), the `aesop` triviality
+flag (trivial statements are kept, marked and not proved by default) and the prove stage with every
+prover in `provers`. Same verdicts, same candidates table (the benchmark path is the candidate id),
+same resume: started again with the same `run_dir`, only statements without a finished row are redone.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import ray
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import MissingMandatoryValue
+
+from lean_pool.launch import LeanNotFound, build_launch
+from operators.benchmark import (
+    LEAN_SUFFIX,
+    BenchmarkItem,
+    BenchmarkLayoutError,
+    candidate_row,
+    layout_item,
+    prover_models,
+    table_item,
+)
+from operators.candidates import candidates_table, funnel
+from operators.formalize import FormalizeOperator
+from operators.llm import LLMBackend, LLMConfigError
+from operators.prove import ProveOperator
+from operators.trivial import TrivialOperator
+from pipelines import report, stats
+from pipelines.cli import compose_config
+from pipelines.job import OPERATOR_SECTIONS, MiningJob, SetupError
+from pipelines.progress import report_batch
+from pipelines.run_data import load_run
+from pipelines.run_dir import PARQUET_SUFFIX, RunDir
+
+TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
+
+
+def load_config(overrides: Sequence[str]) -> DictConfig:
+    """`conf/evaluate.yaml` with overrides; every prover named in `provers` gets a model role."""
+    cfg = compose_config("evaluate", overrides)
+    models = OmegaConf.to_container(cfg.llm.models, resolve=True)
+    with open_dict(cfg):
+        cfg.llm.models = prover_models(models, list(cfg.provers), str(cfg.benchmark.prover_template_role))
+    return cfg
+
+
+def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in location:
+        return pafs.FileSystem.from_uri(location)
+    return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
+
+
+def read_benchmark(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
+    """Every statement of the benchmark with where it comes from, in a stable order; a clear error when the
+    location holds neither `.lean` files in the benchmark layout nor Parquet statements."""
+    location = str(cfg.benchmark_dir)
+    filesystem, root = _filesystem(location)
+    info = filesystem.get_file_info(root)
+    if info.type == pafs.FileType.File and root.endswith(PARQUET_SUFFIX):
+        return _table_statements(filesystem, PurePosixPath(root).parent.as_posix(), [root], cfg)
+    if info.type != pafs.FileType.Directory:
+        raise SetupError(f"benchmark_dir={location} is neither a directory nor a Parquet file")
+    files = sorted(entry.path for entry in filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+                   if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
+    lean = [path for path in files if path.endswith(LEAN_SUFFIX)]
+    if lean:
+        items = []
+        for path in lean:
+            with filesystem.open_input_stream(path) as stream:
+                text = stream.read().decode("utf-8")
+            items.append((layout_item(path[len(root) + 1:], str(cfg.benchmark.seed_root)), text))
+        return items
+    tables = [path for path in files if path.endswith(PARQUET_SUFFIX)]
+    if not tables:
+        raise SetupError(f"benchmark_dir={location} holds no .lean benchmark files and no Parquet statements")
+    return _table_statements(filesystem, root, tables, cfg)
+
+
+def _table_statements(filesystem: pafs.FileSystem, root: str, paths: list[str], cfg: DictConfig
+                      ) -> list[tuple[BenchmarkItem, str]]:
+    items: list[tuple[BenchmarkItem, str]] = []
+    for path in paths:
+        schema = pq.read_schema(path, filesystem=filesystem)
+        if "statement" not in schema.names:
+            raise SetupError(f"{path} has no `statement` column")
+        columns = [name for name in TABLE_COLUMNS if name in schema.names]
+        source = path[len(root) + 1:].removesuffix(PARQUET_SUFFIX)
+        records = pq.read_table(path, filesystem=filesystem, columns=columns).to_pylist()
+        items += [(table_item(record, source, position, str(cfg.benchmark.default_domain)), record["statement"])
+                  for position, record in enumerate(records) if record["statement"]]
+    ids = [item.candidate_id for item, _ in items]
+    if len(ids) != len(set(ids)):
+        raise SetupError("the benchmark tables give two statements the same id; give each a unique `candidate_id`")
+    return items
+
+
+class EvaluationJob(MiningJob):
+    """A mining job whose statements come from a benchmark: same config checks, Ray, backends, pool and run
+    directory, and no seed files to list."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
+        self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
+        build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
+        self.backend = LLMBackend(cfg.llm)
+        self.run = RunDir(str(cfg.run_dir))
+        self._pool = None
+
+
+def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) -> None:
+    """Check, flag and prove every benchmark statement without a finished row, into candidates/."""
+    finished = ray.get(job.finished_candidates())
+    now = datetime.now(timezone.utc)
+    rows = [candidate_row(item, text, job.provenance, now) for item, text in statements
+            if item.candidate_id not in finished]
+    if not rows:
+        return
+    table = candidates_table(rows)
+    block = int(job.cfg.benchmark.rows_per_block)
+    ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
+    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
+    ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
+    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
+    ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
+                     min_rows_per_file=int(job.cfg.output.rows_per_file))
+
+
+def summary(job: EvaluationJob) -> list[str]:
+    """Where the table is, the statuses, and Success@t per prover and domain with the union."""
+    run = load_run(job.run.uri)
+    candidates = run.candidates
+    lines = [f"run_dir: {job.run.uri}", f"  candidates/  {job.run.table_uri('candidates')}"]
+    lines.append(f"candidates: {candidates.height}")
+    lines += [f"  {status:<18}{count}" for status, count in funnel(candidates["status"].to_list()).items()]
+    success = stats.success_at(candidates, run.max_repairs(), list(job.cfg.benchmark.domains))
+    lines += ["", report.success_markdown(success, run.max_repairs()), ""]
+    if run.simulated:
+        lines.append("SIMULATED run: scripted LLM and/or Lean; these numbers say nothing about the provers.")
+    lines.append(f"full report: python -m pipelines.report run_dir={job.run.uri}")
+    return lines + job.usage().splitlines()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run or resume an evaluation; exit 0 when it finished, 2 when it could not start."""
+    try:
+        cfg = load_config(sys.argv[1:] if argv is None else argv)
+        statements = read_benchmark(cfg)
+        with EvaluationJob(cfg) as job:
+            evaluate(job, statements)
+            print("\n".join(summary(job)), flush=True)
+    except (SetupError, LeanNotFound, LLMConfigError, MissingMandatoryValue, BenchmarkLayoutError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

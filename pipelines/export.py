@@ -1,0 +1,146 @@
+"""`python -m pipelines.export run_dir=DIR format=parquet|jsonl`: training corpora from a run, under DIR/export/.
+
+Writes `pairs/`, `trajectories/` and `judge/`, each as `train.EXT` and `test.EXT` (a split that would be
+empty is not written), which `datasets.load_dataset("parquet" | "json", data_dir=...)` reads without custom
+code; `lean/SEED.lean`, one readable file per seed with its proved lemmas; and `manifest.json` with the
+counts, the dropped duplicates and the split rule. A simulated run is refused unless `allow_sim=true`:
+scripted answers must never end up in a training set by accident.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+from operators.candidates import PROVED
+from operators.lean_file import ProvedLemma, namespace_for, seed_file
+from pipelines import corpora
+from pipelines.cli import compose_config
+from pipelines.run_data import RunData, RunNotFound, load_run
+from pipelines.run_dir import RunDir
+
+FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
+MINING_SECTIONS = ("prompts", "formalize", "prove")
+
+
+class ExportRefused(RuntimeError):
+    """The export was not allowed as asked (a simulated run without `allow_sim=true`, an unknown format)."""
+
+
+def mining_config(run: RunData) -> dict[str, Any]:
+    """The prompts, formalize and prove settings the run used (from its manifest), else the packaged defaults."""
+    if all(section in run.config for section in MINING_SECTIONS):
+        return {section: run.config[section] for section in MINING_SECTIONS}
+    defaults = compose_config("mine", [])
+    return {section: OmegaConf.to_container(defaults[section], resolve=True) for section in MINING_SECTIONS}
+
+
+def corpus_rows(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Every exported row of each corpus, before deduplication."""
+    fraction, salt = float(cfg["split"]["test_fraction"]), str(cfg["split"]["salt"])
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in corpora.SCHEMAS}
+    for row in run.candidates.iter_rows(named=True):
+        split = corpora.split_of(row["seed_id"], fraction, salt)
+        rows["pairs"] += corpora.pair_rows(row, split)
+        rows["trajectories"] += corpora.trajectory_rows(row, split, mining, cfg["trajectories"]["feedback"])
+        rows["judge"] += corpora.judge_rows(row, split)
+    return rows
+
+
+def lean_files(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any]) -> dict[str, str]:
+    """Seed id -> the Lean file of its proved lemmas (clean proofs only, best first within a candidate)."""
+    by_seed: dict[str, list[ProvedLemma]] = {}
+    provenance: dict[str, Mapping[str, Any]] = {}
+    for row in run.candidates.filter(run.candidates["status"] == PROVED).sort("candidate_id").iter_rows(named=True):
+        clean = [p for p in row["proofs"] or [] if corpora.clean_proof(row["statement"], p)]
+        if not clean:
+            continue
+        best = min(clean, key=lambda p: p["success_at"])
+        by_seed.setdefault(row["seed_id"], []).append(
+            ProvedLemma(row["candidate_id"], best["proof"], best["role"], best["model"], best["success_at"]))
+        provenance[row["seed_id"]] = row["provenance"] or {}
+    lean = cfg["lean_files"]
+    files = {}
+    for seed_id, lemmas in by_seed.items():
+        origin = provenance[seed_id]
+        header = lean["header"].format(seed_id=seed_id, count=len(lemmas), run_id=origin.get("run_id"),
+                                       toolchain=origin.get("toolchain"), mathlib_rev=origin.get("mathlib_rev"))
+        namespace = namespace_for(seed_id, lean["namespace_root"], lean["dropped_prefix"])
+        files[seed_id] = seed_file(seed_id, namespace, lemmas, mining["prove"]["env_lines"], header)
+    return files
+
+
+def encode(rows: Sequence[dict[str, Any]], schema: pa.Schema, fmt: str) -> bytes:
+    """Rows as one Parquet file or as JSON lines (one object per line, UTF-8)."""
+    if fmt == "parquet":
+        buffer = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(list(rows), schema=schema), buffer)
+        return buffer.getvalue()
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the corpora and Lean files of `run` under its export directory; returns the manifest written."""
+    fmt = str(cfg["format"])
+    if fmt not in FORMATS:
+        raise ExportRefused(f"format={fmt} is not one of {sorted(FORMATS)}")
+    if run.simulated and not cfg["allow_sim"]:
+        raise ExportRefused(f"{run.uri} is a simulated run (scripted LLM or Lean): its rows are not training data. "
+                            "Pass allow_sim=true to export it anyway, marked simulated.")
+    mining = mining_config(run)
+    target = RunDir(run.uri)
+    base = f"{target.path}/{cfg['out_subdir']}"
+
+    def put(relative: str, data: bytes) -> None:
+        directory = f"{base}/{relative}".rsplit("/", 1)[0]
+        target.filesystem.create_dir(directory, recursive=True)
+        with target.filesystem.open_output_stream(f"{base}/{relative}") as stream:
+            stream.write(data)
+
+    manifest: dict[str, Any] = {"source_run": run.uri, "run_id": run.manifest.get("run_id"),
+                                "simulated": run.simulated, "format": fmt,
+                                "split": {"by": "seed_id", **dict(cfg["split"])}, "corpora": {}}
+    for name, rows in corpus_rows(run, cfg, mining).items():
+        kept, dropped = corpora.deduplicate(rows, corpora.DEDUP_KEYS[name])
+        counts = {}
+        for split in (corpora.TRAIN, corpora.TEST):
+            part = [row for row in kept if row["split"] == split]
+            counts[split] = len(part)
+            if part:
+                put(f"{name}/{split}.{FORMATS[fmt]}", encode(part, corpora.SCHEMAS[name], fmt))
+        manifest["corpora"][name] = {**counts, "duplicates_dropped": dropped}
+    files = lean_files(run, cfg, mining)
+    for seed_id, text in files.items():
+        put(f"lean/{seed_id}.lean", text.encode())
+    manifest["lean_files"] = sorted(files)
+    put("manifest.json", json.dumps(manifest, indent=2).encode())
+    return manifest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Export a run's corpora; exit 2 when there is no run or the export is refused."""
+    try:
+        cfg: DictConfig = compose_config("export", sys.argv[1:] if argv is None else argv)
+        run = load_run(str(cfg.run_dir))
+        manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
+    except (RunNotFound, ExportRefused, MissingMandatoryValue) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    lines = [f"export: {run.uri}/{cfg.out_subdir}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
+    lines += [f"  {name:<13} train={c['train']} test={c['test']} duplicates_dropped={c['duplicates_dropped']}"
+              for name, c in manifest["corpora"].items()]
+    lines.append(f"  lean files    {len(manifest['lean_files'])}")
+    print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

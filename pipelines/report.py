@@ -1,0 +1,229 @@
+"""`python -m pipelines.report run_dir=DIR`: a run's Markdown report, PNG plots and CSV tables, under DIR/report/.
+
+What a researcher needs in the morning, laid out like the MathlibLemma paper: the funnel per domain
+(Table 1), Success@t per prover and domain with the union over provers (Table 3) and their overlap,
+the token and Lean cost per stage and per proved lemma, time per stage, and why candidates failed.
+Every number comes from the candidates table through `pipelines.stats`; a simulated run says so at the
+top and bottom of the page, in every section title and on every plot.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from matplotlib.figure import Figure
+from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
+
+from pipelines import plots, stats
+from pipelines.cli import compose_config
+from pipelines.run_data import RunData, RunNotFound, load_run
+from pipelines.run_dir import RunDir
+
+REPORT_FILE = "report.md"
+NONE = "—"
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rendered report: the Markdown page, the figures by file stem, the tables by file stem."""
+
+    markdown: str
+    figures: dict[str, Figure]
+    tables: dict[str, pl.DataFrame]
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table; `|` inside cells is escaped."""
+    def cell(value: Any) -> str:
+        return NONE if value is None else str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def count_pct(count: int | None, pct: float | None) -> str:
+    """`4 (80.0%)`; a dash when the step did not run."""
+    if count is None:
+        return NONE
+    return f"{count} ({pct:.1f}%)" if pct is not None else str(count)
+
+
+def number(value: float | int | None) -> str:
+    """Integers as they are, other numbers with one decimal, a dash for None."""
+    if value is None:
+        return NONE
+    return str(value) if isinstance(value, int) else f"{value:.1f}"
+
+
+def funnel_markdown(funnel: pl.DataFrame) -> str:
+    """The paper's Table 1: seeds, proposed, judged correct, compilable, trivial, proved per domain."""
+    rows = [
+        [r["domain"], r["seeds"], r["proposed"], count_pct(r["judged_correct"], r["judged_correct_pct"]),
+         count_pct(r["compilable"], r["compilable_pct"]), count_pct(r["trivial"], r["trivial_pct"]),
+         count_pct(r["proved"], r["proved_pct"]), r["error_infra"]]
+        for r in funnel.iter_rows(named=True)
+    ]
+    headers = ["Domain", "Seeds", "Proposed", "Judged correct", "Compilable", "Trivial", "Proved",
+               "Unfinished (error_infra)"]
+    return markdown_table(headers, rows) + "\n\nPercentages are of the proposed candidates of the domain."
+
+
+def success_markdown(success: pl.DataFrame, max_repairs: int) -> str:
+    """The paper's Table 3: per prover (and union) and domain, Success@0..K as count and % of attempted."""
+    ts = range(max_repairs + 1)
+    rows = [
+        [r["prover"], r["domain"], r["attempted"], *[count_pct(r[f"solved_at_{t}"], r[f"success_at_{t}"]) for t in ts]]
+        for r in success.iter_rows(named=True)
+    ]
+    table = markdown_table(["Prover", "Domain", "Attempted", *[f"Success@{t}" for t in ts]], rows)
+    return (table + "\n\nSuccess@t: proved within t repairs, as a share of the statements sent to the provers "
+            "(compiled, non-trivial); `union`: proved by any prover.")
+
+
+def overlap_markdown(overlap: pl.DataFrame) -> str:
+    """Which prover solves what the others miss."""
+    provers = overlap["prover"].to_list()
+    if len(provers) < 2:
+        return "One prover only: no overlap to show."
+    rows = [[r["prover"], r["proved"], r["only_this"], *[r[f"not_by_{p}"] for p in provers]]
+            for r in overlap.iter_rows(named=True)]
+    return (markdown_table(["Prover", "Proved", "Proved by no other", *[f"Not proved by {p}" for p in provers]], rows)
+            + "\n\nA row's own column counts everything it proved.")
+
+
+def cost_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
+    """Token and Lean cost per stage, then totals and cost per proved lemma."""
+    rows = [[r["stage"], r["llm_calls"], r["failed_calls"], r["prompt_tokens"], r["completion_tokens"],
+             r["lean_checks"]] for r in cost.iter_rows(named=True)]
+    table = markdown_table(["Stage", "LLM calls", "Failed calls", "Prompt tokens", "Completion tokens", "Lean checks"],
+                           rows)
+    summary = markdown_table(
+        ["", "Whole run", "Per proved lemma"],
+        [
+            ["Tokens", total["tokens"], number(total["tokens_per_proved"])],
+            ["LLM calls", total["llm_calls"], number(total["llm_calls_per_proved"])],
+            ["Lean checks", total["lean_checks"], number(total["lean_checks_per_proved"])],
+            ["Lean seconds", number(total["lean_seconds"]), number(total["lean_seconds_per_proved"])],
+        ],
+    )
+    return (f"{table}\n\n{summary}\n\nProved lemmas: {total['proved']} of {total['candidates']} candidates. "
+            "Lean seconds are the checks' durations as the pool measured them; the table records them per "
+            "candidate, not per stage.")
+
+
+def time_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
+    """LLM seconds per stage and the run's Lean seconds."""
+    rows = [[r["stage"], number(r["llm_seconds"])] for r in cost.iter_rows(named=True)]
+    rows.append(["Lean checks (all stages)", number(total["lean_seconds"])])
+    return (markdown_table(["Stage", "Seconds"], rows) + "\n\nLLM seconds are summed call latencies: calls run "
+            "concurrently, so they add up to more than the wall time.")
+
+
+def reasons_markdown(reasons: pl.DataFrame) -> str:
+    """The rejection reason classes, grouped by where they occur."""
+    if reasons.is_empty():
+        return "Nothing failed."
+    parts = []
+    for (where,), group in reasons.group_by("where", maintain_order=True):
+        parts.append(f"**{where}**\n\n" + markdown_table(["Class", "Count"], group.select("class", "count").rows()))
+    return "\n\n".join(parts)
+
+
+def provenance_lines(run: RunData) -> list[str]:
+    """Where the numbers come from: run id, backends, models, Lean toolchain and Mathlib revision."""
+    first = run.candidates["provenance"][0] if run.candidates.height else {}
+    models = json.loads(first.get("models") or "{}") if first else {}
+    return [
+        f"- run directory: `{run.uri}`",
+        f"- run id: `{run.manifest.get('run_id', first.get('run_id') if first else None)}`, "
+        f"created {run.manifest.get('created_at', 'unknown')}",
+        f"- LLM backend: {first.get('llm_backend')}; models: "
+        + (", ".join(f"{role}=`{model}`" for role, model in sorted(models.items())) or NONE),
+        f"- Lean backend: {first.get('lean_backend')}; toolchain `{first.get('toolchain')}`; "
+        f"Mathlib `{first.get('mathlib_rev')}`",
+        f"- project version: {first.get('project_version')}",
+    ]
+
+
+def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
+    """The whole report of a run, without writing anything."""
+    label = cfg["sim_label"] if run.simulated else None
+    size, domains, top = cfg["plots"]["size"], cfg["domains"], int(cfg["top_reasons"])
+    max_repairs = run.max_repairs()
+    c = run.candidates
+    funnel = stats.funnel_by_domain(c, domains)
+    success = stats.success_at(c, max_repairs, domains)
+    overlap = stats.overlap(c)
+    cost = stats.cost_by_stage(c, run.discoveries)
+    total = stats.totals(c, cost)
+    reasons = stats.rejection_reasons(c, top)
+    tag = " (simulated run)" if label else ""
+    banner = [f"> **{label}**", ""] if label else []
+    sections = [
+        f"# Folklore run report{tag}", "", *banner, *provenance_lines(run), "",
+        f"## Funnel per domain{tag}", "", funnel_markdown(funnel), "", "![funnel](funnel.png)", "",
+        f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
+        "![Success@t](success_at.png)", "",
+        f"### Overlap between provers{tag}", "", overlap_markdown(overlap), "", "![overlap](overlap.png)", "",
+        f"## Cost per stage and per proved lemma{tag}", "", cost_markdown(cost, total), "", "![cost](cost.png)", "",
+        f"## Time per stage{tag}", "", time_markdown(cost, total), "", "![time](time.png)", "",
+        f"## Rejection reasons{tag}", "", reasons_markdown(reasons), "", "![rejections](rejections.png)", "",
+        *banner,
+    ]
+    overall = reasons.sort("count", descending=True).head(top)
+    figures = {
+        "funnel": plots.funnel_figure(funnel, size, label),
+        "success_at": plots.success_figure(success, max_repairs, size, label),
+        "overlap": plots.overlap_figure(overlap, size, label),
+        "cost": plots.cost_figure(cost, size, label),
+        "time": plots.time_figure(cost, total["lean_seconds"], size, label),
+        "rejections": plots.rejections_figure(overall, size, label),
+    }
+    tables = {"funnel": funnel, "success_at": success, "overlap": overlap, "cost": cost, "reasons": reasons}
+    return Report("\n".join(sections), figures, tables)
+
+
+def write(run: RunData, report: Report, out_subdir: str, dpi: int) -> str:
+    """Write report.md, the PNGs and tables/*.csv into the run directory; returns the report's location."""
+    target = RunDir(run.uri)
+    base = f"{target.path}/{out_subdir}"
+    target.filesystem.create_dir(f"{base}/tables", recursive=True)
+
+    def put(relative: str, data: bytes) -> None:
+        with target.filesystem.open_output_stream(f"{base}/{relative}") as stream:
+            stream.write(data)
+
+    put(REPORT_FILE, report.markdown.encode())
+    for name, figure in report.figures.items():
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi)
+        put(f"{name}.png", buffer.getvalue())
+    for name, table in report.tables.items():
+        put(f"tables/{name}.csv", table.write_csv().encode())
+    return f"{target.uri}/{out_subdir}/{REPORT_FILE}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the report of a run; exit 2 when there is no run to report on."""
+    try:
+        cfg: DictConfig = compose_config("report", sys.argv[1:] if argv is None else argv)
+        run = load_run(str(cfg.run_dir))
+    except (RunNotFound, MissingMandatoryValue) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots")}
+    location = write(run, render(run, settings), str(cfg.out_subdir), int(cfg.plots.dpi))
+    print(f"report: {location}" + (" (simulated run)" if run.simulated else ""), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
