@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from operators.candidates import CANDIDATE_SCHEMA, DISCOVERED
+from operators.candidates import empty_candidate
 
 LEAN_SUFFIX = ".lean"
 
@@ -68,8 +68,7 @@ def table_item(record: Mapping[str, Any], source: str, position: int, default_do
 def candidate_row(item: BenchmarkItem, statement: str, provenance: Mapping[str, Any], now: datetime
                   ) -> dict[str, Any]:
     """A candidate row for one benchmark statement, ready for the statement check, trivial and prove stages."""
-    row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
-    row.update(
+    return empty_candidate(
         candidate_id=item.candidate_id,
         unit_id=item.seed_id,
         seed_id=item.seed_id,
@@ -78,20 +77,9 @@ def candidate_row(item: BenchmarkItem, statement: str, provenance: Mapping[str, 
         sample=0,
         snippet_index=item.index,
         statement_raw=statement,
-        formalize_attempts=[],
-        judge_votes=[],
-        proofs=[],
-        proved_by=[],
-        llm_calls=[],
-        prompt_tokens=0,
-        completion_tokens=0,
-        lean_checks=0,
-        lean_seconds=0.0,
-        status=DISCOVERED,
         provenance=dict(provenance),
         discovered_at=now,
     )
-    return row
 
 
 def prover_models(models: Mapping[str, Mapping[str, Any]], provers: list[str], template_role: str

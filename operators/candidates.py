@@ -115,18 +115,11 @@ def candidate_id(seed_id: str, sample: int, snippet_index: int) -> str:
     return f"{unit_id(seed_id, sample)}/c{snippet_index}"
 
 
-def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> dict[str, Any]:
-    """A freshly split candidate: identity and raw statement from its discovery, every later column empty."""
+def empty_candidate(**identity: Any) -> dict[str, Any]:
+    """A candidate row that no stage has touched yet: `identity` (ids, seed, statement_raw, ...) plus
+    empty histories and zero counters, every other column null."""
     row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
     row.update(
-        candidate_id=candidate_id(discovery["seed_id"], discovery["sample"], snippet_index),
-        unit_id=discovery["unit_id"],
-        seed_id=discovery["seed_id"],
-        seed_path=discovery["seed_path"],
-        domain=discovery["domain"],
-        sample=discovery["sample"],
-        snippet_index=snippet_index,
-        statement_raw=snippet,
         formalize_attempts=[],
         judge_votes=[],
         proofs=[],
@@ -137,10 +130,25 @@ def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str
         lean_checks=0,
         lean_seconds=0.0,
         status=DISCOVERED,
+    )
+    row.update(identity)
+    return row
+
+
+def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> dict[str, Any]:
+    """A freshly split candidate: identity and raw statement from its discovery, every later column empty."""
+    return empty_candidate(
+        candidate_id=candidate_id(discovery["seed_id"], discovery["sample"], snippet_index),
+        unit_id=discovery["unit_id"],
+        seed_id=discovery["seed_id"],
+        seed_path=discovery["seed_path"],
+        domain=discovery["domain"],
+        sample=discovery["sample"],
+        snippet_index=snippet_index,
+        statement_raw=snippet,
         provenance=discovery["provenance"],
         discovered_at=discovery["finished_at"],
     )
-    return row
 
 
 def candidates_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
