@@ -1,0 +1,1 @@
+"""Hydra configuration, shipped as package data; defaults are the MathlibLemma paper's values."""

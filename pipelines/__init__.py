@@ -1,0 +1,1 @@
+"""Hydra entry points (mine, evaluate, report, export, index) that wire Ray Data plans from the operators."""
