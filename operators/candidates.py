@@ -14,13 +14,14 @@ import pyarrow as pa
 
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
+DUPLICATE = "duplicate"
 REJECTED_BY_JUDGE = "rejected_by_judge"
 NOT_COMPILABLE = "not_compilable"
 TRIVIAL = "trivial"
 COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
-STATUSES = (DISCOVERED, REJECTED_BY_JUDGE, NOT_COMPILABLE, TRIVIAL, COMPILED, PROVED, ERROR_INFRA)
+STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, TRIVIAL, COMPILED, PROVED, ERROR_INFRA)
 # Statuses a resumed run must not redo; `error_infra` rows are dropped and retried.
 FINISHED_STATUSES = frozenset(STATUSES) - {ERROR_INFRA}
 
@@ -64,6 +65,8 @@ PROVENANCE = pa.struct(
         ("lean_simulated", pa.bool_()),
         ("toolchain", pa.string()),
         ("mathlib_rev", pa.string()),
+        ("dedup", pa.string()),  # JSON: threshold, k and the index read; null when dedup was off
+        ("grounding", pa.string()),  # JSON: k, k_missing, max_missing and the index read; null when closed-book
     ]
 )
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -78,6 +81,9 @@ CANDIDATE_SCHEMA = pa.schema(
         ("sample", pa.int32()),
         ("snippet_index", pa.int32()),
         ("statement_raw", pa.string()),
+        ("dedup_kind", pa.string()),  # mathlib or candidate: what a duplicate restates
+        ("dedup_match", pa.string()),  # the declaration name or candidate id it restates
+        ("dedup_score", pa.float64()),  # cosine of the two statements (1 for the same canonical statement)
         ("judge_verdict", pa.bool_()),
         ("judge_response", pa.string()),
         ("judge_votes", pa.list_(pa.bool_())),

@@ -17,16 +17,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.candidates import DISCOVERED, is_open
+from operators.candidates import DISCOVERED, DUPLICATE, candidates_table, is_open
 from operators.declaration_index import DeclarationIndex, Hit
 from operators.declarations import canonical_statement, first_theorem
-from operators.embed import encode_statements
+from operators.embed import encode_statements, load_encoder
 
-STAGE = "dedup"
-DUPLICATE = "duplicate"
 MATHLIB = "mathlib"
 CANDIDATE = "candidate"
-DEDUP_COLUMNS = (("dedup_match", pa.string()), ("dedup_score", pa.float64()), ("dedup_kind", pa.string()))
 
 
 @dataclass(frozen=True)
@@ -84,33 +81,35 @@ def _reason(match: Match) -> str:
     return f"dedup: restates {what} {match.name} (score {match.score:.3f})"
 
 
-class DedupOperator:
-    """Ray Data `map_batches` actor over candidate rows: adds `dedup_match`, `dedup_score`, `dedup_kind` and
-    moves duplicates of open (`discovered`) candidates to status `duplicate`; other rows pass untouched."""
+def mark_duplicates(rows: Sequence[dict[str, Any]], matches: Sequence[Match | None]) -> None:
+    """Give each row with a match the `duplicate` status, its reason and the dedup columns (in place)."""
+    for row, match in zip(rows, matches, strict=True):
+        if match is not None:
+            row.update(status=DUPLICATE, reason=_reason(match), dedup_kind=match.kind, dedup_match=match.name,
+                       dedup_score=match.score)
 
-    def __init__(self, settings: Mapping[str, Any], embedding: Mapping[str, Any], mathlib_rev: str | None) -> None:
-        self.index = DeclarationIndex(Path(settings["index_dir"]), embedding, mathlib_rev)
+
+class DedupOperator:
+    """Ray Data `map_batches` actor over candidate rows, each batch holding every candidate of its seeds:
+    open (`discovered`) candidates that restate a Mathlib declaration of the index or an earlier sibling
+    become `duplicate`; other rows pass untouched. Without an index, siblings alone are compared."""
+
+    def __init__(self, *, mine: Mapping[str, Any], index_dir: str | None, index_revision: str | None) -> None:
+        settings = mine["dedup"]
         self.threshold = float(settings["threshold"])
         self.k = int(settings["k"])
+        self.index = DeclarationIndex(Path(index_dir), mine["embedding"], index_revision) if index_dir else None
+        self.encoder = self.index.encoder if self.index else load_encoder(mine["embedding"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
+        comparable = []
         for row in rows:
-            row.update(dedup_match=None, dedup_score=None, dedup_kind=None)
-        open_rows = [row for row in rows if is_open(row, DISCOVERED)]
-        for row in open_rows:
-            row["canonical"] = candidate_statement(row["statement_raw"] or "")
-        comparable = [row for row in open_rows if row["canonical"]]
-        vectors = encode_statements(self.index.encoder, [row["canonical"] for row in comparable])
-        hits = self.index.search_vectors(vectors, self.k) if comparable else []
-        for row, match in zip(comparable, dedup_rows(comparable, vectors, hits, self.threshold), strict=True):
-            if match is not None:
-                row.update(dedup_match=match.name, dedup_score=match.score, dedup_kind=match.kind,
-                           status=DUPLICATE, reason=_reason(match))
-        for row in open_rows:
-            del row["canonical"]
-        schema = batch.schema
-        for name, kind in DEDUP_COLUMNS:
-            if name not in schema.names:
-                schema = schema.append(pa.field(name, kind))
-        return pa.Table.from_pylist(rows, schema=schema)
+            canonical = candidate_statement(row["statement_raw"] or "") if is_open(row, DISCOVERED) else None
+            if canonical:
+                comparable.append((row, {**row, "canonical": canonical}))
+        keys = [key for _, key in comparable]
+        vectors = encode_statements(self.encoder, [key["canonical"] for key in keys])
+        hits = self.index.search_vectors(vectors, self.k) if self.index and keys else [[] for _ in keys]
+        mark_duplicates([row for row, _ in comparable], dedup_rows(keys, vectors, hits, self.threshold))
+        return candidates_table(rows)

@@ -26,6 +26,7 @@ from operators.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.grounding import grounded, open_grounder
 from operators.lean_text import extract_code
 from operators.llm import LLMOperator
 
@@ -62,12 +63,15 @@ class FormalizeOperator(LLMOperator):
 
     stage = STAGE
 
-    def __init__(self, settings: Any, *, mine: dict[str, Any], pool: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, settings: Any, *, mine: dict[str, Any], pool: Any, index_revision: str | None, **kwargs: Any
+    ) -> None:
         super().__init__(settings, **kwargs)
         self.pool = pool
         self.max_repairs = int(mine["formalize"]["max_repairs"])
         self.marker = mine["formalize"]["marker"]
         self.templates = mine["prompts"]
+        self.grounder = open_grounder(mine, index_revision)
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, DISCOVERED):
@@ -98,6 +102,7 @@ class FormalizeOperator(LLMOperator):
                 break
             history = [entry for entry in attempts if entry["code"] is not None]
             messages = prompts.formalize_messages(self.templates, history, self.marker)
+            messages = await grounded(self.grounder, messages, history[-1]["code"], history[-1]["diagnostics"])
             request = self.settings.request("formalize", STAGE, messages, row["candidate_id"], repair + 1)
             answer = await self.complete(request)
             record_llm_call(row, STAGE, repair + 1, answer)

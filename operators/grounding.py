@@ -8,6 +8,7 @@ rank names, format the section); `Grounder` holds the opened index for an operat
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -94,18 +95,21 @@ def grounding_text(
 
 
 def with_grounding(messages: Messages, text: str) -> Messages:
-    """The chat messages with the grounding section appended to the last user message (unchanged if empty)."""
+    """The chat messages with the grounding section put first in the last user message (unchanged if empty):
+    the code to work on stays the last `lean` block of the prompt, where the model and the sim look for it."""
     if not text:
         return messages
     last = messages[-1]
-    return [*messages[:-1], {**last, "content": f"{last['content']}\n\n{text}"}]
+    return [*messages[:-1], {**last, "content": f"{text}\n\n{last['content']}"}]
 
 
 class Grounder:
     """The opened index and the grounding settings an operator's actor keeps for its prompts."""
 
-    def __init__(self, settings: Mapping[str, Any], embedding: Mapping[str, Any], mathlib_rev: str | None) -> None:
-        self.index = DeclarationIndex(Path(settings["index_dir"]), embedding, mathlib_rev)
+    def __init__(
+        self, settings: Mapping[str, Any], embedding: Mapping[str, Any], index_dir: str, index_revision: str | None
+    ) -> None:
+        self.index = DeclarationIndex(Path(index_dir), embedding, index_revision)
         self.names = NameIndex(self.index.names)
         self.settings = settings
 
@@ -124,3 +128,20 @@ class Grounder:
         missing = unknown_names(diagnostics)[: int(self.settings["max_missing"])]
         nearest = {name: self.names.nearest(name, int(self.settings["k_missing"])) for name in missing}
         return grounding_text(self.settings, self.related(statement), nearest)
+
+
+def open_grounder(mine: Mapping[str, Any], index_revision: str | None) -> Grounder | None:
+    """The grounder an operator's actor keeps, or None when grounding is off (the paper's closed-book protocol)."""
+    if not mine["grounding"]["enabled"]:
+        return None
+    return Grounder(mine["grounding"], mine["embedding"], mine["index"]["dir"], index_revision)
+
+
+async def grounded(
+    grounder: Grounder | None, messages: Messages, statement: str, diagnostics: Sequence[Mapping[str, Any]]
+) -> Messages:
+    """`messages` with the grounding section for `statement` and its last diagnostics, when grounding is on.
+    The lookup embeds text on the CPU, so it runs in a thread and the actor's other rows keep going."""
+    if grounder is None:
+        return messages
+    return with_grounding(messages, await asyncio.to_thread(grounder.text, statement, diagnostics))

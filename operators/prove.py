@@ -28,6 +28,7 @@ from operators.candidates import (
     settle_operator_error,
 )
 from operators.formalize import attempt_entry
+from operators.grounding import grounded, open_grounder
 from operators.lean_text import extract_code
 from operators.llm import LLMOperator
 
@@ -61,9 +62,12 @@ class ProveOperator(LLMOperator):
 
     stage = STAGE
 
-    def __init__(self, settings: Any, *, mine: dict[str, Any], pool: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, settings: Any, *, mine: dict[str, Any], pool: Any, index_revision: str | None, **kwargs: Any
+    ) -> None:
         super().__init__(settings, **kwargs)
         self.pool = pool
+        self.grounder = open_grounder(mine, index_revision)
         cfg = mine["prove"]
         self.max_repairs = int(cfg["max_repairs"])
         self.marker = cfg["marker"]
@@ -93,6 +97,8 @@ class ProveOperator(LLMOperator):
         for attempt in range(1, self.max_repairs + 2):
             history = [entry for entry in attempts if entry["code"] is not None]
             messages = prompts.prove_messages(self.templates, statement, self.env_lines, self.marker, history)
+            last_diagnostics = history[-1]["diagnostics"] if history else []
+            messages = await grounded(self.grounder, messages, statement, last_diagnostics)
             answer = await self.complete(self.settings.request(role, STAGE, messages, row["candidate_id"], attempt))
             record_llm_call(row, STAGE, attempt, answer)
             if answer.infra:

@@ -1,13 +1,13 @@
 """split: one discover answer -> its candidate statements, one self-contained Lean file each.
 
 A thin layer over `operators.lean_text`: it names what went wrong with an answer (no marker, no lemma)
-so the discovery keeps a status, and it turns a written discovery into candidate rows, leaving out the
-candidates an earlier run already finished.
+so the discovery keeps a status, and it turns written discoveries into candidate rows, a seed at a time,
+then leaves out the candidates an earlier run already finished.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 
-from operators.candidates import candidate_id, candidates_table, new_candidate
+from operators.candidates import candidates_table, new_candidate
 from operators.lean_text import extract_code, split_lemmas
 
 # Discovery statuses that come from the answer's text.
@@ -46,22 +46,28 @@ def split_answer(response: str, marker: str) -> SplitAnswer:
     return SplitAnswer(DISCOVERED, None, code, snippets)
 
 
-def explode(discovery: Mapping[str, Any], finished: Collection[str]) -> list[dict[str, Any]]:
-    """The candidate rows of one written discovery, except those whose id is in `finished`."""
-    return [
-        new_candidate(discovery, index, snippet)
-        for index, snippet in enumerate(discovery["snippets"] or [])
-        if candidate_id(discovery["seed_id"], discovery["sample"], index) not in finished
-    ]
+def explode(discovery: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The candidate rows of one written discovery, one per snippet."""
+    return [new_candidate(discovery, index, snippet) for index, snippet in enumerate(discovery["snippets"] or [])]
 
 
-def explode_files(batch: pa.Table, finished: list[Any]) -> pa.Table:
-    """`map_batches` step over the `path` column of written discovery files: their candidates, minus the ids in
-    the set `finished[0]` refers to (an object ref in a list, so each task fetches the set itself)."""
-    done = ray.get(finished[0])
+def explode_seeds(batch: pa.Table) -> pa.Table:
+    """`map_batches` step over (`seed_id`, `paths`) items: every candidate of these seeds, from every discovery
+    file that holds them. A seed's candidates leave in one block, so the dedup stage sees them together."""
+    seeds = batch.column("seed_id").to_pylist()
+    paths = dict.fromkeys(path for paths in batch.column("paths").to_pylist() for path in paths)
     rows = []
-    for path in batch.column("path").to_pylist():
+    for path in paths:
         filesystem, location = pafs.FileSystem.from_uri(path)
-        for discovery in pq.read_table(location, filesystem=filesystem).to_pylist():
-            rows.extend(explode(discovery, done))
+        written = pq.read_table(location, filesystem=filesystem, filters=[("seed_id", "in", seeds)])
+        for discovery in written.to_pylist():
+            rows.extend(explode(discovery))
     return candidates_table(rows)
+
+
+def drop_finished(batch: pa.Table, finished: list[Any]) -> pa.Table:
+    """`map_batches` step: the candidates whose id is not in the set `finished[0]` refers to (an object ref in a
+    list, so each task fetches the set itself): what an earlier run wrote is never redone."""
+    done = ray.get(finished[0])
+    keep = [candidate not in done for candidate in batch.column("candidate_id").to_pylist()]
+    return batch.filter(pa.array(keep, pa.bool_()))

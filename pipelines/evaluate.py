@@ -21,7 +21,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
-from lean_pool.launch import LeanNotFound, build_launch
+from lean_pool.launch import LeanNotFound
 from operators.benchmark import (
     LEAN_SUFFIX,
     BenchmarkItem,
@@ -33,15 +33,15 @@ from operators.benchmark import (
 )
 from operators.candidates import candidates_table, funnel
 from operators.formalize import FormalizeOperator
-from operators.llm import LLMBackend, LLMConfigError
+from operators.llm import LLMConfigError
 from operators.prove import ProveOperator
 from operators.trivial import TrivialOperator
 from pipelines import report, stats
 from pipelines.cli import compose_config
-from pipelines.job import OPERATOR_SECTIONS, MiningJob, SetupError
+from pipelines.job import MiningJob, SetupError
 from pipelines.progress import report_batch
 from pipelines.run_data import load_run
-from pipelines.run_dir import PARQUET_SUFFIX, RunDir
+from pipelines.run_dir import PARQUET_SUFFIX
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -109,14 +109,8 @@ class EvaluationJob(MiningJob):
     """A mining job whose statements come from a benchmark: same config checks, Ray, backends, pool and run
     directory, and no seed files to list."""
 
-    def __init__(self, cfg: DictConfig) -> None:
-        self.cfg = cfg
-        self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
-        self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
-        build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
-        self.backend = LLMBackend(cfg.llm)
-        self.run = RunDir(str(cfg.run_dir))
-        self._pool = None
+    def find_inputs(self) -> None:
+        """Nothing to list: the statements are read from the benchmark before the job starts."""
 
 
 def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) -> None:
@@ -130,9 +124,9 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
+    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool, **job.index_kwargs))
     ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
-    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
+    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool, **job.index_kwargs))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
     ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
                      min_rows_per_file=int(job.cfg.output.rows_per_file))

@@ -8,7 +8,7 @@ LLM backend, the Lean pool, the status board) and stops it at the end, whatever 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from lean_pool.launch import build_launch, provenance as lean_provenance
 from lean_pool.pool import LeanPool
 from operators.candidates import ERROR_INFRA, unit_id
+from operators.declaration_index import read_manifest, stale_reasons
 from operators.discover import RETRIED_STATUSES
 from operators.llm import LLMBackend, LLMClients, start_usage_ledger, usage_report
 from operators.seeds import domain_of, seed_id, select
@@ -30,7 +31,8 @@ from pipelines.run_dir import RunDir
 
 PROJECT = "folklore"
 # The parts of the config the operators need, passed to them as plain data.
-OPERATOR_SECTIONS = ("seeds", "discover", "judge", "formalize", "trivial", "prove", "prompts")
+OPERATOR_SECTIONS = ("seeds", "discover", "dedup", "judge", "formalize", "trivial", "prove", "prompts", "grounding",
+                     "embedding", "index")
 
 
 class SetupError(RuntimeError):
@@ -68,6 +70,30 @@ def _absolute(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def index_revision(lean_cfg: Mapping[str, Any]) -> str | None:
+    """The Mathlib revision a declaration index must come from: the one the run's Lean checks against (None,
+    any index, for the simulator, which has no Mathlib, or a Lean project whose revision is unknown)."""
+    lean = lean_provenance(lean_cfg)
+    return None if lean["simulated"] else lean["mathlib_rev"]
+
+
+def retrieval_settings(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
+    """What dedup and grounding need of the declaration index, checked before the run starts; a missing,
+    stale or foreign index is a `SetupError` that says how to build the right one."""
+    users = [name for name in ("dedup", "grounding") if cfg[name].enabled]
+    index_dir = cfg.index.dir
+    if "grounding" in users and index_dir is None:
+        raise SetupError("grounding.enabled=true needs index.dir (build one with `python -m pipelines.index`)")
+    if not users or index_dir is None:
+        return {}
+    manifest = read_manifest(Path(index_dir).expanduser())
+    reasons = stale_reasons(manifest, revision, str(cfg.embedding.model_id))
+    if reasons:
+        raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
+                         f"with `python -m pipelines.index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
+    return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}
+
+
 class MiningJob:
     """A run's resources, started in `__enter__` and released in `__exit__`."""
 
@@ -76,12 +102,18 @@ class MiningJob:
         self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
         build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
-        self.seed_fs, self.seed_root, self.seed_files = list_seed_files(cfg)
-        if not self.seed_files:
-            raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}")
+        self.index_revision = index_revision(self.lean_cfg)
+        self.retrieval = retrieval_settings(cfg, self.index_revision)
+        self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
         self._pool: LeanPool | None = None
+
+    def find_inputs(self) -> None:
+        """The seed files to mine; none is a `SetupError`."""
+        self.seed_fs, self.seed_root, self.seed_files = list_seed_files(self.cfg)
+        if not self.seed_files:
+            raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 
     def __enter__(self) -> MiningJob:
         if not ray.is_initialized():
@@ -124,7 +156,16 @@ class MiningJob:
             "lean_simulated": lean["simulated"],
             "toolchain": lean["toolchain"],
             "mathlib_rev": lean["mathlib_rev"],
+            "dedup": self._stage_provenance("dedup", ("threshold", "k")),
+            "grounding": self._stage_provenance("grounding", ("k", "k_missing", "max_missing")),
         }
+
+    def _stage_provenance(self, stage: str, keys: Sequence[str]) -> str | None:
+        """JSON of a retrieval stage's settings and the index it read, or None when the stage is off."""
+        settings = self.mine[stage]
+        if not settings["enabled"]:
+            return None
+        return json.dumps({**{key: settings[key] for key in keys}, **self.retrieval}, sort_keys=True)
 
     def pending_units(self) -> list[dict[str, Any]]:
         """Discover calls still to make: every (seed, sample) without a written, finished discovery."""
@@ -151,6 +192,15 @@ class MiningJob:
         root = str(self.cfg.seeds.root)
         return f"{root.rstrip('/')}/{relative}" if "://" in root else f"{self.seed_root}/{relative}"
 
+    def discovery_sources(self) -> list[dict[str, Any]]:
+        """One item per seed with written discoveries: the seed id and the discovery files holding its rows,
+        so a seed's candidates are split together and dedup sees all of its siblings at once."""
+        files_of: dict[str, list[str]] = {}
+        for uri, seeds in self.run.column_by_file("discoveries", "seed_id"):
+            for seed in dict.fromkeys(seeds):
+                files_of.setdefault(seed, []).append(uri)
+        return [{"seed_id": seed, "paths": paths} for seed, paths in sorted(files_of.items())]
+
     def finished_candidates(self) -> ray.ObjectRef:
         """The ids of candidates already written with a finished status, in the object store for the anti-join."""
         self.run.prepare("candidates", {ERROR_INFRA})
@@ -167,6 +217,23 @@ class MiningJob:
                 size=int(shape.actors), max_concurrent_calls_per_actor=int(shape.max_concurrent_calls_per_actor)
             ),
             "fn_constructor_kwargs": {"mine": self.mine, **constructor_kwargs},
+        }
+
+    @property
+    def index_kwargs(self) -> dict[str, Any]:
+        """Constructor keyword arguments the formalize and prove operators need to open the index for grounding."""
+        return {"index_revision": self.index_revision}
+
+    def dedup_options(self) -> dict[str, Any]:
+        """`map_batches` keyword arguments of the dedup stage. Its batches are whole blocks, and each block the
+        split step makes holds whole seeds, so a candidate is compared with every sibling, whatever the batch."""
+        shape = self.cfg.stages.dedup
+        return {
+            "batch_size": None,
+            "batch_format": "pyarrow",
+            "num_cpus": float(shape.num_cpus),
+            "compute": ray.data.ActorPoolStrategy(size=int(shape.actors)),
+            "fn_constructor_kwargs": {"mine": self.mine, "index_revision": self.index_revision},
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:

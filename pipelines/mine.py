@@ -1,7 +1,7 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
 Two resumable Ray Data plans, each streaming: discover (seed files -> one discovery per seed and
-sample) then verify (split -> judge -> formalize -> trivial -> prove -> one row per candidate). Started
+sample) then verify (split -> [dedup] -> judge -> formalize -> trivial -> prove -> one row per candidate). Started
 again with the same `run_dir`, a run skips what is written and asks again only for what failed for
 infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
@@ -17,12 +17,13 @@ from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
 from operators.candidates import CANDIDATE_SCHEMA
+from operators.dedup import DedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm import LLMConfigError
 from operators.prove import ProveOperator
-from operators.split import explode_files
+from operators.split import drop_finished, explode_seeds
 from operators.trivial import TrivialOperator
 from pipelines.job import MiningJob, SetupError, load_config
 from pipelines.progress import report_batch
@@ -46,20 +47,24 @@ def discover(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming)
 
 
 def verify(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -> None:
-    """discoveries/ -> candidates/: every candidate not yet finished, through judge, formalize, trivial, prove.
+    """discoveries/ -> candidates/: every candidate not yet finished, through [dedup,] judge, formalize, trivial,
+    prove. Finished candidates are dropped after dedup, which compares a candidate with all of its siblings.
 
     `between` runs after each stage; the default streams, the benchmark's staged baseline materializes.
     """
-    files = job.run.file_uris("discoveries")
+    seeds = job.discovery_sources()
     finished = job.finished_candidates()
-    if not files:
+    if not seeds:
         return
-    ds = ray.data.from_items([{"path": path} for path in files], override_num_blocks=len(files))
-    ds = between(ds.map_batches(explode_files, batch_format="pyarrow", fn_kwargs={"finished": [finished]}))
+    ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
+    ds = between(ds.map_batches(explode_seeds, batch_format="pyarrow", batch_size=1))
+    if job.cfg.dedup.enabled:
+        ds = between(ds.map_batches(DedupOperator, **job.dedup_options()))
+    ds = ds.map_batches(drop_finished, batch_format="pyarrow", fn_kwargs={"finished": [finished]})
     ds = between(ds.map_batches(JudgeOperator, **job.llm_options("judge")))
-    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool)))
+    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool, **job.index_kwargs)))
     ds = between(ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool)))
-    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool)))
+    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool, **job.index_kwargs)))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
     ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
                      min_rows_per_file=int(job.cfg.output.rows_per_file))

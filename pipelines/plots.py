@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from pipelines.stats import ALL
 
-FUNNEL_SERIES = (("proposed", "proposed"), ("judged_correct", "judged correct"), ("compilable", "compilable"),
+FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"), ("compilable", "compilable"),
                  ("trivial", "trivial"), ("proved", "proved"))
 WATERMARK_ALPHA = 0.25
 BAR_GROUP_WIDTH = 0.8

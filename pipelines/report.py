@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
+from operators.dedup import CANDIDATE, MATHLIB
 from pipelines import plots, stats
 from pipelines.cli import compose_config
 from pipelines.run_data import RunData, RunNotFound, load_run
@@ -64,16 +65,31 @@ def number(value: float | int | None) -> str:
 
 
 def funnel_markdown(funnel: pl.DataFrame) -> str:
-    """The paper's Table 1: seeds, proposed, judged correct, compilable, trivial, proved per domain."""
+    """The paper's Table 1: seeds, proposed, judged correct, compilable, trivial, proved per domain, with the
+    candidates dedup dropped before the judge."""
     rows = [
-        [r["domain"], r["seeds"], r["proposed"], count_pct(r["judged_correct"], r["judged_correct_pct"]),
+        [r["domain"], r["seeds"], r["proposed"], count_pct(r["duplicate"], r["duplicate_pct"]),
+         count_pct(r["judged_correct"], r["judged_correct_pct"]),
          count_pct(r["compilable"], r["compilable_pct"]), count_pct(r["trivial"], r["trivial_pct"]),
          count_pct(r["proved"], r["proved_pct"]), r["error_infra"]]
         for r in funnel.iter_rows(named=True)
     ]
-    headers = ["Domain", "Seeds", "Proposed", "Judged correct", "Compilable", "Trivial", "Proved",
+    headers = ["Domain", "Seeds", "Proposed", "Duplicate (dedup)", "Judged correct", "Compilable", "Trivial", "Proved",
                "Unfinished (error_infra)"]
     return markdown_table(headers, rows) + "\n\nPercentages are of the proposed candidates of the domain."
+
+
+def dedup_markdown(matches: pl.DataFrame, settings: str | None) -> str:
+    """How many candidates dedup dropped and what they restate, or that dedup was off for this run."""
+    if settings is None:
+        return "Dedup was off: every candidate went to the judge (the paper's protocol)."
+    config = json.loads(settings)
+    where = f"index of Mathlib `{config['index_rev']}`" if "index_rev" in config else "no index: siblings only"
+    kinds = {MATHLIB: "a Mathlib declaration", CANDIDATE: "an earlier candidate of the seed"}
+    rows = [[kinds.get(r["dedup_kind"], r["dedup_kind"]), r["dropped"], r["distinct_matches"], f"{r['min_score']:.3f}"]
+            for r in matches.iter_rows(named=True)]
+    table = markdown_table(["Restates", "Dropped", "Distinct matches", "Lowest score"], rows) if rows else "Nothing dropped."
+    return f"Threshold {config['threshold']} on the cosine of the statements ({where}).\n\n{table}"
 
 
 def success_markdown(success: pl.DataFrame, max_repairs: int) -> str:
@@ -137,6 +153,11 @@ def reasons_markdown(reasons: pl.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
+def _provenance_field(candidates: pl.DataFrame, field: str) -> str | None:
+    """A provenance field of the run's first candidate (the same on every row of one run)."""
+    return candidates["provenance"][0].get(field) if candidates.height else None
+
+
 def provenance_lines(run: RunData) -> list[str]:
     """Where the numbers come from: run id, backends, models, Lean toolchain and Mathlib revision."""
     first = run.candidates["provenance"][0] if run.candidates.height else {}
@@ -160,6 +181,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     max_repairs = run.max_repairs()
     c = run.candidates
     funnel = stats.funnel_by_domain(c, domains)
+    matches = stats.dedup_matches(c)
     success = stats.success_at(c, max_repairs, domains)
     overlap = stats.overlap(c)
     cost = stats.cost_by_stage(c, run.discoveries)
@@ -170,6 +192,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     sections = [
         f"# Folklore run report{tag}", "", *banner, *provenance_lines(run), "",
         f"## Funnel per domain{tag}", "", funnel_markdown(funnel), "", "![funnel](funnel.png)", "",
+        f"### Dedup{tag}", "", dedup_markdown(matches, _provenance_field(c, "dedup")), "",
         f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
         "![Success@t](success_at.png)", "",
         f"### Overlap between provers{tag}", "", overlap_markdown(overlap), "", "![overlap](overlap.png)", "",
@@ -187,7 +210,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         "time": plots.time_figure(cost, total["lean_seconds"], size, label),
         "rejections": plots.rejections_figure(overall, size, label),
     }
-    tables = {"funnel": funnel, "success_at": success, "overlap": overlap, "cost": cost, "reasons": reasons}
+    tables = {"funnel": funnel, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost, "reasons": reasons}
     return Report("\n".join(sections), figures, tables)
 
 

@@ -85,6 +85,13 @@ class RunDir:
             values.extend(pq.read_table(path, filesystem=self.filesystem, columns=[column]).column(column).to_pylist())
         return values
 
+    def column_by_file(self, name: str, column: str) -> list[tuple[str, list[Any]]]:
+        """One column of table `name`, file by file: (the file's URI, its values)."""
+        return [
+            (uri, pq.read_table(path, filesystem=self.filesystem, columns=[column]).column(column).to_pylist())
+            for path, uri in zip(self.files(name), self.file_uris(name), strict=True)
+        ]
+
     def prepare(self, name: str, retried_statuses: Collection[str]) -> Repair:
         """Make table `name` safe to resume from: delete unreadable (half-written) files and rewrite files
         holding rows whose status is to be retried without those rows."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from operators.candidates import COMPILED, ERROR_INFRA, NOT_COMPILABLE, PROVED, REJECTED_BY_JUDGE, TRIVIAL
+from operators.candidates import COMPILED, DUPLICATE, ERROR_INFRA, NOT_COMPILABLE, PROVED, REJECTED_BY_JUDGE, TRIVIAL
 
 ALL = "all"
 UNION = "union"
@@ -57,8 +57,8 @@ def _percent(numerator: str, denominator: str) -> pl.Expr:
 
 
 def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str]) -> pl.DataFrame:
-    """The paper's Table 1: per domain (and `all`), seeds, proposed candidates, then how many were judged
-    correct, compiled, were trivial and were proved, each also as a percentage of the proposed.
+    """The paper's Table 1: per domain (and `all`), seeds, proposed candidates, then how many dedup dropped,
+    were judged correct, compiled, were trivial and were proved, each also as a percentage of the proposed.
 
     `judged_correct` is null for a domain nobody judged (an evaluate run has no judge stage).
     """
@@ -68,6 +68,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
         .agg(
             pl.col("seed_id").n_unique().alias("seeds"),
             pl.len().alias("proposed"),
+            (pl.col("status") == DUPLICATE).sum().alias("duplicate"),
             pl.col("judge_verdict").is_not_null().sum().alias("judged"),
             pl.col("judge_verdict").fill_null(False).sum().alias("judged_correct"),
             pl.col("status").is_in(COMPILABLE_STATUSES).sum().alias("compilable"),
@@ -79,11 +80,26 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
             pl.when(pl.col("judged") > 0).then(pl.col("judged_correct")).otherwise(None).alias("judged_correct")
         )
         .with_columns(
-            _percent(name, "proposed").alias(f"{name}_pct") for name in ("judged_correct", "compilable", "trivial", "proved")
+            _percent(name, "proposed").alias(f"{name}_pct") for name in ("duplicate", "judged_correct", "compilable", "trivial", "proved")
         )
         .drop("judged")
     )
     return _ordered(grouped, "domain", domain_order(candidates["domain"].unique().to_list(), preferred_domains))
+
+
+def dedup_matches(candidates: pl.DataFrame) -> pl.DataFrame:
+    """What the dropped duplicates restate: per kind (a Mathlib declaration, an earlier candidate of the same
+    seed), how many candidates were dropped, how many distinct statements they restate, and their lowest score."""
+    return (
+        candidates.filter(pl.col("status") == DUPLICATE)
+        .group_by("dedup_kind")
+        .agg(
+            pl.len().alias("dropped"),
+            pl.col("dedup_match").n_unique().alias("distinct_matches"),
+            pl.col("dedup_score").min().alias("min_score"),
+        )
+        .sort("dedup_kind")
+    )
 
 
 def proof_rows(candidates: pl.DataFrame) -> pl.DataFrame:

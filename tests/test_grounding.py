@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from operators.grounding import NameIndex, grounding_text, name_tokens, unknown_names, with_grounding
+from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from operators import prompts
+from operators.grounding import (
+    NameIndex,
+    grounding_text,
+    name_tokens,
+    unknown_names,
+    with_grounding,
+)
+from operators.llm_sim import last_lean_block
+
+REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = {"header": "Real declarations:", "missing_header": "`{name}` is unknown; close names:"}
 
 
@@ -41,11 +54,23 @@ def test_grounding_section_lists_declarations_then_nearest_names() -> None:
     assert grounding_text(TEMPLATES, [], {}) == ""
 
 
-def test_grounding_goes_at_the_end_of_the_last_message_only_when_there_is_some() -> None:
+def test_grounding_goes_first_in_the_last_message_only_when_there_is_some() -> None:
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     assert with_grounding(messages, "") == messages
-    assert with_grounding(messages, "g") == [{"role": "system", "content": "s"}, {"role": "user", "content": "u\n\ng"}]
+    assert with_grounding(messages, "g") == [{"role": "system", "content": "s"}, {"role": "user", "content": "g\n\nu"}]
     assert messages[-1]["content"] == "u"
+
+
+def test_the_code_to_repair_stays_the_last_lean_block_of_a_grounded_prompt() -> None:
+    templates = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "mine.yaml").prompts)
+    current = "theorem t (n : ℕ) : n + 0 = n := sorry"
+    attempts = [{"code": current, "diagnostics": [{"severity": "error", "message": "unknown identifier 'Nat.foo'"}]}]
+    messages = prompts.formalize_messages(templates, attempts, "error-free code")
+    section = grounding_text(TEMPLATES, [{"name": "Nat.add_zero", "signature": "(n : ℕ) : n + 0 = n"}],
+                             {"Nat.foo": ["Nat.add_zero"]})
+    grounded = with_grounding(messages, section)
+    assert "Nat.add_zero (n : ℕ) : n + 0 = n" in grounded[-1]["content"]
+    assert last_lean_block(grounded[-1]["content"]) == current
 
 
 def test_a_name_declared_twice_is_offered_once() -> None:

@@ -12,14 +12,14 @@ from omegaconf import OmegaConf
 
 from lean_pool.checker import CheckResult
 from operators import prompts
-from operators.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidate_id, candidates_table, funnel
+from operators.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidates_table, funnel
 from operators.discover import DISCOVERY_SCHEMA
 from operators.formalize import keep_imports, rejection
 from operators.judge import majority
 from operators.llm_sim import last_lean_block
 from operators.prove import best_proof, with_environment
 from operators.seeds import EMPTY, NOT_UTF8, OK, TOO_LONG, decode_seed, domain_of, seed_id, select
-from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER, explode, split_answer
+from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER, explode, explode_seeds, split_answer
 from operators.trivial import with_tactic
 from pipelines.job import load_config
 from pipelines.run_dir import RunDir
@@ -109,19 +109,32 @@ def test_split_answer_statuses():
     assert all(snippet.startswith("import Mathlib") for snippet in split.snippets)
 
 
-def _discovery(snippets: list[str]) -> dict:
+def _discovery(snippets: list[str], seed: str = "Mathlib.X", sample: int = 1) -> dict:
     return {
-        "unit_id": "Mathlib.X/s1", "seed_id": "Mathlib.X", "seed_path": "Mathlib/X.lean", "domain": "d",
-        "sample": 1, "snippets": snippets, "provenance": None, "finished_at": datetime.now(timezone.utc),
+        "unit_id": f"{seed}/s{sample}", "seed_id": seed, "seed_path": seed.replace(".", "/") + ".lean",
+        "domain": "d", "sample": sample, "snippets": snippets, "provenance": None,
+        "finished_at": datetime.now(timezone.utc),
     }
 
 
-def test_explode_gives_stable_ids_and_skips_finished_candidates():
-    rows = explode(_discovery(["a", "b", "c"]), finished={candidate_id("Mathlib.X", 1, 1)})
-    assert [row["candidate_id"] for row in rows] == ["Mathlib.X/s1/c0", "Mathlib.X/s1/c2"]
-    assert [row["statement_raw"] for row in rows] == ["a", "c"]
+def test_explode_gives_stable_ids_one_candidate_per_snippet():
+    rows = explode(_discovery(["a", "b", "c"]))
+    assert [row["candidate_id"] for row in rows] == ["Mathlib.X/s1/c0", "Mathlib.X/s1/c1", "Mathlib.X/s1/c2"]
+    assert [row["statement_raw"] for row in rows] == ["a", "b", "c"]
     table = candidates_table(rows)
     assert table.schema == CANDIDATE_SCHEMA and set(table.column("status").to_pylist()) == {"discovered"}
+
+
+def test_a_seed_is_exploded_whole_from_every_file_that_holds_it(tmp_path):
+    """A resumed discover writes a seed's later samples to new files; its candidates still leave together."""
+    first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    pq.write_table(pa.Table.from_pylist([_discovery(["a", "b"], sample=0), _discovery(["y"], seed="Mathlib.Y", sample=0)],
+                                        schema=DISCOVERY_SCHEMA), first)
+    pq.write_table(pa.Table.from_pylist([_discovery(["c"], sample=1)], schema=DISCOVERY_SCHEMA), second)
+    items = pa.Table.from_pylist([{"seed_id": "Mathlib.X", "paths": [first, second]}])
+    table = explode_seeds(items)
+    assert table.schema == CANDIDATE_SCHEMA
+    assert sorted(table.column("candidate_id").to_pylist()) == ["Mathlib.X/s0/c0", "Mathlib.X/s0/c1", "Mathlib.X/s1/c0"]
 
 
 # --- prompts --------------------------------------------------------------------------------------------

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 import yaml
 
 from pipelines import report, stats
 from pipelines.run_data import load_run
-from tests.handmade_run import REPO, write_run
+from tests.handmade_run import REPO, candidate, candidates, provenance, write_run
 
 SETTINGS = yaml.safe_load((REPO / "conf" / "report.yaml").read_text())
 DOMAINS = SETTINGS["domains"]
@@ -44,7 +46,7 @@ def test_funnel_without_a_judge_leaves_judged_correct_empty(sim_run):
     unjudged = sim_run.candidates.with_columns(pl.lit(None, pl.Boolean).alias("judge_verdict"))
     funnel = stats.funnel_by_domain(unjudged, DOMAINS)
     assert funnel["judged_correct"].null_count() == funnel.height
-    assert "| all | 3 | 9 | — | 5 (55.6%) |" in report.funnel_markdown(funnel)
+    assert "| all | 3 | 9 | 0 (0.0%) | — | 5 (55.6%) |" in report.funnel_markdown(funnel)
 
 
 def test_success_at_per_prover_and_domain_with_union(sim_run):
@@ -110,7 +112,7 @@ def test_each_figure_draws_the_table_numbers_and_the_sim_label(sim_run):
         assert SETTINGS["sim_label"] in figure_texts(figure), name
 
     (funnel_axes,) = figures["funnel"].axes
-    assert bars(funnel_axes) == [[5, 4, 9], [4, 4, 8], [3, 2, 5], [0, 1, 1], [2, 1, 3]]
+    assert bars(funnel_axes) == [[5, 4, 9], [0, 0, 0], [4, 4, 8], [3, 2, 5], [0, 1, 1], [2, 1, 3]]
 
     all_panel = figures["success_at"].axes[-1]
     assert all_panel.get_title() == "all domains (n=4)"
@@ -146,11 +148,33 @@ def test_cli_writes_the_page_the_plots_and_the_tables(tmp_path):
         assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
         assert f"({name}.png)" in page
     assert page.count(SETTINGS["sim_label"]) == 2, "banner at the top and the bottom of the page"
-    assert page.count("(simulated run)") == 7, "the title and every section heading"
-    assert "| all | 3 | 9 | 8 (88.9%) | 5 (55.6%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
+    assert page.count("(simulated run)") == 8, "the title and every section heading"
+    assert "Dedup was off" in page
+    assert "| all | 3 | 9 | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
     assert "| union | all | 4 | 1 (25.0%) | 3 (75.0%) | 3 (75.0%) |" in page
     assert "| Tokens | 5514 | 1838.0 |" in page
     assert pl.read_csv(out / "tables" / "funnel.csv").filter(pl.col("domain") == "all")["proved"].item() == 3
+
+
+def test_dedup_section_counts_what_was_dropped_and_what_it_restates(tmp_path):
+    settings = json.dumps({"threshold": 0.98, "k": 10, "index_rev": "abc", "model_id": "m"})
+    rows = candidates(simulated=False)
+    duplicates = [
+        candidate("c10", "A", status="duplicate", dedup_kind="mathlib", dedup_match="Nat.add_zero", dedup_score=1.0),
+        candidate("c11", "A", status="duplicate", dedup_kind="mathlib", dedup_match="Nat.add_zero", dedup_score=0.99),
+        candidate("c12", "C", status="duplicate", dedup_kind="candidate", dedup_match="Mathlib.Algebra.Gamma/s0/c6",
+                  dedup_score=1.0),
+    ]
+    for row in [*rows, *duplicates]:
+        row["provenance"] = {**provenance(False), "dedup": settings}
+    run = load_run(str(write_run(tmp_path / "run", rows=[*rows, *duplicates])))
+    funnel = rows_by(stats.funnel_by_domain(run.candidates, DOMAINS), "domain")
+    assert (funnel["all"]["proposed"], funnel["all"]["duplicate"]) == (12, 3)
+    assert funnel["foundational"]["duplicate"] == 2 and funnel["all"]["duplicate_pct"] == pytest.approx(25.0)
+    page = report.render(run, SETTINGS).markdown
+    assert "Threshold 0.98 on the cosine of the statements (index of Mathlib `abc`)." in page
+    assert "| an earlier candidate of the seed | 1 | 1 | 1.000 |" in page
+    assert "| a Mathlib declaration | 2 | 1 | 0.990 |" in page
 
 
 def test_cli_refuses_a_directory_without_a_run(tmp_path, capsys):
