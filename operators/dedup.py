@@ -94,8 +94,8 @@ class DedupOperator:
     open (`discovered`) candidates that restate a Mathlib declaration of the index or an earlier sibling
     become `duplicate`; other rows pass untouched. Without an index, siblings alone are compared."""
 
-    def __init__(self, *, mine: Mapping[str, Any], index_dir: str | None, index_revision: str | None) -> None:
-        settings = mine["dedup"]
+    def __init__(self, *, mine: Mapping[str, Any], index_revision: str | None) -> None:
+        settings, index_dir = mine["dedup"], mine["index"]["dir"]
         self.threshold = float(settings["threshold"])
         self.k = int(settings["k"])
         self.index = DeclarationIndex(Path(index_dir), mine["embedding"], index_revision) if index_dir else None

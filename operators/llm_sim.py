@@ -124,14 +124,17 @@ def last_lean_block(text: str) -> str:
 
 
 def discover_reply(prompt: str, key: str, script: Mapping[str, Any], error_mark: str) -> str:
-    """A plan paragraph, the marker line, then a lean block of `sorry` lemmas named after the seed's names."""
+    """A plan paragraph, the marker line, then a lean block of `sorry` lemmas named after the seed's names, each
+    stating one of the scripted statements (drawn per lemma, so a seed's lemmas sometimes restate each other)."""
     names = seed_identifiers(prompt) or [script["fallback_name"]]
+    statements = script["statements"]
     count = script["lemmas_per_response"]
     lines = ["import Mathlib", ""]
     for index in range(count):
         base = names[int(unit(key, "name", index) * len(names))]
         name = f"{base}_sim_{key[:6]}_{index}"
-        line = f"theorem {name} {script['statement']} := by sorry"
+        statement = statements[int(unit(key, "statement", index) * len(statements))]
+        line = f"theorem {name} {statement} := by sorry"
         if unit(key, "broken", index) < script["broken_rate"]:
             line += f"  -- {error_mark}"
         lines += [line, ""]

@@ -3,6 +3,7 @@ point the pipeline at a sim server the test owns, and the status the sims' scrip
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -61,11 +62,34 @@ def overrides(run_dir: Path, seeds_root: Path, seed_list: list[str], base_url: s
     ]
 
 
-def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max_repairs: int, proof_repairs: int) -> str:
+# conf/llm/sim.yaml's discover statements that say the same thing (other bound names), and what they restate.
+SIM_RESTATEMENTS = {"(x y : ℕ) : x + y = y + x": "(a b : ℕ) : a + b = b + a"}
+_SIM_STATEMENT = re.compile(r"^theorem \S+ (.*) := by sorry", re.MULTILINE)
+
+
+def sibling_duplicates(rows: list[dict[str, Any]]) -> set[str]:
+    """The candidates the demo's dedup must drop: those stating what an earlier candidate of their seed (by sample,
+    then snippet) already states. The sim's distinct statements are far apart, so only restatements count."""
+    seen: dict[str, set[str]] = {}
+    dropped = set()
+    for row in sorted(rows, key=lambda r: (r["seed_id"], r["sample"], r["snippet_index"])):
+        statement = _SIM_STATEMENT.search(row["statement_raw"]).group(1)
+        meaning = SIM_RESTATEMENTS.get(statement, statement)
+        if meaning in seen.setdefault(row["seed_id"], set()):
+            dropped.add(row["candidate_id"])
+        seen[row["seed_id"]].add(meaning)
+    return dropped
+
+
+def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max_repairs: int, proof_repairs: int,
+                     duplicates: set[str]) -> str:
     """What the sims were scripted to do with one candidate (demo preset's Lean rules, conf/llm/sim.yaml's script):
-    judge by rate; lemma 5 restates Mathlib; a broken lemma is fixed at its scripted repair if within T; lemma 0
-    is closed by `aesop`; a proof lands at its scripted attempt if within K + 1."""
+    a sibling restatement is dropped by dedup; judge by rate; lemma 5 restates Mathlib; a broken lemma is fixed at
+    its scripted repair if within T; lemma 0 is closed by `aesop`; a proof lands at its scripted attempt if within
+    K + 1."""
     cid = row["candidate_id"]
+    if cid in duplicates:
+        return "duplicate"
     if unit(seed, "judge", "judge", cid) >= script["judge"]["correct_rate"]:
         return "rejected_by_judge"
     if row["snippet_index"] == 5:

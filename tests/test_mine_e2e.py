@@ -29,6 +29,7 @@ from tests.mine_support import (
     overrides,
     predicted_status,
     read_table,
+    sibling_duplicates,
     sim_server_config,
 )
 
@@ -72,13 +73,18 @@ def test_funnel_matches_what_the_sims_were_scripted_to_do(finished_run):
     run_dir, _ = finished_run
     script = yaml.safe_load(SIM_CONF.read_text())["sim"]["script"]
     candidates = read_table(run_dir, "candidates").to_dicts()
-    predicted = Counter(predicted_status(row, script, seed=0, max_repairs=10, proof_repairs=2) for row in candidates)
-    actual = Counter(row["status"] for row in candidates)
+    duplicates = sibling_duplicates(candidates)
+    predicted = {row["candidate_id"]: predicted_status(row, script, 0, 10, 2, duplicates) for row in candidates}
+    actual = {row["candidate_id"]: row["status"] for row in candidates}
     assert actual == predicted
-    mismatched = [row["candidate_id"] for row in candidates
-                  if row["status"] != predicted_status(row, script, seed=0, max_repairs=10, proof_repairs=2)]
-    assert mismatched == []
-    assert actual["proved"] and actual["rejected_by_judge"] and actual["not_compilable"]
+    counts = Counter(actual.values())
+    assert counts["duplicate"] and counts["proved"] and counts["rejected_by_judge"] and counts["not_compilable"]
+    across_samples = [row for row in candidates if row["status"] == "duplicate" and row["sample"] == 1
+                      and row["dedup_match"].split("/")[-2] == "s0"]
+    assert across_samples, "a sample's candidate restating another sample's is found: dedup sees whole seeds"
+    dropped = [row for row in candidates if row["status"] == "duplicate"]
+    assert all(row["llm_calls"] == [] and row["lean_checks"] == 0 for row in dropped), "a duplicate costs nothing"
+    assert all(row["dedup_kind"] == "candidate" and row["dedup_score"] == 1.0 for row in dropped)
 
 
 def test_rows_carry_histories_and_simulated_provenance(finished_run):
