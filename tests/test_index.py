@@ -142,7 +142,8 @@ def _candidates(statements: list[str]) -> pa.Table:
 
 def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
     _, out = built
-    operator = DedupOperator({"index_dir": str(out), "threshold": 0.97, "k": 3}, EMBEDDING, REV_A)
+    mine = {"dedup": {"threshold": 0.97, "k": 3}, "embedding": EMBEDDING, "index": {"dir": str(out)}}
+    operator = DedupOperator(mine=mine, index_revision=REV_A)
     batch = _candidates([
         "import Mathlib\n\nlemma plus_swap (m n : ℕ) :\n    m + n = n + m := by\n  sorry\n",
         "import Mathlib\n\ntheorem sq_nonneg' (z : ℤ) : 0 ≤ z ^ 2 := by\n  sorry\n",
@@ -161,7 +162,7 @@ def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
 
 def test_grounding_shows_related_declarations_and_names_near_an_unknown_one(built) -> None:
     _, out = built
-    grounder = Grounder({**GROUNDING, "index_dir": str(out), "k": 1}, EMBEDDING, None)
+    grounder = Grounder({**GROUNDING, "k": 1}, EMBEDDING, str(out), None)
     statement = "import Mathlib\n\ntheorem t (p q : ℕ) (hp : 0 < p) (hq : 0 < q) : 0 < p * q := by sorry\n"
     text = grounder.text(statement, [{"severity": "error", "message": "unknown identifier 'Folk.mul_pos_of'"}])
     assert "Folk.my_mul_pos {x y : ℕ} (hx : 0 < x) (hy : 0 < y) : 0 < x * y" in text
