@@ -104,6 +104,8 @@ class MiningJob:
         build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
         self.index_revision = index_revision(self.lean_cfg)
         self.retrieval = retrieval_settings(cfg, self.index_revision)
+        if cfg.index.dir is not None:  # actors may start in another working directory
+            self.mine["index"]["dir"] = _absolute(str(cfg.index.dir))
         self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
