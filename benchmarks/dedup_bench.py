@@ -1,16 +1,20 @@
 """Dedup quality and index speed on the MathlibLemma sample: `python benchmarks/dedup_bench.py [overrides]`.
 
 Labelled set: every statement of `../shared/fixtures/mathliblemma-sample/benchmark` plays a Mathlib
-declaration; each gets a restated copy (new lemma name, `lemma`/`theorem` swapped, bound variables
-renamed, binder groups split or merged, another layout) that must match it, and must match none of the
-other statements. Pairs are scored with the dedup decision (exact canonical tier, then cosine at the
-configured threshold); the figures of the embedding tier alone are printed too. Speed: index build
-time per 10k declarations (parse + embed + faiss) and query latency (embed + k-NN search) at a
-Mathlib-like size, the real vectors padded with random unit vectors so the faiss kind is the one
-`auto` picks at that size.
+declaration; each gets copies that Lean reads as the same statement and that must match it: `restated`
+(new lemma name, `lemma`/`theorem` swapped, bound variables renamed, binder groups split or merged,
+another layout), `curried` (its last hypothesis moved after the colon as a premise) and `reordered`
+(two adjacent independent explicit binders swapped, which the canonical form does not undo: only the
+embedding tier can match it). A copy must match none of the other statements, except those whose
+canonical statement is identical to its own (the sample repeats a few statements: those are true
+duplicates). Pairs are scored with the dedup decision (exact canonical tier, then cosine at the
+configured threshold), over a sweep of thresholds too; `show=N` prints N misses and false matches per
+variant. Speed: index build time per 10k declarations (parse + embed + faiss, model already loaded)
+and query latency (embed + k-NN search) at a Mathlib-like size, the real vectors padded with random
+unit vectors so the faiss kind is the one `auto` picks at that size.
 
 Overrides (OmegaConf dotlist): `embedding.*` (see conf/embedding/minilm.yaml), `dedup.threshold=...`,
-`pad_rows=N`, `queries=N`, `k=N`.
+`pad_rows=N`, `queries=N`, `k=N`, `show=N`.
 """
 
 from __future__ import annotations
@@ -27,21 +31,24 @@ from omegaconf import OmegaConf
 from operators.declaration_index import Hit, build_faiss
 from operators.declarations import canonical_statement, first_theorem, leading_binders, normalize_space
 from operators.dedup import MATHLIB, best_match, candidate_statement
-from operators.embed import encode_statements, load_encoder
+from operators.embed import cpu_share, encode_statements, load_encoder
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "mathliblemma-sample" / "benchmark"
-DEFAULTS = {"pad_rows": 100_000, "queries": 300, "k": 10, "seed": 0, "sweep": [0.96, 0.97, 0.98, 0.99, 0.995]}
+DEFAULTS = {"pad_rows": 100_000, "queries": 300, "k": 10, "seed": 0, "show": 0,
+            "sweep": [0.94, 0.95, 0.96, 0.97, 0.975, 0.98, 0.985, 0.99, 0.995]}
 _BINDER_NAMES = re.compile(r"[({⦃]\s*((?:[^\W\d][\w'₀-₉]*\s+)*[^\W\d][\w'₀-₉]*)\s*:(?!=)")
+_UNTYPED_BINDER = re.compile(r"[({⦃]\s*((?:[^\W\d][\w'₀-₉]*\s+)*[^\W\d][\w'₀-₉]*)\s*[)}⦄]")
 
 
 def restated(snippet: str, index: int) -> str:
     """A copy of a statement that Lean reads the same way: renamed lemma, other keyword, renamed bound
-    variables (all suffixed at once), and binders laid out one per line (even copies) or on one line (odd)."""
+    variables (all suffixed at once, `{α}` binders too), and binders laid out one per line (even copies) or on one line (odd)."""
     declaration = first_theorem(snippet)
     assert declaration is not None
-    bound = sorted({n for m in _BINDER_NAMES.finditer(declaration.signature) for n in m.group(1).split()} - {"_"})
     signature = normalize_space(declaration.signature)
+    untyped = [m for g in leading_binders(signature)[0] if (m := _UNTYPED_BINDER.fullmatch(g))]
+    bound = sorted({n for m in [*_BINDER_NAMES.finditer(signature), *untyped] for n in m.group(1).split()} - {"_"})
     if bound:
         names = "|".join(re.escape(n) for n in sorted(bound, key=len, reverse=True))
         signature = re.sub(rf"(?<![\w'.])(?:{names})(?![\w'!?₀-₉])", lambda m: m.group() + "_r", signature)
@@ -52,25 +59,60 @@ def restated(snippet: str, index: int) -> str:
     return f"import Mathlib\n\n{keyword} {name}\n    {signature} := by\n  sorry\n"
 
 
+def _top_level(text: str) -> str:
+    """`text` with what is inside parentheses blanked, so a search sees its outermost connectives only."""
+    out, depth = [], 0
+    for c in text:
+        depth += c in "([{⟨⦃"
+        out.append(c if depth == 0 else " ")
+        depth -= c in ")]}⟩⦄"
+    return "".join(out)
+
+
 def curried(snippet: str, index: int) -> str | None:
-    """A copy with its last named hypothesis moved into the conclusion (`(h : P) : Q` -> `: P → Q`), which
-    the canonical form does not undo: only the embedding tier can match it. None when there is no such hypothesis."""
+    """A copy with its last named hypothesis moved into the conclusion (`(h : P) : Q` -> `: (P) → Q`, and
+    `: (P) → (Q ↔ R)` since `↔` binds looser than `→`). None when there is no such hypothesis (one used
+    later, or with a default value, stays)."""
     declaration = first_theorem(snippet)
     assert declaration is not None
     groups, rest = leading_binders(normalize_space(declaration.signature))
     m = re.fullmatch(r"\((\S+) : (.*)\)", groups[-1]) if groups else None
-    if m is None or not rest.startswith(": ") or re.search(rf"(?<![\w'.]){re.escape(m.group(1))}(?![\w'])", rest):
+    if (m is None or ":=" in m.group(2) or not rest.startswith(": ")
+            or re.search(rf"(?<![\w'.]){re.escape(m.group(1))}(?![\w'])", rest)):
         return None
-    signature = " ".join(groups[:-1] + [f": ({m.group(2)}) → {rest[2:]}"])
+    conclusion = f"({rest[2:]})" if "↔" in _top_level(rest[2:]) else rest[2:]
+    signature = " ".join(groups[:-1] + [f": ({m.group(2)}) → {conclusion}"])
     return f"import Mathlib\n\ntheorem curried_{index}\n    {signature} := by\n  sorry\n"
 
 
-def pair_figures(scores: np.ndarray, exact: np.ndarray, threshold: float) -> tuple[int, int, int]:
-    """(true, false, missed) positives over all (copy i, statement j) pairs; i == j are the positives."""
-    predicted = (scores >= threshold) | exact
-    positives = np.eye(*scores.shape, dtype=bool)
+def reordered(snippet: str, index: int) -> str | None:
+    """A copy with the last two adjacent explicit binders swapped (`(a : A) (h : P) : Q` -> `(h : P) (a : A) : Q`)
+    where the second does not mention the first; None when there is no such pair."""
+    declaration = first_theorem(snippet)
+    assert declaration is not None
+    groups, rest = leading_binders(normalize_space(declaration.signature))
+    for i in range(len(groups) - 2, -1, -1):
+        first = re.fullmatch(r"\((\S+) : .*\)", groups[i])
+        if first and groups[i + 1].startswith("(") and not re.search(
+            rf"(?<![\w'.]){re.escape(first.group(1))}(?![\w'])", groups[i + 1]
+        ):
+            swapped = groups[:i] + [groups[i + 1], groups[i]] + groups[i + 2 :]
+            return f"import Mathlib\n\ntheorem reordered_{index}\n    {' '.join(swapped + [rest])} := by\n  sorry\n"
+    return None
+
+
+def pair_figures(predicted: np.ndarray, positives: np.ndarray) -> tuple[int, int, int]:
+    """(true, false, missed) positives over all (copy, statement) pairs."""
     tp = int((predicted & positives).sum())
     return tp, int((predicted & ~positives).sum()), int(positives.sum()) - tp
+
+
+def show_errors(label: str, query: list[str], canonical: list[str], scores: np.ndarray, predicted: np.ndarray,
+                positives: np.ndarray, count: int) -> None:
+    """The first `count` missed and falsely matched pairs of one variant, with their cosine."""
+    for kind, mask in (("missed", positives & ~predicted), ("false match", predicted & ~positives)):
+        for r, j in list(zip(*np.nonzero(mask), strict=True))[:count]:
+            print(f"  {label} {kind} cos={scores[r, j]:.4f}\n    copy: {query[r]}\n    stmt: {canonical[j]}")
 
 
 def main(argv: list[str]) -> None:
@@ -96,33 +138,40 @@ def main(argv: list[str]) -> None:
     build_s_per_10k = (time.perf_counter() - started) / len(files) * 10_000
 
     threshold = float(cfg.dedup.threshold)
-    copies = [candidate_statement(restated(s, i)) for i, s in enumerate(snippets)]
-    moved = {i: candidate_statement(c) for i, s in enumerate(snippets) if (c := curried(s, i))}
-    totals = np.zeros(3, dtype=int)
+    totals, pairs = np.zeros(3, dtype=int), 0
     sweep = np.zeros((len(cfg.sweep), 3), dtype=int)
-    for label, query, rows in (("restated", copies, list(range(len(copies)))),
-                               ("curried", list(moved.values()), list(moved))):
+    same = np.array([[a == b for b in canonical] for a in canonical])
+    variants = {
+        make.__name__: {i: candidate_statement(c) for i, s in enumerate(snippets) if (c := make(s, i))}
+        for make in (restated, curried, reordered)
+    }
+    for label, made in variants.items():
+        query, rows = list(made.values()), list(made)
         scores = encode_statements(encoder, query) @ vectors.T
         exact = np.array([[q == o for o in canonical] for q in query])
-        # Put each copy's own statement on the diagonal: row r of `scores` is the copy of statement rows[r].
-        order = rows + [j for j in range(len(canonical)) if j not in set(rows)]
-        scores, exact = scores[:, order], exact[:, order]
-        tp, fp, fn = pair_figures(scores, exact, threshold)
+        # A copy must match its own statement and the sample's exact repeats of it, nothing else.
+        positives = same[rows]
+        pairs += positives.size
+        for t, row in zip(cfg.sweep, sweep, strict=True):
+            row += pair_figures((scores >= float(t)) | exact, positives)
+        predicted = (scores >= threshold) | exact
+        tp, fp, fn = pair_figures(predicted, positives)
         totals += (tp, fp, fn)
-        sweep += [pair_figures(scores, exact, float(t)) for t in cfg.sweep]
-        own = scores[np.eye(*scores.shape, dtype=bool)]
-        others = scores[~np.eye(*scores.shape, dtype=bool)]
-        print(f"{label}: {len(query)} copies, {int(np.diag(exact).sum())} identical after canonicalization; "
-              f"matched={tp} false_matches={fp} missed={fn}; "
+        own = scores[np.arange(len(rows)), rows]
+        others = scores[~positives]
+        print(f"{label}: {len(query)} copies, {int(exact[np.arange(len(rows)), rows].sum())} identical after "
+              f"canonicalization; matched={tp} false_matches={fp} missed={fn}; "
               f"own cosine min={own.min():.4f} p5={np.percentile(own, 5):.4f}; "
               f"other cosine max={others.max():.4f} p99.9={np.percentile(others, 99.9):.4f}")
+        show_errors(label, query, canonical, scores, predicted, positives, int(cfg.show))
     figures = [f"{t}: precision={a / max(a + b, 1):.4f} recall={a / (a + c):.4f}"
                for t, (a, b, c) in zip(cfg.sweep, sweep, strict=True)]
     print("threshold sweep: " + "; ".join(figures))
     tp, fp, fn = (int(x) for x in totals)
     precision, recall = (tp / (tp + fp) if tp + fp else 1.0), tp / (tp + fn)
-    print(f"model={cfg.embedding.model_id} statements={len(files)} threshold={threshold} "
-          f"pairs={sum(len(c) for c in (copies, moved)) * len(canonical)}")
+    threads = cpu_share() if cfg.embedding.threads is None else cfg.embedding.threads
+    print(f"model={cfg.embedding.model_id} threads={threads} batch_size={cfg.embedding.batch_size} "
+          f"statements={len(files)} threshold={threshold} pairs={pairs}")
 
     rng = np.random.default_rng(int(cfg.seed))
     padding = rng.standard_normal((max(0, int(cfg.pad_rows) - len(vectors)), vectors.shape[1])).astype(np.float32)
@@ -133,15 +182,16 @@ def main(argv: list[str]) -> None:
     faiss_s_per_10k = (time.perf_counter() - built) / len(padded) * 10_000
     index_bytes = len(faiss.serialize_index(index))
     names = [d.name for d in declarations] + [f"pad{i}" for i in range(len(padding))]
+    copies = list(variants["restated"].values())
     latencies, found = [], 0
     for i in range(min(int(cfg.queries), len(copies))):
         start = time.perf_counter()
-        scores_row, rows = index.search(encode_statements(encoder, [copies[i]]), int(cfg.k))
+        scores_row, ids = index.search(encode_statements(encoder, [copies[i]]), int(cfg.k))
         latencies.append((time.perf_counter() - start) * 1000)
         hits = [Hit(int(r), names[r], canonical[r] if r < len(canonical) else "", float(s))
-                for s, r in zip(scores_row[0], rows[0], strict=True) if r >= 0]
+                for s, r in zip(scores_row[0], ids[0], strict=True) if r >= 0]
         match = best_match(copies[i], MATHLIB, hits, threshold)
-        found += match is not None and match.name == declarations[i].name
+        found += match is not None and match.name in {names[j] for j in np.flatnonzero(same[i])}
     print(f"index of {len(padded)} rows: faiss={kind} faiss_build_s_per_10k={faiss_s_per_10k:.3f} "
           f"memory_mb_per_10k={index_bytes / len(padded) * 10_000 / 2**20:.1f} "
           f"copies found through the index={found}/{len(latencies)}")

@@ -26,8 +26,9 @@ from operators.embed import Encoder, encode_statements, load_encoder
 TABLE_FILE = "declarations.parquet"
 FAISS_FILE = "declarations.faiss"
 MANIFEST_FILE = "manifest.json"
-# Bumped when the files' layout changes, so an index of an older layout is rebuilt, not misread.
-FORMAT = 1
+# Bumped when the files' layout or the canonical statements they store change, so an index of an older
+# format is rebuilt, not misread (2: hypotheses before or after the colon, universes, parentheses).
+FORMAT = 2
 
 DECLARATION_SCHEMA = pa.schema(
     [

@@ -158,9 +158,26 @@ def first_theorem(source: str) -> Declaration | None:
     return next((d for d in parse_declarations(source).declarations if d.kind in THEOREM_KINDS), None)
 
 
-_BINDER_GROUP = re.compile(r"(?P<open>[({⦃\[])\s*(?P<names>(?:[^\W\d][\w'₀-₉]*\s+)*[^\W\d][\w'₀-₉]*)\s*:(?!=)")
-_QUANTIFIED = re.compile(r"(?:∀|∃!?|fun|λ|⋃|⋂|∑|∏)\s+(?P<names>(?:[^\W\d][\w'₀-₉]*\s*)+?)\s*(?=[:,]|=>|↦|∈)")
+_IDENT = r"[^\W\d][\w'₀-₉]*"
+_BINDER_GROUP = re.compile(rf"(?P<open>[({{⦃\[])\s*(?P<names>(?:{_IDENT}\s+)*{_IDENT})\s*:(?!=)")
+# A binder group of names alone (`{α}`, `(x y)`): their types are left to Lean, the names are still bound.
+_UNTYPED_GROUP = re.compile(rf"(?P<open>[({{⦃])\s*(?P<names>(?:{_IDENT}\s+)*{_IDENT})\s*[)}}⦄]")
+# Names a binder notation binds, up to its type, body, or binder predicate (`∀ ε > 0,`, `∃ x ∈ s,`).
+_QUANTIFIED = re.compile(rf"(?:∀|∃!?|fun|⋃|⋂|∑|∏)\s+(?P<names>(?:{_IDENT}\s*)+?)\s*(?=[:,]|=>|[∈∉⊆⊂<>≤≥≠])")
 _CLOSING = {"(": ")", "{": "}", "⦃": "⦄", "[": "]"}
+_DEPTH_OPEN = "([{⟨⦃⟪"
+_DEPTH_CLOSE = ")]}⟩⦄⟫"
+# Spellings Lean reads as one: `↦` is `=>`, `λ` is `fun`; universe levels (`Type u`, `Type _`, `Sort v`,
+# `Category.{v}`) only say how general a statement is in ways no restatement is judged by.
+_SAME_TOKEN = (("↦", "=>"), ("λ", "fun"))
+_UNIVERSE = re.compile(rf"\b(Type|Sort)(?:\*|\s+_|\s+{_IDENT}|\s+\(max [^()]*\))(?![\w'])")
+_UNIVERSE_ARGS = re.compile(r"\.\{[^{}]*\}")
+# What makes an arrow in a conclusion not its outermost connective: `↔` binds looser than `→`, and a
+# binder or a comma before it means the arrow belongs to a body. Such conclusions are left as written.
+_LOOSER = re.compile(r"↔|,|=>|<\||\$|[∀∃∑∏⋃⋂⨆⨅∫∮]|(?<![\w'.])(?:fun|let|have|show|if|match|by|do)(?![\w'])")
+_ARROW = " → "
+_BINDER_START = re.compile(r"[∀∃∑∏⋃⋂⨆⨅∫∮]|(?:fun|let|have)(?![\w'])")
+_FRESH = "_premise"
 
 
 def leading_binders(signature: str) -> tuple[list[str], str]:
@@ -176,44 +193,145 @@ def leading_binders(signature: str) -> tuple[list[str], str]:
     return groups, rest
 
 
-def _expand_binder_groups(signature: str) -> str:
-    """`(a b : T)` -> `(a : T) (b : T)` and `[inst : C]` -> `[C]` for the leading binders, which Lean
-    reads the same way; inner binders are left as written."""
-    groups, rest = leading_binders(signature)
-    out = []
-    for group in groups:
-        m = _BINDER_GROUP.match(group)
-        if m is None:
-            out.append(group)
-            continue
-        opener, body = m.group("open"), group[m.end() : -1].strip()
-        if opener == "[":
-            out.append(f"[{body}]")
-        else:
-            out.extend(f"{opener}{name} : {body}{_CLOSING[opener]}" for name in m.group("names").split())
-    return " ".join(out + [rest]).strip()
+def _expand_group(group: str) -> list[str]:
+    """`(a b : T)` -> `(a : T) (b : T)`, `{α β}` -> `{α} {β}`, `[inst : C]` -> `[C]`, `(h : (P))` -> `(h : P)`:
+    binder groups Lean reads the same way."""
+    untyped = _UNTYPED_GROUP.fullmatch(group)
+    if untyped:
+        opener = untyped.group("open")
+        return [f"{opener}{name}{_CLOSING[opener]}" for name in untyped.group("names").split()]
+    m = _BINDER_GROUP.match(group)
+    if m is None:
+        return [group]
+    opener, body = m.group("open"), group[m.end() : -1].strip()
+    if opener == "[":
+        return [f"[{body}]"]
+    body = _unwrap(body)
+    return [f"{opener}{name} : {body}{_CLOSING[opener]}" for name in m.group("names").split()]
 
 
 def _matching(text: str) -> int:
     """Offset of the bracket closing the one `text` starts with, or -1."""
     depth = 0
     for i, c in enumerate(text):
-        if c in "([{⟨⦃":
+        if c in _DEPTH_OPEN:
             depth += 1
-        elif c in ")]}⟩⦄":
+        elif c in _DEPTH_CLOSE:
             depth -= 1
             if depth == 0:
                 return i
     return -1
 
 
-def canonical_statement(signature: str) -> str:
-    """A statement's signature up to layout, binder grouping and the names of its bound variables:
-    two restatements that differ only in those give the same text (the exact tier of dedup)."""
-    text = _expand_binder_groups(normalize_space(signature))
+def _outside_brackets(text: str) -> str:
+    """`text` with everything inside brackets blanked (same length), so a search sees only its top level."""
+    out, depth = [], 0
+    for c in text:
+        if c in _DEPTH_OPEN:
+            depth += 1
+        out.append(c if depth == 0 else " ")
+        if c in _DEPTH_CLOSE:
+            depth = max(0, depth - 1)
+    return "".join(out)
+
+
+def _unwrap(term: str) -> str:
+    """A term without parentheses around the whole of it, unless they make a tuple (`(a, b)`), a type
+    ascription (`(x : T)`) or a `·` function (`(· + 1)`); the comma and colon of a binder (`(∀ x : T, P)`)
+    are its own."""
+    while term.startswith("(") and _matching(term) == len(term) - 1:
+        inner = term[1:-1].strip()
+        top = _outside_brackets(inner)
+        if not inner or "·" in top or (not _BINDER_START.match(inner) and any(c in top for c in ",:")):
+            break
+        term = inner
+    return term
+
+
+def _forall_binders(body: str) -> tuple[list[str], str] | None:
+    """`∀ x y : T, P` / `∀ (x : T) {y : U}, P` / `∀ x, P` as binder groups and `P`; None for binder
+    predicates (`∀ x ∈ s, P`) and anything else it cannot read whole."""
+    if not body.startswith("∀ ") and not body.startswith("∀("):
+        return None
+    comma = _outside_brackets(body).find(",")
+    if comma < 0:
+        return None
+    binders, rest = body[1:comma].strip(), body[comma + 1 :].strip()
+    groups, left = leading_binders(binders)
+    if groups and not left:
+        return groups, rest
+    plain = re.fullmatch(rf"(?P<names>(?:{_IDENT}\s+)*{_IDENT})(?:\s*:\s*(?P<type>.+))?", binders)
+    if groups or plain is None or not rest:
+        return None
+    names = plain.group("names").split()
+    kind = plain.group("type")
+    return [f"({name} : {kind})" if kind else f"({name})" for name in names], rest
+
+
+def _premise(body: str) -> tuple[str, str] | None:
+    """`P → Q` as (`P`, `Q`) when that arrow is the outermost connective of the conclusion, else None."""
+    top = _outside_brackets(body)
+    arrow = top.find(_ARROW)
+    if arrow < 0 or _LOOSER.search(top[:arrow]) or "↔" in top:
+        return None
+    return body[:arrow].strip(), body[arrow + len(_ARROW) :].strip()
+
+
+def _intro_conclusion(groups: list[str], rest: str) -> tuple[list[str], str]:
+    """Leading `∀` binders and premises of the conclusion moved before the colon: `(h : P) : Q`,
+    `: P → Q` and `: ∀ h : P, Q` are one statement, written three ways."""
+    groups = list(groups)
+    fresh = _FRESH
+    while fresh in rest or any(fresh in g for g in groups):
+        fresh += "_"
+    while rest.startswith(":"):
+        body = _unwrap(rest[1:].strip())
+        quantified = _forall_binders(body)
+        if quantified is not None:
+            groups.extend(quantified[0])
+            rest = f": {quantified[1]}"
+            continue
+        split = _premise(body)
+        if split is None or not split[1]:
+            return groups, f": {body}"
+        premise, conclusion = split
+        binder, after = leading_binders(premise)
+        if len(binder) == 1 and not after and (_BINDER_GROUP.match(premise) or premise.startswith("[")):
+            groups.append(premise)
+        else:
+            groups.append(f"({fresh}{len(groups)} : {_unwrap(premise)})")
+        rest = f": {conclusion}"
+    return groups, rest
+
+
+def _bound_names(groups: list[str], text: str) -> list[str]:
+    """The names a statement binds (binder groups, untyped leading groups `groups`, quantifiers, `fun`),
+    in the order they first appear in `text`."""
+    found = [(m.start(), m.group("names")) for pattern in (_BINDER_GROUP, _QUANTIFIED) for m in pattern.finditer(text)]
+    offset = 0
+    for group in groups:
+        untyped = _UNTYPED_GROUP.fullmatch(group)
+        if untyped:
+            found.append((offset, untyped.group("names")))
+        offset += len(group) + 1
     bound: list[str] = []
-    for m in list(_BINDER_GROUP.finditer(text)) + list(_QUANTIFIED.finditer(text)):
-        bound.extend(n for n in m.group("names").split() if n not in bound and n != "_")
+    for _, names in sorted(found):
+        bound.extend(n for n in names.split() if n not in bound and n != "_")
+    return bound
+
+
+def canonical_statement(signature: str) -> str:
+    """A statement's signature up to layout, binder grouping, the names of its bound variables, hypotheses
+    written before or after the colon, universe levels and redundant parentheses: two restatements that
+    differ only in those give the same text (the exact tier of dedup)."""
+    text = normalize_space(signature)
+    for spelling, token in _SAME_TOKEN:
+        text = text.replace(spelling, token)
+    text = _UNIVERSE_ARGS.sub("", _UNIVERSE.sub(r"\1*", text))
+    groups, rest = _intro_conclusion(*leading_binders(text))
+    expanded = [g for group in groups for g in _expand_group(group)]
+    text = " ".join(expanded + [rest]).strip()
+    bound = _bound_names(expanded, text)
     if not bound:
         return text
     fresh = {name: f"x{i}" for i, name in enumerate(bound, 1)}

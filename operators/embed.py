@@ -9,6 +9,7 @@ Small English models know few of Lean's symbols, so statements are spelled out i
 from __future__ import annotations
 
 import importlib.resources
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -65,17 +66,30 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def cpu_share() -> int:
+    """The CPUs this process may use: `OMP_NUM_THREADS` where set (Ray sets it to the CPUs an actor reserved,
+    so actors sharing a node do not oversubscribe it), else every CPU the process is allowed to run on."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return int(os.environ["OMP_NUM_THREADS"])
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class OnnxEncoder:
-    """A BERT-style ONNX model with mean pooling and L2 normalization (the sentence-transformers recipe)."""
+    """A BERT-style ONNX model with mean pooling and L2 normalization (the sentence-transformers recipe).
+
+    `threads` None means `cpu_share()`. onnxruntime folds the file's int8 weights back to float32 when it
+    loads it, so this runs float32 matrix products: their cost grows with the tokens of a batch, padding
+    included, which is why batches are made of statements of similar lengths and kept small.
+    """
 
     def __init__(
-        self, model_id: str, model: str, tokenizer: str, max_length: int, batch_size: int, threads: int
+        self, model_id: str, model: str, tokenizer: str, max_length: int, batch_size: int, threads: int | None
     ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = cpu_share() if threads is None else threads
         self.session = onnxruntime.InferenceSession(
             str(resolve_resource(model)), options, providers=["CPUExecutionProvider"]
         )
@@ -133,7 +147,8 @@ def load_encoder(settings: Mapping[str, Any]) -> Encoder:
     if backend == "onnx":
         return OnnxEncoder(
             settings["model_id"], settings["model"], settings["tokenizer"],
-            int(settings["max_length"]), int(settings["batch_size"]), int(settings["threads"]),
+            int(settings["max_length"]), int(settings["batch_size"]),
+            None if settings["threads"] is None else int(settings["threads"]),
         )
     if backend == "sentence_transformers":
         return SentenceTransformerEncoder(

@@ -130,3 +130,50 @@ def test_proof_files_parse_without_surprises(mathliblemma_dir) -> None:
         assert parsed.declarations, path
         reasons |= set(parsed.skipped)
     assert reasons <= {"anonymous_instance"}
+
+
+def test_hypotheses_before_or_after_the_colon_are_one_statement() -> None:
+    binders = canonical_statement("{a b : ℕ} (h : a < b) (h' : 0 < a) : a ≤ b")
+    assert canonical_statement("{a b : ℕ} (h : a < b) : 0 < a → a ≤ b") == binders
+    assert canonical_statement("{a b : ℕ} : a < b → (0 < a) → a ≤ b") == binders
+    assert canonical_statement(": ∀ {a b : ℕ}, a < b → 0 < a → a ≤ b") == binders
+    assert canonical_statement("(s : Set ℕ) : (∀ x ∈ s, 0 < x) → s.Nonempty") == canonical_statement(
+        "(t : Set ℕ) (h : ∀ y ∈ t, 0 < y) : t.Nonempty"
+    )
+    assert canonical_statement(": ∀ n m : ℕ, n + m = m + n") == canonical_statement("(a b : ℕ) : a + b = b + a")
+    assert canonical_statement(": (n : ℕ) → [NeZero n] → 0 < n") == canonical_statement("(k : ℕ) [NeZero k] : 0 < k")
+
+
+def test_an_arrow_that_is_not_the_outermost_connective_stays() -> None:
+    premise = canonical_statement("(p q r : Prop) (h : p) : q ↔ r")
+    assert canonical_statement("(p q r : Prop) : p → q ↔ r") != premise  # `(p → q) ↔ r`
+    assert canonical_statement("(p q r : Prop) : p → (q ↔ r)") == premise
+    assert canonical_statement("(s : Set ℕ) : ∃ x ∈ s, x = 0 → False").endswith(": ∃ x2 ∈ x1, x2 = 0 → False")
+    assert canonical_statement("(s : Set ℕ) : ∀ x ∈ s, 0 ≤ x") == "(x1 : Set ℕ) : ∀ x2 ∈ x1, 0 ≤ x2"
+
+
+def test_spellings_lean_reads_alike_are_one_statement() -> None:
+    assert canonical_statement("(f : ℕ → ℕ) : (fun x ↦ f x) = f") == canonical_statement("(g : ℕ → ℕ) : (λ y => g y) = g")
+    assert canonical_statement("{C : Type u} [Category.{v} C] (X : C) : X = X") == canonical_statement(
+        "{D : Type*} [Category D] (Y : D) : Y = Y"
+    )
+    assert canonical_statement("{α} [LinearOrder α] (s : Finset α) : s.card = s.card") == canonical_statement(
+        "{β} [LinearOrder β] (t : Finset β) : t.card = t.card"
+    )
+    assert canonical_statement("(x : ℝ) (h : (0 < x)) : (x ≠ 0)") == canonical_statement("(y : ℝ) (h : 0 < y) : y ≠ 0")
+
+
+def test_normalisation_keeps_tuples_ascriptions_sections_and_plain_type() -> None:
+    assert canonical_statement("(x : ℝ) : (x, x) = (x, x)") == "(x1 : ℝ) : (x1, x1) = (x1, x1)"
+    assert "(· + 1)" in canonical_statement("(f : ℕ → ℕ) (h : f = (· + 1)) : f 0 = 1")
+    assert canonical_statement("{α : Type} (a : α) : a = a") != canonical_statement("{α : Type*} (a : α) : a = a")
+    assert canonical_statement("(n : ℕ) : ((n : ℤ) = n)") == "(x1 : ℕ) : (x1 : ℤ) = x1"
+
+
+def test_names_bound_by_binder_predicates_are_bound_names() -> None:
+    assert canonical_statement("(f : ℕ → ℝ) : ∀ ε > 0, ∃ N, ∀ n ≥ N, |f n| < ε") == canonical_statement(
+        "(g : ℕ → ℝ) : ∀ δ > 0, ∃ M, ∀ m ≥ M, |g m| < δ"
+    )
+    assert canonical_statement("(f : ℕ → ℝ) : ∀ ε > 0, ∃ N, ∀ n ≥ N, |f n| < ε") != canonical_statement(
+        "(f : ℕ → ℝ) : ∀ ε > 0, ∃ N, ∀ n ≥ N, |f N| < ε"
+    )

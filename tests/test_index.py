@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import faiss
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,6 +17,7 @@ from omegaconf import OmegaConf
 from operators.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
 from operators.declaration_index import DeclarationIndex, StaleIndex, source_revision
 from operators.dedup import CANDIDATE, DUPLICATE, MATHLIB, DedupOperator
+from operators.embed import cpu_share, load_encoder
 from operators.grounding import Grounder
 from pipelines import index as index_pipeline
 
@@ -167,3 +169,20 @@ def test_grounding_shows_related_declarations_and_names_near_an_unknown_one(buil
     text = grounder.text(statement, [{"severity": "error", "message": "unknown identifier 'Folk.mul_pos_of'"}])
     assert "Folk.my_mul_pos {x y : ℕ} (hx : 0 < x) (hy : 0 < y) : 0 < x * y" in text
     assert "`Folk.mul_pos_of`" in text and "- Folk.my_mul_pos" in text
+
+
+def test_encoder_threads_follow_the_cpus_a_ray_actor_reserved(monkeypatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpu_share() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert cpu_share() >= 1
+
+
+def test_vectors_do_not_depend_on_batching_or_threads() -> None:
+    statements = ["(a b : ℕ) : a + b = b + a", "(x : ℝ) (h : 0 < x) : 0 < x ^ 2",
+                  "{α : Type*} [LinearOrder α] (s : Finset α) (h : s.Nonempty) : s.min' h ≤ s.max' h" * 3]
+    one = load_encoder({**EMBEDDING, "batch_size": 1, "threads": 1}).encode(statements)
+    many = load_encoder({**EMBEDDING, "threads": None}).encode(statements)
+    assert one.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(one, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(one, many, atol=1e-4)

@@ -4,6 +4,7 @@ the code to work on last, and a run refuses an index that cannot serve it."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -21,6 +22,7 @@ from pipelines import index as index_pipeline
 from pipelines import mine
 from pipelines.job import OPERATOR_SECTIONS, load_config
 from tests.mine_support import (
+    REPO,
     SIM_CONF,
     make_seeds,
     overrides,
@@ -90,9 +92,10 @@ def test_mine_drops_restatements_of_the_index_and_of_siblings_with_grounding_on(
     assert {row["candidate_id"]: row["status"] for row in rows} == expected, \
         "grounded prompts still get the scripted repairs and proofs: the code to work on stays last"
     assert Counter(expected.values())["proved"] > 0
-    provenance = rows[0]["provenance"]
-    assert '"index_rev": "sha256:' in provenance["dedup"] and '"threshold": 0.98' in provenance["dedup"]
-    assert '"index_rev": "sha256:' in provenance["grounding"]
+    dedup, grounding = (json.loads(rows[0]["provenance"][stage]) for stage in ("dedup", "grounding"))
+    configured = yaml.safe_load((REPO / "conf" / "dedup" / "default.yaml").read_text())["threshold"]
+    assert dedup["threshold"] == configured and dedup["index_rev"].startswith("sha256:")
+    assert grounding["index_rev"] == dedup["index_rev"] and grounding["k"] > 0
 
 
 def test_a_run_refuses_an_index_it_cannot_use(index_dir, tmp_path, capsys):
