@@ -22,6 +22,9 @@ COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
 STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, TRIVIAL, COMPILED, PROVED, ERROR_INFRA)
+# What a duplicate restates (`dedup_kind`): a declaration of the Mathlib index, or an earlier candidate of its seed.
+MATHLIB = "mathlib"
+CANDIDATE = "candidate"
 # Statuses a resumed run must not redo; `error_infra` rows are dropped and retried.
 FINISHED_STATUSES = frozenset(STATUSES) - {ERROR_INFRA}
 

@@ -17,13 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.candidates import DISCOVERED, DUPLICATE, candidates_table, is_open
+from operators.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
 from operators.declaration_index import DeclarationIndex, Hit
 from operators.declarations import canonical_statement, first_theorem
 from operators.embed import encode_statements, load_encoder
-
-MATHLIB = "mathlib"
-CANDIDATE = "candidate"
 
 
 @dataclass(frozen=True)
@@ -94,11 +91,11 @@ class DedupOperator:
     open (`discovered`) candidates that restate a Mathlib declaration of the index or an earlier sibling
     become `duplicate`; other rows pass untouched. Without an index, siblings alone are compared."""
 
-    def __init__(self, *, mine: Mapping[str, Any], index_revision: str | None) -> None:
-        settings, index_dir = mine["dedup"], mine["index"]["dir"]
+    def __init__(self, *, mine: Mapping[str, Any]) -> None:
+        settings, index = mine["dedup"], mine["index"]
         self.threshold = float(settings["threshold"])
         self.k = int(settings["k"])
-        self.index = DeclarationIndex(Path(index_dir), mine["embedding"], index_revision) if index_dir else None
+        self.index = DeclarationIndex(Path(index["dir"]), mine["embedding"], index["revision"]) if index["dir"] else None
         self.encoder = self.index.encoder if self.index else load_encoder(mine["embedding"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -63,15 +63,13 @@ class FormalizeOperator(LLMOperator):
 
     stage = STAGE
 
-    def __init__(
-        self, settings: Any, *, mine: dict[str, Any], pool: Any, index_revision: str | None, **kwargs: Any
-    ) -> None:
+    def __init__(self, settings: Any, *, mine: dict[str, Any], pool: Any, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
         self.pool = pool
         self.max_repairs = int(mine["formalize"]["max_repairs"])
         self.marker = mine["formalize"]["marker"]
         self.templates = mine["prompts"]
-        self.grounder = open_grounder(mine, index_revision)
+        self.grounder = open_grounder(mine)
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, DISCOVERED):

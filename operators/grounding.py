@@ -130,11 +130,12 @@ class Grounder:
         return grounding_text(self.settings, self.related(statement), nearest)
 
 
-def open_grounder(mine: Mapping[str, Any], index_revision: str | None) -> Grounder | None:
+def open_grounder(mine: Mapping[str, Any]) -> Grounder | None:
     """The grounder an operator's actor keeps, or None when grounding is off (the paper's closed-book protocol)."""
     if not mine["grounding"]["enabled"]:
         return None
-    return Grounder(mine["grounding"], mine["embedding"], mine["index"]["dir"], index_revision)
+    index = mine["index"]
+    return Grounder(mine["grounding"], mine["embedding"], index["dir"], index["revision"])
 
 
 async def grounded(

@@ -62,12 +62,10 @@ class ProveOperator(LLMOperator):
 
     stage = STAGE
 
-    def __init__(
-        self, settings: Any, *, mine: dict[str, Any], pool: Any, index_revision: str | None, **kwargs: Any
-    ) -> None:
+    def __init__(self, settings: Any, *, mine: dict[str, Any], pool: Any, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
         self.pool = pool
-        self.grounder = open_grounder(mine, index_revision)
+        self.grounder = open_grounder(mine)
         cfg = mine["prove"]
         self.max_repairs = int(cfg["max_repairs"])
         self.marker = cfg["marker"]

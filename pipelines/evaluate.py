@@ -124,9 +124,9 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool, **job.index_kwargs))
+    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
     ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
-    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool, **job.index_kwargs))
+    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
     ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
                      min_rows_per_file=int(job.cfg.output.rows_per_file))

@@ -102,10 +102,12 @@ class MiningJob:
         self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
         build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
-        self.index_revision = index_revision(self.lean_cfg)
-        self.retrieval = retrieval_settings(cfg, self.index_revision)
-        if cfg.index.dir is not None:  # actors may start in another working directory
-            self.mine["index"]["dir"] = _absolute(str(cfg.index.dir))
+        revision = index_revision(self.lean_cfg)
+        self.retrieval = retrieval_settings(cfg, revision)
+        # What the operators need of the index: an absolute path (actors may start in another working
+        # directory) and the revision it must have been built from.
+        self.mine["index"] = {"dir": None if cfg.index.dir is None else _absolute(str(cfg.index.dir)),
+                              "revision": revision}
         self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
@@ -221,11 +223,6 @@ class MiningJob:
             "fn_constructor_kwargs": {"mine": self.mine, **constructor_kwargs},
         }
 
-    @property
-    def index_kwargs(self) -> dict[str, Any]:
-        """Constructor keyword arguments the formalize and prove operators need to open the index for grounding."""
-        return {"index_revision": self.index_revision}
-
     def dedup_options(self) -> dict[str, Any]:
         """`map_batches` keyword arguments of the dedup stage. Its batches are whole blocks, and each block the
         split step makes holds whole seeds, so a candidate is compared with every sibling, whatever the batch."""
@@ -235,7 +232,7 @@ class MiningJob:
             "batch_format": "pyarrow",
             "num_cpus": float(shape.num_cpus),
             "compute": ray.data.ActorPoolStrategy(size=int(shape.actors)),
-            "fn_constructor_kwargs": {"mine": self.mine, "index_revision": self.index_revision},
+            "fn_constructor_kwargs": {"mine": self.mine},
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:

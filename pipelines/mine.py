@@ -62,9 +62,9 @@ def verify(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -
         ds = between(ds.map_batches(DedupOperator, **job.dedup_options()))
     ds = ds.map_batches(drop_finished, batch_format="pyarrow", fn_kwargs={"finished": [finished]})
     ds = between(ds.map_batches(JudgeOperator, **job.llm_options("judge")))
-    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool, **job.index_kwargs)))
+    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool)))
     ds = between(ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool)))
-    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool, **job.index_kwargs)))
+    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool)))
     ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
     ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
                      min_rows_per_file=int(job.cfg.output.rows_per_file))

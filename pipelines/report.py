@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from operators.dedup import CANDIDATE, MATHLIB
+from operators.candidates import CANDIDATE, MATHLIB
 from pipelines import plots, stats
 from pipelines.cli import compose_config
 from pipelines.run_data import RunData, RunNotFound, load_run
@@ -153,14 +153,14 @@ def reasons_markdown(reasons: pl.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def _provenance_field(candidates: pl.DataFrame, field: str) -> str | None:
-    """A provenance field of the run's first candidate (the same on every row of one run)."""
-    return candidates["provenance"][0].get(field) if candidates.height else None
+def _provenance(candidates: pl.DataFrame) -> dict[str, Any]:
+    """The provenance of the run's first candidate (the same on every row of one run); empty for no rows."""
+    return candidates["provenance"][0] if candidates.height else {}
 
 
 def provenance_lines(run: RunData) -> list[str]:
     """Where the numbers come from: run id, backends, models, Lean toolchain and Mathlib revision."""
-    first = run.candidates["provenance"][0] if run.candidates.height else {}
+    first = _provenance(run.candidates)
     models = json.loads(first.get("models") or "{}") if first else {}
     return [
         f"- run directory: `{run.uri}`",
@@ -192,7 +192,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     sections = [
         f"# Folklore run report{tag}", "", *banner, *provenance_lines(run), "",
         f"## Funnel per domain{tag}", "", funnel_markdown(funnel), "", "![funnel](funnel.png)", "",
-        f"### Dedup{tag}", "", dedup_markdown(matches, _provenance_field(c, "dedup")), "",
+        f"### Dedup{tag}", "", dedup_markdown(matches, _provenance(c).get("dedup")), "",
         f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
         "![Success@t](success_at.png)", "",
         f"### Overlap between provers{tag}", "", overlap_markdown(overlap), "", "![overlap](overlap.png)", "",

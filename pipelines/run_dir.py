@@ -80,10 +80,7 @@ class RunDir:
 
     def read_column(self, name: str, column: str) -> list[Any]:
         """One column of table `name` as a Python list, read file by file."""
-        values: list[Any] = []
-        for path in self.files(name):
-            values.extend(pq.read_table(path, filesystem=self.filesystem, columns=[column]).column(column).to_pylist())
-        return values
+        return [value for _, values in self.column_by_file(name, column) for value in values]
 
     def column_by_file(self, name: str, column: str) -> list[tuple[str, list[Any]]]:
         """One column of table `name`, file by file: (the file's URI, its values)."""

@@ -144,8 +144,8 @@ def _candidates(statements: list[str]) -> pa.Table:
 
 def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
     _, out = built
-    mine = {"dedup": {"threshold": 0.97, "k": 3}, "embedding": EMBEDDING, "index": {"dir": str(out)}}
-    operator = DedupOperator(mine=mine, index_revision=REV_A)
+    mine = {"dedup": {"threshold": 0.97, "k": 3}, "embedding": EMBEDDING, "index": {"dir": str(out), "revision": REV_A}}
+    operator = DedupOperator(mine=mine)
     batch = _candidates([
         "import Mathlib\n\nlemma plus_swap (m n : ℕ) :\n    m + n = n + m := by\n  sorry\n",
         "import Mathlib\n\ntheorem sq_nonneg' (z : ℤ) : 0 ≤ z ^ 2 := by\n  sorry\n",
