@@ -28,10 +28,10 @@ import faiss
 import numpy as np
 from omegaconf import OmegaConf
 
-from operators.declaration_index import Hit, build_faiss
-from operators.declarations import canonical_statement, first_theorem, leading_binders, normalize_space
+from operators.retrieval.declaration_index import Hit, build_faiss
+from operators.retrieval.declarations import canonical_statement, first_theorem, leading_binders, normalize_space
 from operators.dedup import MATHLIB, best_match, candidate_statement
-from operators.embed import cpu_share, encode_statements, load_encoder
+from operators.retrieval.embeddings import cpu_share, encode_statements, load_encoder
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "mathliblemma-sample" / "benchmark"

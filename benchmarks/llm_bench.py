@@ -23,8 +23,9 @@ from pathlib import Path
 import ray
 import yaml
 
-from operators.llm import LLMBackend, PromptOperator, map_llm, start_usage_ledger, usage_report
-from operators.llm_sim import fetch_stats, reset_stats
+from operators.llm.backend import LLMBackend
+from operators.llm.client import PromptOperator, map_llm, start_usage_ledger, usage_report
+from operators.llm.simulator import fetch_stats, reset_stats
 
 CONFIG = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 

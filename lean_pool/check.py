@@ -17,7 +17,7 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from lean_pool.checker import CheckResult
+from lean_pool.session_check import CheckResult
 from lean_pool.launch import LeanNotFound
 from lean_pool.pool import LeanPool
 

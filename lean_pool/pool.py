@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from omegaconf import OmegaConf
 
-from lean_pool.checker import CheckMode, CheckResult, check_on_session
+from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 from lean_pool.header import split_header
 from lean_pool.launch import GIB, build_launch, provenance
 from lean_pool.routing import HeaderScheduler, Slot
@@ -136,7 +136,7 @@ class LeanPool:
 
         Give a `name` when other processes of the job should `attach` to this pool.
         """
-        cfg = _plain(lean_cfg)
+        cfg = plain_config(lean_cfg)
         build_launch(cfg)  # fail here, in the caller, with a clear message when Lean is missing
         router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg)
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
@@ -178,7 +178,7 @@ class LeanPool:
         ray.kill(self._router)
 
 
-def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def plain_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A Hydra DictConfig (or any mapping) as plain containers, so it pickles cheaply into actors."""
     if OmegaConf.is_config(cfg):
         return OmegaConf.to_container(cfg, resolve=True)

@@ -1,1 +1,3 @@
-"""The pipeline steps, one per file: pure text logic in plain functions, wrapped by thin Ray Data operators."""
+"""The pipeline steps, one per file (discover, split, dedup, judge, formalize, trivial, prove): pure
+decisions in plain functions, wrapped by thin Ray Data operators. Beside them, the libraries they share:
+`llm/` (talking to LLMs), `retrieval/` (Mathlib's declarations) and `rows/` (what the steps read and write)."""

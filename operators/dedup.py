@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
-from operators.declaration_index import DeclarationIndex, Hit
-from operators.declarations import canonical_statement, first_theorem
-from operators.embed import encode_statements, load_encoder
+from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
+from operators.retrieval.declaration_index import DeclarationIndex, Hit
+from operators.retrieval.declarations import canonical_statement, first_theorem
+from operators.retrieval.embeddings import encode_statements, load_encoder
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from operators import prompts, seeds
-from operators.candidates import ERROR_INFRA, LLM_CALL, PROVENANCE, TIMESTAMP, llm_call_entry, settle_operator_error
-from operators.llm import LLMOperator
+from operators.llm import prompts
+from operators.rows import seeds
+from operators.rows.candidates import ERROR_INFRA, LLM_CALL, PROVENANCE, TIMESTAMP, llm_call_entry, settle_operator_error
+from operators.llm.client import LLMOperator
 from operators.split import split_answer
 
 STAGE = "discover"

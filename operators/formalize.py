@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.verdict import already_declared
-from operators import prompts
-from operators.candidates import (
+from operators.llm import prompts
+from operators.rows.candidates import (
     COMPILED,
     DISCOVERED,
     NOT_COMPILABLE,
@@ -26,9 +26,9 @@ from operators.candidates import (
     record_llm_call,
     settle_operator_error,
 )
-from operators.grounding import grounded, open_grounder
+from operators.retrieval.grounding import grounded, open_grounder
 from operators.lean_text import extract_code
-from operators.llm import LLMOperator
+from operators.llm.client import LLMOperator
 
 STAGE = "formalize"
 _IMPORT_LINE = re.compile(r"^import\s+\S+[^\n]*$", re.MULTILINE)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators import prompts
-from operators.candidates import (
+from operators.llm import prompts
+from operators.rows.candidates import (
     DISCOVERED,
     REJECTED_BY_JUDGE,
     candidates_table,
@@ -22,7 +22,7 @@ from operators.candidates import (
     settle_operator_error,
 )
 from operators.lean_text import judge_accepts
-from operators.llm import LLMOperator
+from operators.llm.client import LLMOperator
 
 STAGE = "judge"
 # Between the answers of a multi-sample judge in `judge_response`.

@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators import prompts
-from operators.candidates import (
+from operators.llm import prompts
+from operators.rows.candidates import (
     COMPILED,
     PROVED,
     TRIVIAL,
@@ -28,9 +28,9 @@ from operators.candidates import (
     settle_operator_error,
 )
 from operators.formalize import attempt_entry
-from operators.grounding import grounded, open_grounder
+from operators.retrieval.grounding import grounded, open_grounder
 from operators.lean_text import extract_code
-from operators.llm import LLMOperator
+from operators.llm.client import LLMOperator
 
 STAGE = "prove"
 _IMPORT_LINE = re.compile(r"^import\s+(\S+)[^\n]*$", re.MULTILINE)

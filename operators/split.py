@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 
-from operators.candidates import candidates_table, new_candidate
+from operators.rows.candidates import candidates_table, new_candidate
 from operators.lean_text import extract_code, split_lemmas
 
 # Discovery statuses that come from the answer's text.

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.candidates import (
+from operators.rows.candidates import (
     COMPILED,
     TRIVIAL,
     candidates_table,

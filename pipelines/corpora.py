@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.verdict import precheck
-from operators import prompts
-from operators.candidates import PROVED
+from operators.llm import prompts
+from operators.rows.candidates import PROVED
 
 PASSED = "passed"
 TRAIN, TEST = "train", "test"

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
 from lean_pool.launch import LeanNotFound
-from operators.benchmark import (
+from operators.rows.benchmark_items import (
     LEAN_SUFFIX,
     BenchmarkItem,
     BenchmarkLayoutError,
@@ -31,9 +31,9 @@ from operators.benchmark import (
     prover_models,
     table_item,
 )
-from operators.candidates import candidates_table, funnel
+from operators.rows.candidates import candidates_table, funnel
 from operators.formalize import FormalizeOperator
-from operators.llm import LLMConfigError
+from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
 from operators.trivial import TrivialOperator
 from pipelines import report, stats

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from operators.candidates import PROVED
-from operators.lean_file import ProvedLemma, namespace_for, seed_file
+from operators.rows.candidates import PROVED
+from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
 from pipelines import corpora
 from pipelines.cli import compose_config
 from pipelines.run_data import RunData, RunNotFound, load_run

@@ -25,7 +25,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from operators.declaration_index import (
+from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
     build_faiss,
     read_manifest,
@@ -33,8 +33,8 @@ from operators.declaration_index import (
     stale_reasons,
     write_index,
 )
-from operators.declarations import canonical_statement, parse_declarations
-from operators.embed import EmbedOperator
+from operators.retrieval.declarations import canonical_statement, parse_declarations
+from operators.retrieval.embeddings import EmbedOperator
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:

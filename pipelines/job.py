@@ -21,11 +21,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from lean_pool.launch import build_launch, provenance as lean_provenance
 from lean_pool.pool import LeanPool
-from operators.candidates import ERROR_INFRA, unit_id
-from operators.declaration_index import read_manifest, stale_reasons
+from operators.rows.candidates import ERROR_INFRA, unit_id
+from operators.retrieval.declaration_index import read_manifest, stale_reasons
 from operators.discover import RETRIED_STATUSES
-from operators.llm import LLMBackend, LLMClients, start_usage_ledger, usage_report
-from operators.seeds import domain_of, seed_id, select
+from operators.llm.backend import LLMBackend
+from operators.llm.client import LLMClients, start_usage_ledger, usage_report
+from operators.rows.seeds import domain_of, seed_id, select
 from pipelines.progress import StatusBoard, Ticker
 from pipelines.run_dir import RunDir
 
@@ -236,7 +237,7 @@ class MiningJob:
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`operator_options` for an operator on `operators.llm.LLMOperator` (settings, actors, usage ledger)."""
+        """`operator_options` for an operator on `operators.llm.client.LLMOperator` (settings, actors, usage ledger)."""
         actors = int(self.cfg.stages[stage].actors)
         return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
                                      **constructor_kwargs)

@@ -16,12 +16,12 @@ from omegaconf.errors import MissingMandatoryValue
 from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
-from operators.candidates import CANDIDATE_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.dedup import DedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
-from operators.llm import LLMConfigError
+from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
 from operators.split import drop_finished, explode_seeds
 from operators.trivial import TrivialOperator

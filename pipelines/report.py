@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from operators.candidates import CANDIDATE, MATHLIB
+from operators.rows.candidates import CANDIDATE, MATHLIB
 from pipelines import plots, stats
 from pipelines.cli import compose_config
 from pipelines.run_data import RunData, RunNotFound, load_run

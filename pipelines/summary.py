@@ -12,8 +12,8 @@ from collections.abc import Mapping
 import polars as pl
 import pyarrow as pa
 
-from operators.candidates import ERROR_INFRA, STATUSES, funnel
-from operators.seeds import OK
+from operators.rows.candidates import ERROR_INFRA, STATUSES, funnel
+from operators.rows.seeds import OK
 from operators.split import DISCOVERED
 
 DISCOVERY_COLUMNS = ("unit_id", "seed_id", "seed_path", "domain", "seed_status", "seed_chars", "status", "reason",

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from operators.candidates import CANDIDATE_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.discover import DISCOVERY_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from operators.llm_sim import success_attempt, unit
+from operators.llm.simulator import success_attempt, unit
 from pipelines.job import package_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from operators.declarations import canonical_statement, first_theorem, parse_declarations
+from operators.retrieval.declarations import canonical_statement, first_theorem, parse_declarations
 
 SOURCE = '''import Mathlib.Algebra.Group.Defs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.declaration_index import Hit
+from operators.retrieval.declaration_index import Hit
 from operators.dedup import CANDIDATE, MATHLIB, Match, candidate_statement, decide, dedup_rows
 
 SNIPPET = """import Mathlib

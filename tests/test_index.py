@@ -14,11 +14,11 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-from operators.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
-from operators.declaration_index import DeclarationIndex, StaleIndex, source_revision
+from operators.rows.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
+from operators.retrieval.declaration_index import DeclarationIndex, StaleIndex, source_revision
 from operators.dedup import CANDIDATE, DUPLICATE, MATHLIB, DedupOperator
-from operators.embed import cpu_share, load_encoder
-from operators.grounding import Grounder
+from operators.retrieval.embeddings import cpu_share, load_encoder
+from operators.retrieval.grounding import Grounder
 from pipelines import index as index_pipeline
 
 REPO = Path(__file__).resolve().parents[1]

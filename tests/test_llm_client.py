@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.llm import (
+from operators.llm.client import (
     LLMClient,
     LLMClients,
     LLMConfigError,
@@ -23,7 +23,7 @@ from operators.llm import (
     redact,
     settings_from_config,
 )
-from operators.llm_sim import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, SimServer
+from operators.llm.simulator import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, SimServer
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 

@@ -8,8 +8,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from operators.llm import PromptOperator, map_llm, settings_from_config, start_usage_ledger, usage_report
-from operators.llm_sim import SimServer
+from operators.llm.client import PromptOperator, map_llm, settings_from_config, start_usage_ledger, usage_report
+from operators.llm.simulator import SimServer
 
 pytestmark = pytest.mark.ray
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.llm import settings_from_config
-from operators.llm_serve import base_url, llm_config, run_kwargs, serving_args
+from operators.llm.client import settings_from_config
+from operators.llm.serve import base_url, llm_config, run_kwargs, serving_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,8 +70,8 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
 
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     code = (
-        "import json, sys, operators.llm, operators.llm_sim; "
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('vllm', 'ray.serve', 'operators.llm_serve')))))"
+        "import json, sys, operators.llm.client, operators.llm.simulator; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('vllm', 'ray.serve', 'operators.llm.serve')))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == []

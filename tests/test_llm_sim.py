@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.llm import LLMBackend
-from operators.llm_sim import (
+from operators.llm.backend import LLMBackend
+from operators.llm.simulator import (
     ATTEMPT_HEADER,
     CANDIDATE_HEADER,
     STAGE_HEADER,

@@ -13,10 +13,10 @@ import ray
 import yaml
 from omegaconf import OmegaConf
 
-from lean_pool.checker import CheckResult
+from lean_pool.session_check import CheckResult
 from operators.formalize import FormalizeOperator
-from operators.llm import settings_from_config
-from operators.llm_sim import SimServer, last_lean_block
+from operators.llm.client import settings_from_config
+from operators.llm.simulator import SimServer, last_lean_block
 from operators.prove import ProveOperator
 from pipelines import index as index_pipeline
 from pipelines import mine

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from operators.embed import Encoder, encode_statements, load_encoder
+from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
 
 TABLE_FILE = "declarations.parquet"
 FAISS_FILE = "declarations.faiss"

@@ -4,7 +4,7 @@ The config-to-Serve translation is a pure function (`serving_args`) so it can be
 there is no GPU; `ServeApp` deploys that application (or attaches to a running one by name)
 and deletes it at the end of a job that started it. `ray.serve` and `ray.serve.llm` are
 imported only inside `ServeApp`, so nothing else in the project needs `ray[llm]` or vLLM.
-Only `operators.llm.LLMBackend` imports this module, and only when `llm=vllm`.
+Only `operators.llm.backend.LLMBackend` imports this module, and only when `llm=vllm`.
 """
 
 from __future__ import annotations

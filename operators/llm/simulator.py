@@ -8,7 +8,7 @@ Latency, capacity (requests served at once; the rest queue), injected 429/500/ti
 context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
 simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim.
 
-Run standalone: `python -m operators.llm_sim --config JSON` prints one JSON line with its
+Run standalone: `python -m operators.llm.simulator --config JSON` prints one JSON line with its
 base URL, then serves until stdin closes or it is terminated.
 """
 
@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
-STAGE_HEADER = "X-Folklore-Stage"
-CANDIDATE_HEADER = "X-Folklore-Candidate"
-ATTEMPT_HEADER = "X-Folklore-Attempt"
+from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+
 SIM_MODEL_PREFIX = "sim/"
 
 _FAIL_TRIGGER = re.compile(r"sim:fail=(429|500|hang)x(\d+)")
@@ -516,7 +515,7 @@ class SimProcess:
     def start(self) -> "SimProcess":
         """Start the server and wait for it to say where it listens."""
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "operators.llm_sim", "--config", json.dumps(self.sim)],
+            [sys.executable, "-m", "operators.llm.simulator", "--config", json.dumps(self.sim)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -16,8 +16,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-from operators.declaration_index import DeclarationIndex
-from operators.declarations import canonical_statement, first_theorem
+from operators.retrieval.declaration_index import DeclarationIndex
+from operators.retrieval.declarations import canonical_statement, first_theorem
 
 # Lean 4 wording before and after v4.19 ("unknown identifier 'x'" / "Unknown identifier `x`").
 _UNKNOWN = re.compile(r"[Uu]nknown (?:identifier|constant) (?:`([^`\s]+)`|'(\S+)')")

@@ -9,8 +9,7 @@ only from the environment variables the config names and are never logged or sto
 
 `LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
 for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
-keeps hundreds of requests in flight. `LLMBackend` brings up what the `llm=` config needs (the
-sim server, a Ray Serve LLM application) and stops what it started at the end of the job.
+keeps hundreds of requests in flight.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 import openai
 import pyarrow as pa
 
-from operators.llm_sim import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
-
 logger = logging.getLogger(__name__)
 
 # Error kinds a result can carry. The request itself is at fault for these: retrying or
@@ -43,6 +40,11 @@ CONTENT_KINDS = frozenset({"empty_messages", "context_too_long", "bad_request", 
 RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed_response"})
 OPERATOR_ERROR = "operator_error"
 
+# Headers that tell the sim server (and request logs) which stage, candidate and attempt a request is for.
+STAGE_HEADER = "X-Folklore-Stage"
+CANDIDATE_HEADER = "X-Folklore-Candidate"
+ATTEMPT_HEADER = "X-Folklore-Attempt"
+
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
 
 
@@ -50,7 +52,7 @@ class LLMConfigError(ValueError):
     """The llm config cannot work (a missing key variable, an unknown role or endpoint)."""
 
 
-def _plain(cfg: Any) -> Any:
+def plain_config(cfg: Any) -> Any:
     """A plain dict/list copy of a Hydra/OmegaConf config (or of a plain mapping)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -239,7 +241,7 @@ class LLMSettings:
 
 def settings_from_config(cfg: Any) -> LLMSettings:
     """Validate an `llm` config group (conf/llm/*.yaml) into `LLMSettings`, naming what is wrong."""
-    cfg = _plain(cfg)
+    cfg = plain_config(cfg)
     endpoints = {name: Endpoint(name=name, **values) for name, values in cfg["endpoints"].items()}
     for ep in endpoints.values():
         if ep.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
@@ -661,39 +663,3 @@ def map_llm(ds: Any, operator_cls: type[LLMOperator], settings: LLMSettings, *, 
         num_cpus=shape.num_cpus,
         fn_constructor_kwargs={"settings": settings, "actors": shape.actors, "ledger": ledger, **kwargs},
     )
-
-
-class LLMBackend:
-    """What a job holds while it talks to LLMs: resolved settings, and what it started to stop at the end.
-
-    `llm=sim` starts the sim server (a subprocess on loopback); `llm=vllm` starts a Ray Serve LLM
-    application or attaches to a running one by name (modules imported only then); `llm=openai`
-    starts nothing. Use as a context manager around the job.
-    """
-
-    def __init__(self, cfg: Any) -> None:
-        self._cfg = _plain(cfg)
-        self.settings = settings_from_config(self._cfg)
-        self._stop: Callable[[], None] | None = None
-
-    def __enter__(self) -> LLMSettings:
-        backend = self._cfg["backend"]
-        if backend == "sim":
-            from operators.llm_sim import SimProcess
-
-            sim = SimProcess(self._cfg["sim"]).start()
-            self._stop = sim.stop
-            self.settings = self.settings.with_base_url(self._cfg["sim_endpoint"], sim.base_url)
-        elif backend == "vllm":
-            from operators.llm_serve import ServeApp
-
-            app = ServeApp(self._cfg["serve"])
-            base_url = app.start_or_attach()
-            self._stop = app.shutdown
-            self.settings = self.settings.with_base_url(self._cfg["serve"]["endpoint"], base_url)
-        return self.settings
-
-    def __exit__(self, *exc: object) -> None:
-        if self._stop is not None:
-            self._stop()
-            self._stop = None

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from operators.candidates import empty_candidate
+from operators.rows.candidates import empty_candidate
 
 LEAN_SUFFIX = ".lean"
 

