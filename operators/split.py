@@ -1,8 +1,9 @@
 """split: one discover answer -> its candidate statements, one self-contained Lean file each.
 
-A thin layer over `operators.lean_text`: it names what went wrong with an answer (no marker, no lemma)
-so the discovery keeps a status, and it turns written discoveries into candidate rows, a seed at a time,
-then leaves out the candidates an earlier run already finished.
+The code after the marker is read with `lean_pool.lean_source.read_commands`; each `lemma`/`theorem`
+becomes a file with the context it needs. What went wrong with an answer (no marker, no lemma) becomes
+the discovery's status. Written discoveries become candidate rows a seed at a time, and the candidates
+an earlier run already finished are left out.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 
+from lean_pool.lean_source import THEOREM_KINDS, Command, read_commands
+from operators.llm.answers import extract_code
 from operators.rows.candidates import candidates_table, new_candidate
-from operators.lean_text import extract_code, split_lemmas
 
 # Discovery statuses that come from the answer's text.
 DISCOVERED = "discovered"
 NO_MARKER = "no_marker"
 NO_LEMMAS = "no_lemmas"
+
+# Context commands a statement may need, kept in its file when in scope at the declaration.
+# `include`/`omit` decide which section variables a theorem gets, so they travel with `variable`.
+SNIPPET_CONTEXT = frozenset({"open", "universe", "variable", "set_option", "include", "omit"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,38 @@ def split_answer(response: str, marker: str) -> SplitAnswer:
     if not snippets:
         return SplitAnswer(NO_LEMMAS, "no `lemma` or `theorem` after the marker", code, ())
     return SplitAnswer(DISCOVERED, None, code, snippets)
+
+
+def split_lemmas(code: str) -> list[str]:
+    """One self-contained Lean file per `lemma`/`theorem` of `code`, in order.
+
+    Each file has the imports, the enclosing `namespace`/`section` openers (with their `end`s appended)
+    and the context commands still in scope at the declaration, then the declaration with its docstring,
+    attributes, modifiers and `open ... in`. Nothing else is kept: other lemmas, `def`s, instances and
+    comments between commands are dropped, so a statement that uses a `def` from the same answer will
+    not compile on its own.
+    """
+    imports: list[str] = []
+    files = []
+    for command in read_commands(code):
+        if command.kind == "import":
+            imports.append(command.text)
+        elif command.kind in THEOREM_KINDS:
+            files.append(_lean_file(imports, command))
+    return files
+
+
+def _lean_file(imports: list[str], declaration: Command) -> str:
+    """Imports, scope openers with their context, the declaration, then the `end`s, as one file."""
+    scopes = declaration.scopes
+    context = [
+        line
+        for scope in scopes
+        for line in ([scope.opener] if scope.opener else []) + [c.text for c in scope.context if c.kind in SNIPPET_CONTEXT]
+    ]
+    closers = [scope.closer for scope in reversed(scopes) if scope.opener]
+    blocks = ["\n".join(imports), "\n".join(context), declaration.text, "\n".join(closers)]
+    return "\n\n".join(block for block in blocks if block) + "\n"
 
 
 def explode(discovery: Mapping[str, Any]) -> list[dict[str, Any]]:

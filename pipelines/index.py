@@ -33,7 +33,8 @@ from operators.retrieval.declaration_index import (
     stale_reasons,
     write_index,
 )
-from operators.retrieval.declarations import canonical_statement, parse_declarations
+from lean_pool.lean_source import canonical_statement
+from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from operators.retrieval.declarations import canonical_statement, first_theorem, parse_declarations
+from lean_pool.lean_source import canonical_statement
+from operators.retrieval.declarations import first_theorem, parse_declarations
 
 SOURCE = '''import Mathlib.Algebra.Group.Defs
 

@@ -1,4 +1,4 @@
-"""operators.lean_text: extract, split and judge rules, on real MathlibLemma files and on edge cases."""
+"""Reading LLM answers and splitting them: extract, split and judge rules, on real MathlibLemma files and on edge cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.lean_text import extract_code, judge_accepts, split_lemmas
+from operators.llm.answers import extract_code, judge_accepts
+from operators.split import split_lemmas
 
 MARKER = "brainstormed mathlib lemmas"
 

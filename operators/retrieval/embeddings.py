@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from operators.retrieval.declarations import leading_binders
+from lean_pool.lean_source import leading_binders
 
 # Lean/Mathlib notation the default tokenizer does not know, as the words a mathematician would read.
 _SYMBOLS = {

@@ -1,0 +1,627 @@
+"""The one reader of Lean source: commands, their names, signatures and scopes, read the way Lean does.
+
+Everything in Folklore that looks at Lean text (splitting LLM answers, the declaration index and dedup,
+the verdict's statement comparison, the simulator, the export) reads it through `read_commands`, so they
+cannot disagree about where a command starts, what a declaration is called or what its statement is.
+It sits on `lean_lexer`, which finds comments and literals: nothing inside them is ever taken for code.
+
+How commands are found, following Lean's grammar rather than layout:
+- keywords that only ever start a command (`theorem`, `def`, `namespace`, `end`, `variable`, ...) start
+  one wherever they stand as a token;
+- `open`, `set_option`, `export` and `#`-commands are also written inside proofs (`open Real in simp`),
+  so they start a command only as the first token of a line at column 0, or first on an indented line
+  that does not end in `in`;
+- docstrings, `@[...]` attributes, modifiers (`private`, `noncomputable`, ...) and a column-0
+  `open ... in` / `set_option ... in` belong to the command they precede.
+A command runs to the start of the next one; trailing blank and comment-only lines are not part of it.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from lean_pool.lean_lexer import COMMENTS, COMMENTS_AND_LITERALS, NOT_CODE, Lexed, lex
+
+DECLARATION_KINDS = frozenset(
+    "theorem lemma def abbrev instance example structure class inductive opaque axiom".split()
+    + ["class inductive", "class abbrev"]
+)
+THEOREM_KINDS = frozenset({"theorem", "lemma"})
+SCOPE_KINDS = frozenset({"namespace", "section", "mutual"})
+# Commands whose effect lasts to the end of the enclosing scope.
+CONTEXT_KINDS = frozenset({"open", "universe", "variable", "set_option", "include", "omit", "export"})
+
+# Keywords that never occur inside a term or a tactic block: each starts a command wherever it stands.
+_COMMAND_KEYWORDS = (
+    "theorem lemma def abbrev instance example structure class inductive opaque axiom "
+    "namespace section end mutual universe variable import include omit attribute deriving "
+    "initialize builtin_initialize macro macro_rules syntax elab elab_rules declare_syntax_cat "
+    "notation notation3 infix infixl infixr prefix postfix simproc dsimproc alias irreducible_def "
+    "add_decl_doc library_note suppress_compilation assert_not_exists run_cmd run_elab run_meta"
+).split()
+# Keywords that also open a term or a tactic (`open Real in`): commands only at the start of a line.
+_LINE_KEYWORDS = ("open", "set_option", "export")
+_MODIFIERS = ("private", "protected", "noncomputable", "partial", "nonrec", "unsafe", "scoped", "local")
+_NAMED_KINDS = DECLARATION_KINDS - {"example"}
+
+# Characters that continue an identifier: a keyword glued to one of these is part of a name.
+_ID_CHARS = r"\w'!?\u2080-\u209c\u1d62-\u1d6a"
+_TOKEN_BEFORE = rf"(?<![{_ID_CHARS}.«»])"
+_TOKEN_AFTER = rf"(?![{_ID_CHARS}])"
+_HEAD = re.compile(
+    r"/--|@\[|" + _TOKEN_BEFORE + r"(?:#[A-Za-z_][\w]*"
+    + "|(?:" + "|".join(sorted(_COMMAND_KEYWORDS + list(_LINE_KEYWORDS) + list(_MODIFIERS), key=len, reverse=True))
+    + ")" + _TOKEN_AFTER + ")"
+)
+_WORD = re.compile(r"#?[^\W\d][\w'!?]*")
+_NAME_PART = rf"(?:«[^»\n]*»|[^\W\d][{_ID_CHARS}]*)"
+_NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART})*")
+_PRIORITY = re.compile(r"\s*\(\s*priority\s*:=[^)]*\)")
+_UNIVERSE_PARAMS = re.compile(r"\.\{[^{}]*\}")
+_NOT_NAMES = frozenset(_COMMAND_KEYWORDS) | frozenset(_LINE_KEYWORDS) | frozenset(_MODIFIERS) | {"where", "extends", "in", "with"}
+# Commands that may be a prefix of the next one (`open Real in`, `omit [h] in`), or of a term or tactic.
+_IN_PREFIXES = ("open", "set_option", "include", "omit")
+_IN_PREFIX = re.compile(r"(?:open|set_option|include|omit)\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
+# Keywords read together with the word after them (`deriving` alone is a clause of a declaration).
+_SECOND_WORDS = {
+    "class": re.compile(r"\s+(inductive|abbrev)" + _TOKEN_AFTER),
+    "deriving": re.compile(r"\s+(instance)" + _TOKEN_AFTER),
+}
+_BINDS_NEXT_ASSIGN = re.compile(_TOKEN_BEFORE + r"(?:let|have|haveI|letI)" + _TOKEN_AFTER)
+_WHERE = re.compile(_TOKEN_BEFORE + r"where" + _TOKEN_AFTER)
+_OPENERS = "([{⟨⦃⟪"
+_CLOSERS = ")]}⟩⦄⟫"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """An open `namespace`, `section` or `mutual` block, or the file itself (kind `file`, always first):
+    `name` as written (`""` for anonymous ones), `opener` the source of the command that opened it
+    (`""` for the file), `context` the context commands issued in it so far."""
+
+    kind: str
+    name: str
+    opener: str
+    context: tuple[Command, ...]
+
+    @property
+    def closer(self) -> str:
+        """The `end` line that closes this scope."""
+        return f"end {self.name}".rstrip()
+
+
+@dataclass(frozen=True)
+class Command:
+    """One top-level command.
+
+    `kind` is its keyword (`theorem`, `open`, `#print`, `class inductive`, ...); `name` the full name it
+    declares (namespaces resolved, `_root_.` and `«»` removed; for `namespace` the namespace, for `section`
+    and `end` the name written after them; empty otherwise); `signature` a declaration's binders and type,
+    whitespace normalized (a `let ... :=` inside the type belongs to it); `line` the 1-based line of the
+    keyword; `text` the exact source, from its docstring or attributes to its last line of code.
+    `scopes` are the scopes open where it stands, outermost first, each with the context commands in force.
+    Offsets (`start`, `end`, `keyword_at`, `name_at`, `body_at`) index the source given to `read_commands`.
+    """
+
+    kind: str
+    name: str
+    signature: str
+    line: int
+    text: str
+    start: int
+    end: int
+    keyword_at: int
+    name_at: int
+    body_at: int
+    written_name: str
+    modifiers: tuple[str, ...]
+    attributes: tuple[str, ...]
+    docstring: str
+    balanced: bool
+    scopes: tuple[Scope, ...]
+
+    @property
+    def namespace(self) -> str:
+        """The namespace the command stands in."""
+        return namespace_of(self.scopes)
+
+    def context(self, kinds: frozenset[str] = CONTEXT_KINDS) -> list[Command]:
+        """The context commands of the given kinds in force here, outermost scope first."""
+        return [command for scope in self.scopes for command in scope.context if command.kind in kinds]
+
+
+def namespace_of(scopes: tuple[Scope, ...] | list[Scope]) -> str:
+    """The namespace that a stack of scopes puts declarations in (sections add nothing)."""
+    return ".".join(part for scope in scopes if scope.kind == "namespace" for part in scope.name.split(".") if part)
+
+
+def plain_name(name: str) -> str:
+    """A name without `«»` escapes."""
+    return name.replace("«", "").replace("»", "")
+
+
+def normalize_space(text: str) -> str:
+    """Whitespace runs become one space, and vanish inside brackets and before commas and closers,
+    so two layouts of the same statement give the same text."""
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"([(\[{⟨⦃]) ", r"\1", text)
+    return re.sub(r" ([)\]}⟩⦄,])", r"\1", text)
+
+
+def layout_free(text: str) -> str:
+    """Text up to layout: comments dropped, whitespace gone next to brackets, commas and colons, so the
+    same tokens written on one line or five compare equal."""
+    text = re.sub(r"\s+", " ", lex(text).blanked(COMMENTS)).strip()
+    return re.sub(r" ?([()\[\]{}⟨⟩⦃⦄,:]) ?", r"\1", text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Finding commands.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Head:
+    """Where a command starts (its first prefix), its keyword and where the keyword ends."""
+
+    start: int
+    keyword_at: int
+    keyword_end: int
+    kind: str
+    modifiers: tuple[str, ...]
+    attributes: tuple[str, ...]
+    docstring: str
+
+
+def _scan_text(lexed: Lexed) -> str:
+    """The source with comments and literals blanked, doc comments kept as `/--` ... `-/` markers."""
+    chars = list(lexed.blanked(NOT_CODE))
+    for span in lexed.spans:
+        if span.kind == "comment" and lexed.source.startswith("/--", span.start) and span.end - span.start >= 5:
+            chars[span.start : span.start + 3] = "/--"
+            chars[span.end - 2 : span.end] = "-/"
+    return "".join(chars)
+
+
+def _bracket_end(text: str, open_at: int) -> int:
+    """Offset just past the bracket matching the one at `open_at` (the text's end if unmatched)."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] in _OPENERS:
+            depth += 1
+        elif text[i] in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+def _split_top_level(body: str) -> list[str]:
+    entries, depth, start = [], 0, 0
+    for i, c in enumerate(body):
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth -= 1
+        elif c == "," and depth == 0:
+            entries.append(body[start:i])
+            start = i + 1
+    entries.append(body[start:])
+    return entries
+
+
+def attribute_names(body: str) -> list[str]:
+    """Attribute names in the body of `@[...]` / `attribute [...]` (`local`, `scoped`, `-` dropped)."""
+    names = []
+    for entry in _split_top_level(body):
+        words = re.findall(r"[^\s\[\](),]+", plain_name(entry))
+        while words and words[0] in ("local", "scoped", "-"):
+            words = words[1:]
+        if words:
+            names.append(words[0].lstrip("-"))
+    return names
+
+
+def _skip_space(scan: str, i: int) -> int:
+    while i < len(scan) and scan[i].isspace():
+        i += 1
+    return i
+
+
+def _line_start(scan: str, i: int) -> int:
+    return scan.rfind("\n", 0, i) + 1
+
+
+def _first_on_line(scan: str, i: int) -> bool:
+    return not scan[_line_start(scan, i) : i].strip()
+
+
+def _read_head(source: str, scan: str, at: int) -> _Head | None:
+    """The command whose prefixes or keyword begin at `at`, or None when what stands there starts no command."""
+    modifiers: list[str] = []
+    attributes: list[str] = []
+    docstring = ""
+    i = at
+    while i < len(scan):
+        if scan.startswith("/--", i):
+            end = scan.find("-/", i + 3) + 2
+            docstring = normalize_space(source[i + 3 : end - 2])
+            i = _skip_space(scan, end)
+            continue
+        if scan.startswith("@[", i):
+            end = _bracket_end(scan, i + 1)
+            attributes += attribute_names(source[i + 2 : end - 1])
+            i = _skip_space(scan, end)
+            continue
+        word = _WORD.match(scan, i)
+        if word is None:
+            return None
+        keyword = word.group()
+        if keyword in _MODIFIERS:
+            modifiers.append(keyword)
+            i = _skip_space(scan, word.end())
+            if keyword == "scoped" and scan.startswith("[", i):
+                i = _skip_space(scan, _bracket_end(scan, i))
+            continue
+        line_keyword = keyword in _LINE_KEYWORDS or keyword.startswith("#")
+        if line_keyword and i == at and not _first_on_line(scan, i):
+            return None
+        prefix = _IN_PREFIX.match(scan, i) if keyword in _IN_PREFIXES else None
+        if prefix:
+            following = _read_head(source, scan, _skip_space(scan, prefix.end()))
+            if following is not None:
+                return _Head(at, following.keyword_at, following.keyword_end, following.kind,
+                             tuple(modifiers) + following.modifiers, tuple(attributes) + following.attributes,
+                             following.docstring or docstring)
+            if line_keyword and _line_start(scan, i) != i:
+                return None
+        if not line_keyword and keyword not in _COMMAND_KEYWORDS:
+            return None
+        end = word.end()
+        if keyword in _SECOND_WORDS:
+            second = _SECOND_WORDS[keyword].match(scan, end)
+            if second is None and keyword == "deriving":
+                return None
+            if second is not None:
+                keyword, end = f"{keyword} {second.group(1)}", second.end()
+        return _Head(at, i, end, keyword, tuple(modifiers), tuple(attributes), docstring)
+    return None
+
+
+def _heads(source: str, scan: str) -> list[_Head]:
+    heads: list[_Head] = []
+    skip_until = 0
+    for m in _HEAD.finditer(scan):
+        if m.start() < skip_until:
+            continue
+        head = _read_head(source, scan, m.start())
+        if head is None:
+            continue
+        heads.append(head)
+        skip_until = head.keyword_end
+        if head.kind == "attribute":
+            bracket = _skip_space(scan, head.keyword_end)
+            if scan.startswith("[", bracket):
+                skip_until = _bracket_end(scan, bracket)
+    return heads
+
+
+def _code_end(scan: str, start: int, stop: int) -> int:
+    """End of a command's text: the end of the last line in [start, stop) holding code, or `stop` if that
+    line runs on into the next command."""
+    last = len(scan[start:stop].rstrip()) + start
+    if last <= start:
+        return start
+    line_end = scan.find("\n", last)
+    return stop if line_end < 0 or line_end > stop else line_end
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading one command.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _body_start(scan: str, start: int, stop: int) -> int:
+    """Where a declaration's body begins: its top-level `:=` (one not taken by a `let`/`have` inside the
+    statement); failing that `where`, or an equation `|` opening a line; `stop` if there is none."""
+    depth = 0
+    pending = 0
+    i = start
+    while i < stop:
+        c = scan[i]
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif depth == 0 and scan.startswith(":=", i):
+            if pending == 0:
+                return i
+            pending -= 1
+            i += 1
+        elif depth == 0 and _BINDS_NEXT_ASSIGN.match(scan, i):
+            pending += 1
+        elif depth == 0 and _WHERE.match(scan, i):
+            return i
+        elif depth == 0 and c == "|" and _first_on_line(scan, i):
+            return i
+        i += 1
+    return stop
+
+
+def _balanced(text: str) -> bool:
+    return sum(map(text.count, _OPENERS)) == sum(map(text.count, _CLOSERS))
+
+
+def _written_name(scan: str, names: str, at: int) -> tuple[str, int, int]:
+    """The name written after `at` (past an optional `(priority := n)`), its offset and where it ends
+    (past universe parameters `.{u}`); ("", -1, at) when no name follows."""
+    priority = _PRIORITY.match(scan, at)
+    at = priority.end() if priority else at
+    start = _skip_space(scan, at)
+    m = _NAME.match(names, start)
+    if m is None or m.group() in _NOT_NAMES:
+        return "", -1, at
+    universes = _UNIVERSE_PARAMS.match(scan, m.end())
+    return m.group(), start, universes.end() if universes else m.end()
+
+
+def _full_name(scopes: list[Scope], name: str) -> str:
+    if name.startswith("_root_."):
+        return plain_name(name[len("_root_.") :])
+    return plain_name(".".join(filter(None, [namespace_of(scopes), name])))
+
+
+def read_commands(text: str) -> list[Command]:
+    """Every top-level command of `text`, in order, with names, signatures and the scopes around it.
+
+    Never raises: text it cannot read (an unterminated comment, an unbalanced signature) still yields
+    commands, with `balanced=False` where brackets do not match; callers decide what to skip.
+    """
+    lexed = lex(text)
+    scan = _scan_text(lexed)
+    names = lexed.blanked(COMMENTS_AND_LITERALS)
+    uncommented = lexed.blanked(COMMENTS)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    heads = _heads(text, scan)
+    scopes = [Scope("file", "", "", ())]
+    commands: list[Command] = []
+    for index, head in enumerate(heads):
+        stop = heads[index + 1].start if index + 1 < len(heads) else len(text)
+        end = _code_end(scan, head.start, stop)
+        source = text[head.start : end]
+        name, name_at, name_end = "", -1, head.keyword_end
+        if head.kind in _NAMED_KINDS or head.kind in ("namespace", "section", "end"):
+            name, name_at, name_end = _written_name(scan, names, head.keyword_end)
+        signature, body_at, balanced = "", end, True
+        if head.kind in DECLARATION_KINDS:
+            sig_start = name_end if name_at >= 0 else head.keyword_end
+            body_at = _body_start(scan, sig_start, end)
+            balanced = _balanced(scan[sig_start:body_at])
+            signature = normalize_space(uncommented[sig_start:body_at])
+        full = _full_name(scopes, name) if name and head.kind in _NAMED_KINDS | {"namespace"} else plain_name(name)
+        command = Command(
+            kind=head.kind, name=full, signature=signature, line=bisect_right(line_starts, head.keyword_at),
+            text=source, start=head.start, end=end, keyword_at=head.keyword_at, name_at=name_at, body_at=body_at,
+            written_name=name, modifiers=head.modifiers, attributes=head.attributes, docstring=head.docstring,
+            balanced=balanced, scopes=tuple(scopes),
+        )
+        commands.append(command)
+        _update_scopes(scopes, command)
+    return commands
+
+
+def _update_scopes(scopes: list[Scope], command: Command) -> None:
+    """Follow Lean's scoping: `namespace`/`section`/`mutual` open a scope, `end` closes the innermost
+    (as many namespace parts as its name has), context commands join the innermost scope. The file's
+    own scope, first in the list, is never closed."""
+    if command.kind in SCOPE_KINDS:
+        scopes.append(Scope(command.kind, plain_name(command.written_name), command.text, ()))
+    elif command.kind == "end":
+        count = len(command.name.split(".")) if command.name else 1
+        while count > 0 and len(scopes) > 1:
+            top = scopes.pop()
+            parts = top.name.split(".")
+            if len(parts) > count:
+                rest = ".".join(parts[: len(parts) - count])
+                scopes.append(Scope(top.kind, rest, f"{top.kind} {rest}", top.context))
+            count -= len(parts)
+    elif command.kind in CONTEXT_KINDS:
+        top = scopes[-1]
+        scopes[-1] = Scope(top.kind, top.name, top.opener, top.context + (command,))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Statements: a signature up to the ways of writing it that do not change what it says.
+# ---------------------------------------------------------------------------------------------------------
+
+_IDENT = r"[^\W\d][\w'₀-₉]*"
+_BINDER_GROUP = re.compile(rf"(?P<open>[({{⦃\[])\s*(?P<names>(?:{_IDENT}\s+)*{_IDENT})\s*:(?!=)")
+# A binder group of names alone (`{α}`, `(x y)`): their types are left to Lean, the names are still bound.
+_UNTYPED_GROUP = re.compile(rf"(?P<open>[({{⦃])\s*(?P<names>(?:{_IDENT}\s+)*{_IDENT})\s*[)}}⦄]")
+# Names a binder notation binds, up to its type, body, or binder predicate (`∀ ε > 0,`, `∃ x ∈ s,`).
+_QUANTIFIED = re.compile(rf"(?:∀|∃!?|fun|⋃|⋂|∑|∏)\s+(?P<names>(?:{_IDENT}\s*)+?)\s*(?=[:,]|=>|[∈∉⊆⊂<>≤≥≠])")
+_CLOSING = {"(": ")", "{": "}", "⦃": "⦄", "[": "]"}
+# Spellings Lean reads as one: `↦` is `=>`, `λ` is `fun`; universe levels (`Type u`, `Type _`, `Sort v`,
+# `Category.{v}`) only say how general a statement is in ways no restatement is judged by.
+_SAME_TOKEN = (("↦", "=>"), ("λ", "fun"))
+_UNIVERSE = re.compile(rf"\b(Type|Sort)(?:\*|\s+_|\s+{_IDENT}|\s+\(max [^()]*\))(?![\w'])")
+# What makes an arrow in a conclusion not its outermost connective: `↔` binds looser than `→`, and a
+# binder or a comma before it means the arrow belongs to a body. Such conclusions are left as written.
+_LOOSER = re.compile(r"↔|,|=>|<\||\$|[∀∃∑∏⋃⋂⨆⨅∫∮]|(?<![\w'.])(?:fun|let|have|show|if|match|by|do)(?![\w'])")
+_ARROW = " → "
+_BINDER_START = re.compile(r"[∀∃∑∏⋃⋂⨆⨅∫∮]|(?:fun|let|have)(?![\w'])")
+_FRESH = "_premise"
+
+
+def leading_binders(signature: str) -> tuple[list[str], str]:
+    """The bracketed binder groups a signature starts with, and the rest (`: type` or more binders)."""
+    groups = []
+    rest = signature.strip()
+    while rest[:1] in _CLOSING:
+        close = _matching(rest)
+        if close < 0:
+            break
+        groups.append(rest[: close + 1])
+        rest = rest[close + 1 :].lstrip()
+    return groups, rest
+
+
+def _expand_group(group: str) -> list[str]:
+    """`(a b : T)` -> `(a : T) (b : T)`, `{α β}` -> `{α} {β}`, `[inst : C]` -> `[C]`, `(h : (P))` -> `(h : P)`:
+    binder groups Lean reads the same way."""
+    untyped = _UNTYPED_GROUP.fullmatch(group)
+    if untyped:
+        opener = untyped.group("open")
+        return [f"{opener}{name}{_CLOSING[opener]}" for name in untyped.group("names").split()]
+    m = _BINDER_GROUP.match(group)
+    if m is None:
+        return [group]
+    opener, body = m.group("open"), group[m.end() : -1].strip()
+    if opener == "[":
+        return [f"[{body}]"]
+    body = _unwrap(body)
+    return [f"{opener}{name} : {body}{_CLOSING[opener]}" for name in m.group("names").split()]
+
+
+def _matching(text: str) -> int:
+    """Offset of the bracket closing the one `text` starts with, or -1."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _outside_brackets(text: str) -> str:
+    """`text` with everything inside brackets blanked (same length), so a search sees only its top level."""
+    out, depth = [], 0
+    for c in text:
+        if c in _OPENERS:
+            depth += 1
+        out.append(c if depth == 0 else " ")
+        if c in _CLOSERS:
+            depth = max(0, depth - 1)
+    return "".join(out)
+
+
+def _unwrap(term: str) -> str:
+    """A term without parentheses around the whole of it, unless they make a tuple (`(a, b)`), a type
+    ascription (`(x : T)`) or a `·` function (`(· + 1)`); the comma and colon of a binder (`(∀ x : T, P)`)
+    are its own."""
+    while term.startswith("(") and _matching(term) == len(term) - 1:
+        inner = term[1:-1].strip()
+        top = _outside_brackets(inner)
+        if not inner or "·" in top or (not _BINDER_START.match(inner) and any(c in top for c in ",:")):
+            break
+        term = inner
+    return term
+
+
+def _forall_binders(body: str) -> tuple[list[str], str] | None:
+    """`∀ x y : T, P` / `∀ (x : T) {y : U}, P` / `∀ x, P` as binder groups and `P`; None for binder
+    predicates (`∀ x ∈ s, P`) and anything else it cannot read whole."""
+    if not body.startswith("∀ ") and not body.startswith("∀("):
+        return None
+    comma = _outside_brackets(body).find(",")
+    if comma < 0:
+        return None
+    binders, rest = body[1:comma].strip(), body[comma + 1 :].strip()
+    groups, left = leading_binders(binders)
+    if groups and not left:
+        return groups, rest
+    plain = re.fullmatch(rf"(?P<names>(?:{_IDENT}\s+)*{_IDENT})(?:\s*:\s*(?P<type>.+))?", binders)
+    if groups or plain is None or not rest:
+        return None
+    names = plain.group("names").split()
+    kind = plain.group("type")
+    return [f"({name} : {kind})" if kind else f"({name})" for name in names], rest
+
+
+def _premise(body: str) -> tuple[str, str] | None:
+    """`P → Q` as (`P`, `Q`) when that arrow is the outermost connective of the conclusion, else None."""
+    top = _outside_brackets(body)
+    arrow = top.find(_ARROW)
+    if arrow < 0 or _LOOSER.search(top[:arrow]) or "↔" in top:
+        return None
+    return body[:arrow].strip(), body[arrow + len(_ARROW) :].strip()
+
+
+def _intro_conclusion(groups: list[str], rest: str) -> tuple[list[str], str]:
+    """Leading `∀` binders and premises of the conclusion moved before the colon: `(h : P) : Q`,
+    `: P → Q` and `: ∀ h : P, Q` are one statement, written three ways."""
+    groups = list(groups)
+    fresh = _FRESH
+    while fresh in rest or any(fresh in g for g in groups):
+        fresh += "_"
+    while rest.startswith(":"):
+        body = _unwrap(rest[1:].strip())
+        quantified = _forall_binders(body)
+        if quantified is not None:
+            groups.extend(quantified[0])
+            rest = f": {quantified[1]}"
+            continue
+        split = _premise(body)
+        if split is None or not split[1]:
+            return groups, f": {body}"
+        premise, conclusion = split
+        binder, after = leading_binders(premise)
+        if len(binder) == 1 and not after and (_BINDER_GROUP.match(premise) or premise.startswith("[")):
+            groups.append(premise)
+        else:
+            groups.append(f"({fresh}{len(groups)} : {_unwrap(premise)})")
+        rest = f": {conclusion}"
+    return groups, rest
+
+
+def _bound_names(groups: list[str], text: str) -> list[str]:
+    """The names a statement binds (binder groups, untyped leading groups `groups`, quantifiers, `fun`),
+    in the order they first appear in `text`."""
+    found = [(m.start(), m.group("names")) for pattern in (_BINDER_GROUP, _QUANTIFIED) for m in pattern.finditer(text)]
+    offset = 0
+    for group in groups:
+        untyped = _UNTYPED_GROUP.fullmatch(group)
+        if untyped:
+            found.append((offset, untyped.group("names")))
+        offset += len(group) + 1
+    bound: list[str] = []
+    for _, names in sorted(found):
+        bound.extend(n for n in names.split() if n not in bound and n != "_")
+    return bound
+
+
+def canonical_statement(signature: str) -> str:
+    """A statement's signature up to layout, binder grouping, the names of its bound variables, hypotheses
+    written before or after the colon, universe levels and redundant parentheses: two restatements that
+    differ only in those give the same text (the exact tier of dedup)."""
+    text = normalize_space(signature)
+    for spelling, token in _SAME_TOKEN:
+        text = text.replace(spelling, token)
+    text = _UNIVERSE_PARAMS.sub("", _UNIVERSE.sub(r"\1*", text))
+    groups, rest = _intro_conclusion(*leading_binders(text))
+    expanded = [g for group in groups for g in _expand_group(group)]
+    text = " ".join(expanded + [rest]).strip()
+    bound = _bound_names(expanded, text)
+    if not bound:
+        return text
+    fresh = {name: f"x{i}" for i, name in enumerate(bound, 1)}
+    names = "|".join(re.escape(n) for n in sorted(bound, key=len, reverse=True))
+    return re.sub(rf"(?<![\w'.])(?:{names})(?![\w'!?₀-₉])", lambda m: fresh[m.group()], text)
+
+
+def signature_type(signature: str) -> str:
+    """The type a signature declares: what follows its first top-level colon (`_` when it has none)."""
+    depth = 0
+    for i, c in enumerate(signature):
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif c == ":" and depth == 0 and not signature.startswith(":=", i):
+            return signature[i + 1 :].strip() or "_"
+    return "_"

@@ -1,0 +1,71 @@
+"""Reading LLM answers: the code a model wrote after its marker, and a judge's verdict word.
+
+Plain functions (no I/O, no Ray), tested on real MathlibLemma answers and reused by every stage that
+reads what a model wrote. The code they return is Lean, read further by `lean_pool.lean_source`.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+_FENCE_OPEN = re.compile(r"[ \t]*(`{3,})[ \t]*([^\s`]*)[^`]*")
+_FENCE_CLOSE = re.compile(r"[ \t]*(`{3,})[ \t]*")
+_ANY_FENCE = re.compile(r"^[ \t]*`{3,}", re.MULTILINE)
+# Info strings that mark a Lean block; an untagged fence counts too, since models often omit the language.
+_LEAN_FENCE_TAGS = frozenset({"", "lean", "lean4"})
+
+
+def extract_code(response: str, marker: str) -> str | None:
+    """The Lean code an LLM wrote after the last occurrence of `marker`, or None when the marker is absent.
+
+    Models plan and sketch before the marker, so only text after its last occurrence (case-insensitive)
+    counts. There the last non-empty fenced block tagged `lean`, `lean4` or untagged wins (the final
+    version, skipping an empty block such as a stray closing fence); a block left open by an answer cut
+    at max tokens runs to the end of the answer. Without such a block, the code is the text from the
+    marker's line to the next fence line (the marker may sit inside the block) or to the end. The result
+    is dedented (fences inside list items) and stripped.
+    """
+    if not marker:
+        raise ValueError("extract_code needs a non-empty marker")
+    occurrences = list(re.finditer(re.escape(marker), response, flags=re.IGNORECASE))
+    if not occurrences:
+        return None
+    line_end = response.find("\n", occurrences[-1].end())
+    after = "" if line_end < 0 else response[line_end + 1 :]
+    blocks = [body for tag, body in _fenced_blocks(after) if tag.lower() in _LEAN_FENCE_TAGS and body.strip()]
+    code = blocks[-1] if blocks else _ANY_FENCE.split(after, maxsplit=1)[0]
+    return textwrap.dedent(code).strip()
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(info string, body) of each backtick-fenced block, CommonMark style; an unclosed block runs to the end."""
+    blocks: list[tuple[str, str]] = []
+    opening: re.Match[str] | None = None
+    body: list[str] = []
+    for line in text.split("\n"):
+        if opening is None:
+            opening = _FENCE_OPEN.fullmatch(line)
+            body = []
+        elif (closing := _FENCE_CLOSE.fullmatch(line)) and len(closing.group(1)) >= len(opening.group(1)):
+            blocks.append((opening.group(2), "\n".join(body)))
+            opening = None
+        else:
+            body.append(line)
+    if opening is not None:
+        blocks.append((opening.group(2), "\n".join(body)))
+    return blocks
+
+
+# Markdown a model may put before its verdict word (`**Correct**`, `### correct`, `> correct`).
+_LEADING_MARKUP = " \t*_#>`"
+
+
+def judge_accepts(response: str) -> bool:
+    """The paper's acceptance rule: the last non-empty line starts with `correct`, case-insensitive.
+
+    Leading whitespace and markdown emphasis/heading/quote characters are ignored so that `**Correct.**`
+    is accepted; `incorrect` is not, because it does not start with `correct`.
+    """
+    lines = [line for line in response.split("\n") if line.strip()]
+    return bool(lines) and lines[-1].lstrip(_LEADING_MARKUP).lower().startswith("correct")
