@@ -62,8 +62,8 @@ _PRIORITY = re.compile(r"\s*\(\s*priority\s*:=[^)]*\)")
 _UNIVERSE_PARAMS = re.compile(r"\.\{[^{}]*\}")
 _NOT_NAMES = frozenset(_COMMAND_KEYWORDS) | frozenset(_LINE_KEYWORDS) | frozenset(_MODIFIERS) | {"where", "extends", "in", "with"}
 # Commands that may be a prefix of the next one (`open Real in`, `omit [h] in`), or of a term or tactic.
-_IN_PREFIXES = ("open", "set_option", "include", "omit")
-_IN_PREFIX = re.compile(r"(?:open|set_option|include|omit)\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
+_IN_PREFIXES = ("open", "set_option", "include", "omit", "variable")
+_IN_PREFIX = re.compile(r"(?:open|set_option|include|omit|variable)\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
 # Keywords read together with the word after them (`deriving` alone is a clause of a declaration).
 _SECOND_WORDS = {
     "class": re.compile(r"\s+(inductive|abbrev)" + _TOKEN_AFTER),
@@ -71,6 +71,7 @@ _SECOND_WORDS = {
 }
 _BINDS_NEXT_ASSIGN = re.compile(_TOKEN_BEFORE + r"(?:let|have|haveI|letI)" + _TOKEN_AFTER)
 _WHERE = re.compile(_TOKEN_BEFORE + r"where" + _TOKEN_AFTER)
+_IMPORT = re.compile(r"import" + _TOKEN_AFTER + r"\s+(\S+)")
 _OPENERS = "([{⟨⦃⟪"
 _CLOSERS = ")]}⟩⦄⟫"
 
@@ -101,8 +102,9 @@ class Command:
     and `end` the name written after them; empty otherwise); `signature` a declaration's binders and type,
     whitespace normalized (a `let ... :=` inside the type belongs to it); `line` the 1-based line of the
     keyword; `text` the exact source, from its docstring or attributes to its last line of code.
-    `scopes` are the scopes open where it stands, outermost first, each with the context commands in force.
-    Offsets (`start`, `end`, `keyword_at`, `name_at`, `body_at`) index the source given to `read_commands`.
+    `attributes` are the names in its `@[...]` (for an `attribute` command, in its brackets); `prefixes`
+    the `open ... in`, `variable ... in`, `include ... in` ... written before it, as written. `scopes` are the scopes open where it stands, outermost first, each with the context commands in force.
+    Offsets (`start`, `end`, `keyword_at`, `keyword_end`, `name_at`, `body_at`) index the source given to `read_commands`.
     """
 
     kind: str
@@ -113,12 +115,14 @@ class Command:
     start: int
     end: int
     keyword_at: int
+    keyword_end: int
     name_at: int
     body_at: int
     written_name: str
     modifiers: tuple[str, ...]
     attributes: tuple[str, ...]
     docstring: str
+    prefixes: tuple[str, ...]
     balanced: bool
     scopes: tuple[Scope, ...]
 
@@ -157,6 +161,43 @@ def layout_free(text: str) -> str:
     return re.sub(r" ?([()\[\]{}⟨⟩⦃⦄,:]) ?", r"\1", text)
 
 
+def find_tokens(text: str, words: tuple[str, ...], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each occurrence of one of `words` in `text[start:end]` that Lean reads as a token of
+    its own: outside comments and literals, not part of a longer name."""
+    code = lex(text).blanked(NOT_CODE)
+    pattern = re.compile(_TOKEN_BEFORE + "(?:" + "|".join(map(re.escape, words)) + ")" + _TOKEN_AFTER)
+    return [m.span() for m in pattern.finditer(code, start, len(code) if end is None else end)]
+
+
+def leading_imports(text: str) -> tuple[list[str], int]:
+    """The modules imported at the head of `text`, and the offset where what follows them begins.
+
+    Lean allows only whitespace and comments before and among the imports. Doc comments (`/--`, `/-!`)
+    are syntax that belongs to what follows, and an unterminated comment is left for Lean to report,
+    so neither is skipped."""
+    lexed = lex(text)
+    comments = {span.start: span for span in lexed.spans if span.kind == "comment"}
+    modules: list[str] = []
+    pos = _skip_space(text, 0)
+    while pos < len(text):
+        comment = comments.get(pos)
+        if comment is not None:
+            body = text[comment.start : comment.end]
+            plain = body.startswith("--") or (
+                not body.startswith(("/--", "/-!")) and len(body) >= 4 and body.endswith("-/")
+            )
+            if not plain:
+                break
+            pos = _skip_space(text, comment.end)
+            continue
+        keyword = _IMPORT.match(text, pos)
+        if keyword is None:
+            break
+        modules.append(keyword.group(1))
+        pos = _skip_space(text, keyword.end())
+    return modules, pos
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Finding commands.
 # ---------------------------------------------------------------------------------------------------------
@@ -173,6 +214,7 @@ class _Head:
     modifiers: tuple[str, ...]
     attributes: tuple[str, ...]
     docstring: str
+    prefixes: tuple[str, ...] = ()
 
 
 def _scan_text(lexed: Lexed) -> str:
@@ -274,7 +316,7 @@ def _read_head(source: str, scan: str, at: int) -> _Head | None:
             if following is not None:
                 return _Head(at, following.keyword_at, following.keyword_end, following.kind,
                              tuple(modifiers) + following.modifiers, tuple(attributes) + following.attributes,
-                             following.docstring or docstring)
+                             following.docstring or docstring, (source[i : prefix.end()],) + following.prefixes)
             if line_keyword and _line_start(scan, i) != i:
                 return None
         if not line_keyword and keyword not in _COMMAND_KEYWORDS:
@@ -325,7 +367,8 @@ def _code_end(scan: str, start: int, stop: int) -> int:
 
 def _body_start(scan: str, start: int, stop: int) -> int:
     """Where a declaration's body begins: its top-level `:=` (one not taken by a `let`/`have` inside the
-    statement); failing that `where`, or an equation `|` opening a line; `stop` if there is none."""
+    statement) or `where`; failing both, an equation `|` opening a line (a `|x|` opening a line of the
+    type is not one); `stop` if there is none."""
     depth = 0
     pending = 0
     i = start
@@ -344,10 +387,8 @@ def _body_start(scan: str, start: int, stop: int) -> int:
             pending += 1
         elif depth == 0 and _WHERE.match(scan, i):
             return i
-        elif depth == 0 and c == "|" and _first_on_line(scan, i):
-            return i
         i += 1
-    return stop
+    return next((i for i in range(start, stop) if scan[i] == "|" and _first_on_line(scan, i)), stop)
 
 
 def _balanced(text: str) -> bool:
@@ -400,12 +441,16 @@ def read_commands(text: str) -> list[Command]:
             body_at = _body_start(scan, sig_start, end)
             balanced = _balanced(scan[sig_start:body_at])
             signature = normalize_space(uncommented[sig_start:body_at])
+        attributes = head.attributes
+        if head.kind == "attribute" and scan.startswith("[", _skip_space(scan, head.keyword_end)):
+            bracket = _skip_space(scan, head.keyword_end)
+            attributes = tuple(attribute_names(text[bracket + 1 : _bracket_end(scan, bracket) - 1]))
         full = _full_name(scopes, name) if name and head.kind in _NAMED_KINDS | {"namespace"} else plain_name(name)
         command = Command(
             kind=head.kind, name=full, signature=signature, line=bisect_right(line_starts, head.keyword_at),
-            text=source, start=head.start, end=end, keyword_at=head.keyword_at, name_at=name_at, body_at=body_at,
-            written_name=name, modifiers=head.modifiers, attributes=head.attributes, docstring=head.docstring,
-            balanced=balanced, scopes=tuple(scopes),
+            text=source, start=head.start, end=end, keyword_at=head.keyword_at, keyword_end=head.keyword_end, name_at=name_at, body_at=body_at,
+            written_name=name, modifiers=head.modifiers, attributes=attributes, docstring=head.docstring,
+            prefixes=head.prefixes, balanced=balanced, scopes=tuple(scopes),
         )
         commands.append(command)
         _update_scopes(scopes, command)

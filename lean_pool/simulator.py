@@ -6,7 +6,8 @@ machine without Lean. It decides nothing about mathematics: every answer follows
 rules below, and it says so on stderr at start-up. Answer shapes, key order and line layout are
 copied from the real REPL's transcripts (../shared/fixtures/lean-repl-transcripts).
 
-Rules (all textual, after blanking comments and string literals):
+Rules (all textual; commands, names and statements are read with `lean_pool.lean_source`, the
+project's one Lean reader, so comments and string literals never count):
 - a declaration containing the token `sorry` or `admit` gets the warning "declaration uses `sorry`"
   (at its name, or at the `example` keyword) and one `sorries` entry per token; the goal is the
   statement's type (text after the first top-level colon) behind "⊢ " — no hypotheses, no elaboration;
@@ -32,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lean_pool.lean_lexer import code_only
+from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, signature_type
+
 BANNER = (
     "lean_pool.simulator: this is a SIMULATED Lean REPL; its verdicts come from explicit textual "
     "rules, no mathematics is checked\n"
@@ -51,8 +55,6 @@ STANDARD_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
 SORRY_AXIOM = "sorryAx"
 UNKNOWN_ENV = "Unknown environment."
 UNKNOWN_PROOF_STATE = "Unknown proof state."
-# An axiom query only looks a declaration up, so it costs no simulated check time.
-AXIOM_QUERY = re.compile(r"\s*#print\s+axioms\s+\S+\s*")
 MISPLACED_IMPORT = "invalid 'import' command, it must be used in the beginning of the file"
 STATUS_COMPLETED = "Completed"
 STATUS_OPEN_GOALS = "Incomplete: open goals remain"
@@ -60,26 +62,8 @@ STATUS_CONTAINS_SORRY = "Incomplete: contains sorry"
 PICKLE_KIND_ENV = "folklore-sim-env"
 PICKLE_KIND_PROOF_STATE = "folklore-sim-proof-state"
 
-IDENT_CHAR = r"[\w'!?.\u2070-\u209f]"
-SORRY_RE = re.compile(rf"(?<!{IDENT_CHAR})(sorry|admit)(?!{IDENT_CHAR})")
-DECL_KEYWORDS = ("theorem", "lemma", "def", "example", "abbrev", "instance", "structure",
-                 "inductive", "class", "opaque", "axiom")
-UNNAMED_KEYWORDS = ("example",)
-MODIFIERS = ("private", "protected", "noncomputable", "nonrec", "partial", "unsafe")
-DECL_RE = re.compile(
-    r"^[ \t]*(?:@\[[^\]\n]*\][ \t\n]*)?(?:(?:" + "|".join(MODIFIERS) + r")[ \t]+)*"
-    r"(" + "|".join(DECL_KEYWORDS) + rf")(?!{IDENT_CHAR})",
-    re.M,
-)
-OTHER_COMMANDS = ("namespace", "section", "end", "open", "import", "#print", "#check", "#eval",
-                  "#reduce", "#exit", "variable", "universe", "set_option", "attribute", "mutual",
-                  "export", "macro", "syntax", "notation", "elab", "run_cmd")
-# Other commands only at column 0: `open ... in` / `set_option ... in` may sit inside an indented proof.
-COMMAND_RE = re.compile(r"^(" + "|".join(re.escape(c) for c in OTHER_COMMANDS) + r")(?![\w'!?.])", re.M)
-NAME_RE = re.compile(r"\s+([^\s:(\[{⦃⟨]+)")
-PRINT_AXIOMS_RE = re.compile(r"#print\s+axioms\s+([^\s]+)")
-OPENERS = "([{⟨⦃"
-CLOSERS = ")]}⟩⦄"
+SORRY_TOKENS = ("sorry", "admit")
+UNNAMED_KINDS = ("example",)
 
 
 @dataclass(frozen=True)
@@ -189,58 +173,7 @@ def render_answer(answer: dict[str, Any]) -> str:
     return _layout(answer, 0, 0, 0)
 
 
-# --- reading Lean text ------------------------------------------------------------------------
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """The text with comments and string literals replaced by spaces (newlines kept), so token
-    searches skip them while every offset still points at the same place in the original."""
-    out = list(text)
-    index, depth = 0, 0
-    while index < len(text):
-        pair = text[index:index + 2]
-        if depth == 0 and pair == "--":
-            end = text.find("\n", index)
-            end = len(text) if end < 0 else end
-            _blank(out, index, end)
-            index = end
-        elif pair == "/-":
-            depth += 1
-            _blank(out, index, index + 2)
-            index += 2
-        elif depth > 0 and pair == "-/":
-            depth -= 1
-            _blank(out, index, index + 2)
-            index += 2
-        elif depth > 0:
-            _blank(out, index, index + 1)
-            index += 1
-        elif text[index] == '"':
-            end = _string_end(text, index)
-            _blank(out, index, end)
-            index = end
-        else:
-            index += 1
-    return "".join(out)
-
-
-def _blank(chars: list[str], start: int, end: int) -> None:
-    for index in range(start, end):
-        if chars[index] != "\n":
-            chars[index] = " "
-
-
-def _string_end(text: str, start: int) -> int:
-    """Offset just past the string literal opening at `start` (or the end of the text)."""
-    index = start + 1
-    while index < len(text):
-        if text[index] == "\\":
-            index += 2
-        elif text[index] == '"':
-            return index + 1
-        else:
-            index += 1
-    return len(text)
+# --- positions ------------------------------------------------------------------------------
 
 
 class Positions:
@@ -253,48 +186,6 @@ class Positions:
         """The `{"line", "column"}` object the REPL uses for `pos`/`endPos`."""
         line = bisect.bisect_right(self._starts, offset) - 1
         return {"line": line + 1, "column": offset - self._starts[line]}
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One top-level command of the text: where it starts and ends, and its leading keyword."""
-
-    start: int
-    end: int
-    keyword: str
-    keyword_start: int
-
-
-def split_commands(masked: str) -> list[Chunk]:
-    """Cut blanked text into commands at lines that start with a command keyword."""
-    found = [(m.start(1), m.group(1), m.start()) for m in DECL_RE.finditer(masked)]
-    found += [(m.start(1), m.group(1), m.start()) for m in COMMAND_RE.finditer(masked)]
-    found.sort()
-    chunks = []
-    for index, (keyword_start, keyword, line_start) in enumerate(found):
-        end = found[index + 1][2] if index + 1 < len(found) else len(masked)
-        chunks.append(Chunk(line_start, end, keyword, keyword_start))
-    return chunks
-
-
-def statement_type(masked: str, start: int, end: int) -> str:
-    """The declared type: text after the first top-level colon, up to the top-level `:=`."""
-    depth, colon = 0, None
-    for index in range(start, end):
-        char = masked[index]
-        if char in OPENERS:
-            depth += 1
-        elif char in CLOSERS:
-            depth = max(depth - 1, 0)
-        elif depth == 0 and masked.startswith(":=", index):
-            break
-        elif depth == 0 and char == ":" and colon is None:
-            colon = index
-    else:
-        index = end
-    if colon is None:
-        return "_"
-    return " ".join(masked[colon + 1:index].split()) or "_"
 
 
 # --- environments and the command rules -------------------------------------------------------
@@ -330,6 +221,12 @@ class EnvState:
         candidates = [".".join(parts[:i] + [name]) for i in range(len(parts), -1, -1)]
         candidates += [f"{opened}.{name}" for opened in self.opens]
         return next((c for c in candidates if c in self.declarations), None)
+
+
+def _is_axiom_query(text: str) -> bool:
+    """An axiom query only looks a declaration up, so it costs no simulated check time."""
+    commands = read_commands(text)
+    return len(commands) == 1 and commands[0].kind == "#print" and commands[0].text.split()[1:2] == ["axioms"]
 
 
 def axioms_message(name: str, used_sorry: bool) -> str:
@@ -401,7 +298,7 @@ class Simulator:
             return {"message": UNKNOWN_ENV}
         state = EnvState() if env is None else self.envs[env].copy()
         result, imported = self._run_text(text, state, header_allowed=env is None)
-        check_s = 0.0 if AXIOM_QUERY.fullmatch(text) else self.config.check_s
+        check_s = 0.0 if _is_axiom_query(text) else self.config.check_s
         self._spend((self.config.import_s if imported else 0.0) + check_s)
         self.envs.append(state)
         answer: dict[str, Any] = {}
@@ -421,7 +318,7 @@ class Simulator:
             if pattern.search(text):
                 return {"message": f"Lean error:\n<input>:1:1: {message}"}
         goals = self.proof_states[proof_state]
-        if SORRY_RE.search(blank_comments_and_strings(text)) and goals:
+        if find_tokens(text, SORRY_TOKENS) and goals:
             sorry_state = self._new_proof_state(goals[:1])
             answer = self._proof_state_answer(self._new_proof_state([]), [])
             answer["proofStatus"] = STATUS_CONTAINS_SORRY
@@ -468,20 +365,21 @@ class Simulator:
 
     def _run_text(self, text: str, state: EnvState, header_allowed: bool) -> tuple[CommandResult, bool]:
         """Apply every rule to one command's text; returns its result and whether it imported."""
-        masked = blank_comments_and_strings(text)
+        code = code_only(text)
         positions = Positions(text)
-        chunks = split_commands(masked)
+        commands = read_commands(text)
+        bounds = [command.start for command in commands[1:]] + [len(text)]
         rule_errors = self._rule_errors(text, positions)
         result, imported, in_header = CommandResult(), False, header_allowed
-        for chunk in chunks:
-            errors = [error for offset, error in rule_errors if chunk.start <= offset < chunk.end]
+        for command, bound in zip(commands, bounds):
+            errors = [error for offset, error in rule_errors if command.start <= offset < bound]
             result.messages.extend(errors)
-            if chunk.keyword == "import" and in_header:
+            if command.kind == "import" and in_header:
                 imported = True
                 continue
             in_header = False
-            self._apply_chunk(chunk, masked, positions, state, bool(errors), result)
-        first = chunks[0].start if chunks else len(text)
+            self._apply_command(command, code, positions, state, bool(errors), result)
+        first = commands[0].start if commands else len(text)
         result.messages[:0] = [error for offset, error in rule_errors if offset < first]
         return result, imported
 
@@ -493,64 +391,57 @@ class Simulator:
                                                       positions.at(match.end()), message)))
         return sorted(found, key=lambda item: item[0])
 
-    def _apply_chunk(self, chunk: Chunk, masked: str, positions: Positions, state: EnvState,
-                     has_error: bool, result: CommandResult) -> None:
-        keyword_end = chunk.keyword_start + len(chunk.keyword)
-        rest = masked[keyword_end:chunk.end]
-        if chunk.keyword in DECL_KEYWORDS:
-            self._declaration(chunk, masked, positions, state, has_error, result)
-        elif chunk.keyword == "import":
-            result.messages.append(_message("error", positions.at(chunk.keyword_start),
-                                            positions.at(keyword_end), MISPLACED_IMPORT))
-        elif chunk.keyword in ("namespace", "section"):
-            names = rest.split()
-            state.scopes.append((chunk.keyword, names[0] if names else ""))
-        elif chunk.keyword == "end" and state.scopes:
+    def _apply_command(self, command: Command, code: str, positions: Positions, state: EnvState,
+                       has_error: bool, result: CommandResult) -> None:
+        words = code[command.keyword_end:command.end].split()
+        if command.kind in DECLARATION_KINDS:
+            self._declaration(command, code, positions, state, has_error, result)
+        elif command.kind == "import":
+            result.messages.append(_message("error", positions.at(command.keyword_at),
+                                            positions.at(command.keyword_end), MISPLACED_IMPORT))
+        elif command.kind in ("namespace", "section"):
+            state.scopes.append((command.kind, command.written_name))
+        elif command.kind == "end" and state.scopes:
             state.scopes.pop()
-        elif chunk.keyword == "open" and rest.split()[-1:] != ["in"]:
-            state.opens.extend(state.full_name(name) for name in rest.split())
-        elif chunk.keyword == "#print":
-            self._print_axioms(chunk, masked, positions, state, result)
+        elif command.kind == "open" and words[-1:] != ["in"]:
+            state.opens.extend(state.full_name(name) for name in words)
+        elif command.kind == "#print" and words[:1] == ["axioms"] and len(words) > 1:
+            self._print_axioms(command, words[1], code, positions, state, result)
 
-    def _declaration(self, chunk: Chunk, masked: str, positions: Positions, state: EnvState,
+    def _declaration(self, command: Command, code: str, positions: Positions, state: EnvState,
                      has_error: bool, result: CommandResult) -> None:
         """The sorry and duplicate-name rules for one declaration."""
-        keyword_end = chunk.keyword_start + len(chunk.keyword)
-        name_match = None if chunk.keyword in UNNAMED_KEYWORDS else NAME_RE.match(masked, keyword_end, chunk.end)
-        name = name_match.group(1).rstrip(".") if name_match else ""  # `foo.{u}` declares `foo`
-        if name_match and name:
-            where = (name_match.start(1), name_match.start(1) + len(name))
+        name = "" if command.kind in UNNAMED_KINDS else command.written_name
+        if name:
+            where = (command.name_at, command.name_at + len(name))
         else:
-            where = (chunk.keyword_start, keyword_end)
+            where = (command.keyword_at, command.keyword_end)
         full_name = state.full_name(name) if name else None
         if full_name is not None and full_name in state.declarations:
             result.messages.append(_message("error", positions.at(where[0]), positions.at(where[1]),
                                             f"'{full_name}' has already been declared"))
             return
-        sorries = list(SORRY_RE.finditer(masked, where[1], chunk.end))
+        sorries = find_tokens(code, SORRY_TOKENS, where[1], command.end)
         if sorries:
-            goal = "⊢ " + statement_type(masked, where[1], chunk.end)
-            for match in sorries:
+            goal = "⊢ " + " ".join(signature_type(command.signature).split())
+            for start, end in sorries:
                 result.sorries.append({"proofState": self._new_proof_state([goal]),
-                                       "pos": positions.at(match.start()), "goal": goal,
-                                       "endPos": positions.at(match.end())})
+                                       "pos": positions.at(start), "goal": goal,
+                                       "endPos": positions.at(end)})
             result.messages.append(_message("warning", positions.at(where[0]), positions.at(where[1]),
                                             SORRY_WARNING))
         if full_name is not None:
             state.declarations[full_name] = bool(sorries) or has_error
 
-    def _print_axioms(self, chunk: Chunk, masked: str, positions: Positions, state: EnvState,
+    def _print_axioms(self, command: Command, name: str, code: str, positions: Positions, state: EnvState,
                       result: CommandResult) -> None:
-        match = PRINT_AXIOMS_RE.match(masked, chunk.keyword_start, chunk.end)
-        if match is None:
-            return
-        full_name = state.resolve(match.group(1))
+        full_name = state.resolve(name)
         if full_name is None:
-            result.messages.append(_message("error", positions.at(match.start(1)), positions.at(match.end(1)),
-                                            f"Unknown constant `{match.group(1)}`"))
+            start = code.find(name, command.keyword_end)
+            result.messages.append(_message("error", positions.at(start), positions.at(start + len(name)),
+                                            f"Unknown constant `{name}`"))
             return
-        tail = chunk.keyword_start + len("#print")
-        result.messages.append(_message("info", positions.at(chunk.keyword_start), positions.at(tail),
+        result.messages.append(_message("info", positions.at(command.keyword_at), positions.at(command.keyword_end),
                                         axioms_message(full_name, state.declarations[full_name])))
 
     # -- helpers ------------------------------------------------------------------------------

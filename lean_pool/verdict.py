@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lean_pool.lean_lexer import COMMENTS_AND_LITERALS, NOT_CODE, code_only, lex, strip_comments
+from lean_pool.lean_lexer import COMMENTS_AND_LITERALS, NOT_CODE, code_only, lex
+from lean_pool.lean_source import DECLARATION_KINDS, THEOREM_KINDS, Command, attribute_names, layout_free, read_commands
 
 # The axioms every Mathlib proof may use; anything else (sorryAx, Lean.ofReduceBool, a user axiom)
 # means the kernel did not check a complete proof from the standard foundations.
@@ -47,8 +48,6 @@ class Verdict:
 _ID = r"[\w'!?\u2080-\u209c\u1d62-\u1d6a]"
 _ID_CHAR = re.compile(_ID)
 _AFTER = rf"(?!{_ID})"
-# For parsing declarations only (refusals use `_token_matches`, which is exact about numbers).
-_BEFORE = rf"(?<!{_ID})(?<![.«])"
 
 
 def _word(word: str) -> str:
@@ -174,38 +173,12 @@ def _bracket_body(text: str, open_at: int) -> str:
     return text[open_at + 1 :]
 
 
-def _split_top_level(body: str) -> list[str]:
-    entries, depth, start = [], 0, 0
-    for i, c in enumerate(body):
-        if c in "([{⟨":
-            depth += 1
-        elif c in ")]}⟩":
-            depth -= 1
-        elif c == "," and depth == 0:
-            entries.append(body[start:i])
-            start = i + 1
-    entries.append(body[start:])
-    return entries
-
-
-def _entry_names(body: str) -> list[str]:
-    """Attribute names in the body of `@[...]` / `attribute [...]` (`local`, `scoped`, `-` dropped)."""
-    names = []
-    for entry in _split_top_level(body):
-        words = re.findall(r"[^\s\[\](),]+", entry.replace("«", "").replace("»", ""))
-        while words and words[0] in ("local", "scoped", "-"):
-            words = words[1:]
-        if words:
-            names.append(words[0].lstrip("-"))
-    return names
-
-
 def _attribute_names(masked: str) -> list[tuple[str, int]]:
     """Names of the attributes in every `@[...]` and `attribute [...]`, with their offsets."""
     return [
         (name, m.start())
         for m in _token_matches(_ATTRIBUTE_BLOCK, masked)
-        for name in _entry_names(_bracket_body(masked, masked.index("[", m.start())))
+        for name in attribute_names(_bracket_body(masked, masked.index("[", m.start())))
     ]
 
 
@@ -274,157 +247,24 @@ def textual_sorry_reasons(code: str) -> list[str]:
 # Declarations and statements.
 # ---------------------------------------------------------------------------------------------
 
-_NAME_PART = r"(?:«[^»]*»|[^\W\d][\w'!?\u2080-\u209c\u1d62-\u1d6a]*)"
-_NAME = rf"{_NAME_PART}(?:\.{_NAME_PART})*"
-_COMMAND_KEYWORDS = (
-    "theorem lemma def abbrev instance example structure class inductive opaque axiom "
-    "namespace section end mutual open variable include omit universe set_option attribute"
-).split()
-_MODIFIERS = "noncomputable private protected partial nonrec unsafe".split()
-_COMMAND_START = re.compile(
-    _BEFORE
-    + r"(?:(?P<kw>" + "|".join(_COMMAND_KEYWORDS) + r")" + _AFTER
-    + r"|(?P<modifier>" + "|".join(_MODIFIERS) + r")" + _AFTER
-    + r"|@\[)"
-)
-_FOLLOWING_NAME = re.compile(rf"\s+(?:\(priority\s*:=[^)]*\)\s*)?(?P<name>{_NAME})")
-_NAMED_KINDS = frozenset("theorem lemma def abbrev instance structure class inductive opaque axiom".split())
-_THEOREM_KINDS = frozenset({"theorem", "lemma"})
-_CONTEXT_KINDS = frozenset({"variable", "include", "omit"})
+# Context that can add hypotheses to a statement without changing its text.
+_HYPOTHESIS_CONTEXT = frozenset({"variable", "include", "omit"})
 _INSTANCE_ATTRIBUTES = frozenset({"instance", "default_instance"})
-_BINDS_NEXT_ASSIGN = re.compile(_BEFORE + r"(?:let|have|haveI|letI)" + _AFTER)
-_WHERE = re.compile(_BEFORE + _word("where"))
-_OPENERS = "([{⟨⦃"
-_CLOSERS = ")]}⟩⦄"
+_IDENTIFIER = re.compile(r"[^\W\d][\w'!?.]*")
 
 
-@dataclass(frozen=True)
-class _Command:
-    """One top-level command: `kind` is its keyword; `text` its normalized source (attributes
-    included); `signature` (theorems) the normalized text between name and proof; `context` the
-    normalized `variable`/`include`/`omit` commands in scope where it stands."""
-
-    kind: str
-    full_name: str | None
-    text: str
-    signature: str
-    attributes: tuple[str, ...]
-    context: tuple[str, ...]
-
-
-def _normal_name(name: str) -> str:
-    return name.replace("«", "").replace("»", "")
-
-
-def _normal_text(text: str) -> str:
-    """Whitespace runs become one space, and vanish next to brackets, commas and colons."""
-    text = re.sub(r"\s+", " ", text).strip()
-    return re.sub(r" ?([()\[\]{}⟨⟩⦃⦄,:]) ?", r"\1", text)
-
-
-def _signature_end(masked: str, start: int, stop: int) -> int:
-    """Where the proof of a declaration begins: its top-level `:=` (one not taken by a `let` or
-    `have` inside the statement); failing that, an equation `|` opening a line, or `where`."""
-    depth = 0
-    pending = 0
-    i = start
-    while i < stop:
-        c = masked[i]
-        if c in _OPENERS:
-            depth += 1
-        elif c in _CLOSERS:
-            depth = max(0, depth - 1)
-        elif depth == 0 and masked.startswith(":=", i):
-            if pending == 0:
-                return i
-            pending -= 1
-            i += 1
-        elif depth == 0 and _BINDS_NEXT_ASSIGN.match(masked, i):
-            pending += 1
-        i += 1
-    for i in range(start, stop):
-        line_start = masked.rfind("\n", 0, i) + 1
-        if masked[i] == "|" and not masked[line_start:i].strip():
-            return i
-        if _WHERE.match(masked, i):
-            return i
-    return stop
-
-
-def _command_starts(masked: str) -> list[tuple[str, int, int, tuple[str, ...]]]:
-    """(keyword, start, end of keyword, attributes) for each top-level command; the `@[...]` and
-    modifiers before a command belong to it, and keywords inside attribute brackets are skipped."""
-    starts = []
-    attributes: list[str] = []
-    attributes_start = None
-    skip_until = 0
-    for m in _COMMAND_START.finditer(masked):
-        if m.start() < skip_until:
-            continue
-        kw = m.group("kw")
-        if m.group("modifier"):
-            attributes_start = m.start() if attributes_start is None else attributes_start
-            continue
-        if kw is None or kw == "attribute":
-            bracket = masked.find("[", m.start())
-            body = _bracket_body(masked, bracket)
-            skip_until = bracket + len(body) + 2
-            names = _entry_names(body)
-            if kw is None:
-                attributes.extend(names)
-                attributes_start = m.start() if attributes_start is None else attributes_start
-                continue
-            starts.append((kw, m.start(), skip_until, tuple(names)))
-            continue
-        start = m.start() if attributes_start is None else attributes_start
-        starts.append((kw, start, m.end(), tuple(attributes)))
-        attributes, attributes_start = [], None
-    return starts
-
-
-def _commands(code: str) -> list[_Command]:
-    masked = lex(code).blanked(COMMENTS_AND_LITERALS)
-    uncommented = strip_comments(code)
-    starts = _command_starts(masked)
-    scopes: list[tuple[str, str, list[str]]] = [("file", "", [])]
-    found = []
-    for index, (kw, start, kw_end, attributes) in enumerate(starts):
-        stop = starts[index + 1][1] if index + 1 < len(starts) else len(masked)
-        text = _normal_text(uncommented[start:stop])
-        following = _FOLLOWING_NAME.match(masked, kw_end)
-        name = following.group("name") if following else None
-        if name in _COMMAND_KEYWORDS or name in _MODIFIERS:
-            name = None
-        if kw in ("namespace", "section"):
-            scopes.extend((kw, part, []) for part in (name.split(".") if name else [""]))
-            continue
-        if kw == "mutual":
-            scopes.append((kw, "", []))
-            continue
-        if kw == "end":
-            count = len(name.split(".")) if name else 1
-            del scopes[max(1, len(scopes) - count) :]
-            continue
-        if kw in _CONTEXT_KINDS:
-            scopes[-1][2].append(text)
-        full_name, signature = None, ""
-        if kw in _NAMED_KINDS and name:
-            if name.startswith("_root_."):
-                full_name = name[len("_root_.") :]
-            else:
-                full_name = ".".join([part for kind, part, _ in scopes if kind == "namespace"] + [name])
-            full_name = _normal_name(full_name)
-            name_end = following.end()
-            signature = _normal_text(uncommented[name_end : _signature_end(masked, name_end, stop)])
-        context = tuple(entry for _, _, entries in scopes for entry in entries)
-        found.append(_Command(kw, full_name, text, signature, attributes, context))
-    return found
+def _theorems(code: str) -> list[Command]:
+    return [c for c in read_commands(code) if c.kind in THEOREM_KINDS and c.name]
 
 
 def declared_names(code: str) -> list[str]:
     """Full names of the `theorem`s and `lemma`s in `code`, in order, with `namespace`s resolved
     (`_root_.` honoured, `«»` removed): the names the pool asks `#print axioms` about."""
-    return [c.full_name for c in _commands(code) if c.kind in _THEOREM_KINDS and c.full_name]
+    return [c.name for c in _theorems(code)]
+
+
+def _target(reference: str) -> Command | None:
+    return next(iter(_theorems(reference)), None)
 
 
 def same_statement(reference: str, candidate: str) -> bool:
@@ -438,12 +278,15 @@ def same_statement(reference: str, candidate: str) -> bool:
     target = _target(reference)
     if target is None:
         return False
-    matches = [c for c in _commands(candidate) if c.kind in _THEOREM_KINDS and c.full_name == target.full_name]
-    return bool(matches) and all(c.signature == target.signature for c in matches)
+    matches = [c for c in _theorems(candidate) if c.name == target.name]
+    return bool(matches) and all(layout_free(c.signature) == layout_free(target.signature) for c in matches)
 
 
-def _target(reference: str) -> _Command | None:
-    return next((c for c in _commands(reference) if c.kind in _THEOREM_KINDS and c.full_name), None)
+def _hypothesis_context(command: Command) -> list[str]:
+    """The `variable`/`include`/`omit` commands and `... in` prefixes that apply to `command`, layout-free."""
+    entries = [c.text for c in command.context(_HYPOTHESIS_CONTEXT)]
+    entries += [prefix for prefix in command.prefixes if prefix.split()[0] in _HYPOTHESIS_CONTEXT]
+    return [layout_free(entry) for entry in entries]
 
 
 def context_reasons(reference: str, candidate: str) -> list[str]:
@@ -455,31 +298,32 @@ def context_reasons(reference: str, candidate: str) -> list[str]:
     target = _target(reference)
     if target is None:
         return []
-    ref_commands = _commands(reference)
-    cand_commands = _commands(candidate)
+    ref_commands = read_commands(reference)
+    cand_commands = read_commands(candidate)
     position = next(
-        (i for i, c in enumerate(cand_commands) if c.kind in _THEOREM_KINDS and c.full_name == target.full_name),
-        None,
+        (i for i, c in enumerate(cand_commands) if c.kind in THEOREM_KINDS and c.name == target.name), None
     )
     if position is None:
         return []
-    ref_texts = {c.text for c in ref_commands}
-    ref_by_name = {c.full_name: c.text for c in ref_commands if c.full_name}
-    statement_words = {part for word in re.findall(_NAME, target.signature) for part in word.split(".")}
+    ref_texts = {layout_free(c.text) for c in ref_commands}
+    ref_by_name = {c.name: layout_free(c.text) for c in ref_commands if c.kind in DECLARATION_KINDS and c.name}
+    statement_words = {part for word in _IDENTIFIER.findall(target.signature) for part in word.split(".")}
+    target_context = _hypothesis_context(target)
     reasons = [
-        f"`{entry}` is in scope for `{target.full_name}` but not in the reference: it can add hypotheses"
-        for entry in cand_commands[position].context
-        if entry not in target.context
+        f"`{entry}` is in scope for `{target.name}` but not in the reference: it can add hypotheses"
+        for entry in _hypothesis_context(cand_commands[position])
+        if entry not in target_context
     ]
     for command in cand_commands[:position]:
-        name = command.full_name
-        if name in ref_by_name and command.text != ref_by_name[name]:
+        name = command.name if command.kind in DECLARATION_KINDS else ""
+        text = layout_free(command.text)
+        if name in ref_by_name and text != ref_by_name[name]:
             reasons.append(f"`{name}` is declared differently than in the reference")
         instance_like = command.kind == "instance" or _INSTANCE_ATTRIBUTES & set(command.attributes)
-        if instance_like and command.text not in ref_texts:
-            label = command.full_name or "an anonymous instance"
+        if instance_like and text not in ref_texts:
+            label = name or "an anonymous instance"
             reasons.append(f"new instance ({label}) before the target can change how the statement elaborates")
-        if name and name not in ref_by_name and _normal_name(name).split(".")[-1] in statement_words:
+        if name and name not in ref_by_name and name.split(".")[-1] in statement_words:
             reasons.append(f"new declaration `{name}` shares its name with an identifier of the statement")
     return reasons
 
@@ -487,7 +331,7 @@ def context_reasons(reference: str, candidate: str) -> list[str]:
 def target_name(reference: str) -> str | None:
     """The full name of the reference's first theorem/lemma: the name a proof must declare."""
     target = _target(reference)
-    return target.full_name if target else None
+    return target.name if target else None
 
 
 # ---------------------------------------------------------------------------------------------
