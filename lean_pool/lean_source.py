@@ -43,17 +43,23 @@ _COMMAND_KEYWORDS = (
 ).split()
 # Keywords that also open a term or a tactic (`open Real in`): commands only at the start of a line.
 _LINE_KEYWORDS = ("open", "set_option", "export")
+# Commands that print or test (`#s` alone is Mathlib's notation for a cardinality, not a command).
+_HASH_COMMANDS = (
+    "#check #check_failure #eval #print #reduce #exit #synth #guard_msgs #guard #help #lint #where #find "
+    "#simp #norm_num #conv #adaptation_note #align #noalign #time #count_heartbeats #min_imports #explode"
+).split()
 _MODIFIERS = ("private", "protected", "noncomputable", "partial", "nonrec", "unsafe", "scoped", "local")
 _NAMED_KINDS = DECLARATION_KINDS - {"example"}
+_INDUCTIVE_KINDS = frozenset({"inductive", "class inductive"})
 
 # Characters that continue an identifier: a keyword glued to one of these is part of a name.
 _ID_CHARS = r"\w'!?\u2080-\u209c\u1d62-\u1d6a"
 _TOKEN_BEFORE = rf"(?<![{_ID_CHARS}.«»])"
 _TOKEN_AFTER = rf"(?![{_ID_CHARS}])"
 _HEAD = re.compile(
-    r"/--|@\[|" + _TOKEN_BEFORE + r"(?:#[A-Za-z_][\w]*"
-    + "|(?:" + "|".join(sorted(_COMMAND_KEYWORDS + list(_LINE_KEYWORDS) + list(_MODIFIERS), key=len, reverse=True))
-    + ")" + _TOKEN_AFTER + ")"
+    r"/--|@\[|" + _TOKEN_BEFORE + "(?:"
+    + "|".join(sorted(_COMMAND_KEYWORDS + _HASH_COMMANDS + list(_LINE_KEYWORDS) + list(_MODIFIERS), key=len, reverse=True))
+    + ")" + _TOKEN_AFTER
 )
 _WORD = re.compile(r"#?[^\W\d][\w'!?]*")
 _NAME_PART = rf"(?:«[^»\n]*»|[^\W\d][{_ID_CHARS}]*)"
@@ -307,7 +313,7 @@ def _read_head(source: str, scan: str, at: int) -> _Head | None:
             if keyword == "scoped" and scan.startswith("[", i):
                 i = _skip_space(scan, _bracket_end(scan, i))
             continue
-        line_keyword = keyword in _LINE_KEYWORDS or keyword.startswith("#")
+        line_keyword = keyword in _LINE_KEYWORDS or keyword in _HASH_COMMANDS
         if line_keyword and i == at and not _first_on_line(scan, i):
             return None
         prefix = _IN_PREFIX.match(scan, i) if keyword in _IN_PREFIXES else None
@@ -365,10 +371,10 @@ def _code_end(scan: str, start: int, stop: int) -> int:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _body_start(scan: str, start: int, stop: int) -> int:
+def _body_start(scan: str, start: int, stop: int, constructors: bool) -> int:
     """Where a declaration's body begins: its top-level `:=` (one not taken by a `let`/`have` inside the
-    statement) or `where`; failing both, an equation `|` opening a line (a `|x|` opening a line of the
-    type is not one); `stop` if there is none."""
+    statement), `where`, or an equation `| pattern => ...` opening a line (a `|x|` opening a line of the
+    type is no equation: it has no `=>`); `stop` if there is none."""
     depth = 0
     pending = 0
     i = start
@@ -385,10 +391,19 @@ def _body_start(scan: str, start: int, stop: int) -> int:
             i += 1
         elif depth == 0 and _BINDS_NEXT_ASSIGN.match(scan, i):
             pending += 1
-        elif depth == 0 and _WHERE.match(scan, i):
+        elif depth == 0 and (_WHERE.match(scan, i) or _is_equation(scan, i, constructors)):
             return i
         i += 1
-    return next((i for i in range(start, stop) if scan[i] == "|" and _first_on_line(scan, i)), stop)
+    return stop
+
+
+def _is_equation(scan: str, i: int, constructors: bool) -> bool:
+    """True for a `|` opening a line of a pattern-matching definition (`| 0, _ => ...`), or of an
+    inductive type's constructors when `constructors`."""
+    if scan[i] != "|" or not _first_on_line(scan, i):
+        return False
+    line_end = scan.find("\n", i)
+    return constructors or "=>" in scan[i : len(scan) if line_end < 0 else line_end]
 
 
 def _balanced(text: str) -> bool:
@@ -397,15 +412,14 @@ def _balanced(text: str) -> bool:
 
 def _written_name(scan: str, names: str, at: int) -> tuple[str, int, int]:
     """The name written after `at` (past an optional `(priority := n)`), its offset and where it ends
-    (past universe parameters `.{u}`); ("", -1, at) when no name follows."""
+    (universe parameters `.{u}` are not part of it); ("", -1, at) when no name follows."""
     priority = _PRIORITY.match(scan, at)
     at = priority.end() if priority else at
     start = _skip_space(scan, at)
     m = _NAME.match(names, start)
     if m is None or m.group() in _NOT_NAMES:
         return "", -1, at
-    universes = _UNIVERSE_PARAMS.match(scan, m.end())
-    return m.group(), start, universes.end() if universes else m.end()
+    return m.group(), start, m.end()
 
 
 def _full_name(scopes: list[Scope], name: str) -> str:
@@ -438,7 +452,7 @@ def read_commands(text: str) -> list[Command]:
         signature, body_at, balanced = "", end, True
         if head.kind in DECLARATION_KINDS:
             sig_start = name_end if name_at >= 0 else head.keyword_end
-            body_at = _body_start(scan, sig_start, end)
+            body_at = _body_start(scan, sig_start, end, head.kind in _INDUCTIVE_KINDS)
             balanced = _balanced(scan[sig_start:body_at])
             signature = normalize_space(uncommented[sig_start:body_at])
         attributes = head.attributes

@@ -29,3 +29,8 @@ def transcripts_dir() -> Path:
 @pytest.fixture(scope="session")
 def mathliblemma_dir() -> Path:
     return _require(SHARED_DIR / "fixtures" / "mathliblemma-sample")
+
+
+@pytest.fixture(scope="session")
+def mathlib_sample_dir() -> Path:
+    return _require(SHARED_DIR / "fixtures" / "mathlib-sample")
