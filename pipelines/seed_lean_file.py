@@ -8,15 +8,12 @@ by all proofs are written once at the top.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_IMPORT = re.compile(r"^\s*import\s+\S+")
-_DECLARATION = re.compile(
-    r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec)\s+)*(?:theorem|lemma)\s+\S+"
-)
-_COMMENT = re.compile(r"^\s*--\s?(.*)$")
+from lean_pool.lean_source import THEOREM_KINDS, leading_imports, read_commands
+
+_LINE_COMMENT = "--"
 
 
 @dataclass(frozen=True)
@@ -39,40 +36,42 @@ def namespace_for(seed_id: str, root: str, dropped_prefix: str) -> str:
 def with_docstring(body: str, fallback: str) -> str:
     """The body with a docstring on its last `theorem`/`lemma` (the target; helpers come first): the `--`
     comment lines right above it become the docstring, else `fallback` does; an existing docstring stays."""
-    lines = body.split("\n")
-    targets = [index for index, line in enumerate(lines) if _DECLARATION.match(line)]
+    commands = read_commands(body)
+    targets = [index for index, command in enumerate(commands) if command.kind in THEOREM_KINDS]
     if not targets:
         return body
-    target = targets[-1]
-    if target > 0 and lines[target - 1].rstrip().endswith("-/"):
+    target = commands[targets[-1]]
+    if target.text.startswith("/-"):
         return body
-    start = target
-    while start > 0 and _COMMENT.match(lines[start - 1]):
-        start -= 1
-    comment = " ".join(_COMMENT.match(line).group(1).strip() for line in lines[start:target]).strip()
-    indent = lines[target][: len(lines[target]) - len(lines[target].lstrip())]
-    doc = f"{indent}/-- {comment or fallback} -/"
-    return "\n".join([*lines[:start], doc, *lines[target:]])
+    previous_end = commands[targets[-1] - 1].end if targets[-1] > 0 else 0
+    gap = body[previous_end : target.start].split("\n")
+    above = gap[:-1]
+    comments: list[str] = []
+    while above and above[-1].strip().startswith(_LINE_COMMENT):
+        comments.insert(0, above.pop().strip()[len(_LINE_COMMENT) :].strip())
+    indent = gap[-1]
+    doc = f"{indent}/-- {' '.join(comments).strip() or fallback} -/"
+    return body[:previous_end] + "\n".join([*above, doc, indent]) + body[target.start :]
+
+
+def _imports(line: str) -> list[str]:
+    return [f"import {module}" for module in leading_imports(line)[0]]
 
 
 def split_proof(proof: str, shared_lines: Sequence[str]) -> tuple[list[str], str]:
     """A checked proof file as (its imports, its body without them and without the shared environment lines)."""
     shared = {line.strip() for line in shared_lines}
-    imports, body = [], []
-    for line in proof.split("\n"):
-        if _IMPORT.match(line):
-            imports.append(line.strip())
-        elif line.strip() not in shared or not line.strip():
-            body.append(line)
-    return imports, "\n".join(body).strip("\n")
+    modules, body_start = leading_imports(proof)
+    body = [line for line in proof[body_start:].split("\n") if line.strip() not in shared or not line.strip()]
+    return [f"import {module}" for module in modules], "\n".join(body).strip("\n")
 
 
 def seed_file(seed_id: str, namespace: str, lemmas: Sequence[ProvedLemma], env_lines: Sequence[str],
               header: str) -> str:
     """The Lean file of one seed: a header comment, the imports, the shared environment lines, then one
     section per lemma inside the seed's namespace; identical proofs appear once."""
-    environment = [line for line in env_lines if not _IMPORT.match(line)]
-    imports: dict[str, None] = {line.strip(): None for line in env_lines if _IMPORT.match(line)}
+    environment = [line for line in env_lines if not _imports(line)]
+    imports: dict[str, None] = dict.fromkeys(line for env_line in env_lines for line in _imports(env_line))
     sections: list[str] = []
     seen: set[str] = set()
     for lemma in lemmas:
