@@ -1,9 +1,11 @@
 """Mining pipeline benchmark on the simulators: streaming vs stage-by-stage, and driver memory vs seed count.
 
-Run: `python benchmarks/pipeline_bench.py [seeds=24] [llm_s=1.0] [check_s=0.2] [memory_seeds=10]`.
+Run: `python benchmarks/pipeline_bench.py [seeds=24] [llm_s=1.0] [check_s=0.2] [memory_seeds=10]`
+(a quick smoke run: `seeds=3 llm_s=0.05 check_s=0.01 memory_seeds=1`).
 The LLM sim answers after a log-normal latency around `llm_s`, the Lean sim sleeps `check_s` per check,
 so the figures measure how the pipeline overlaps waiting, not the machine's cores. Both variants run
-the same stages, operators and seeds in this process; the staged one materializes after every stage.
+the production stages (`pipelines.mine`'s stage lists) on the same seeds in this process; the staged one
+materializes after every stage.
 Driver memory is the peak RSS of `python -m pipelines.mine` runs over `memory_seeds` and 10x as many
 seeds. The last line is machine-readable.
 """
@@ -14,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import ray
+from ray.data import Dataset
 
 from pipelines import mine
 from pipelines.job import MiningJob, load_config, package_dir
@@ -54,16 +58,42 @@ def overrides(run_dir: Path, seeds: Path, llm_s: float, check_s: float) -> list[
     ]
 
 
-def timed_run(args: list[str], staged: bool) -> float:
+def barriered(ds: Dataset, stages: list[mine.Stage]) -> Dataset:
+    """`ds` through the production stages with a barrier after each: every row is done before the next stage
+    starts. Prints how long each stage took."""
+    for stage in stages:
+        started = time.perf_counter()
+        ds = ds.map_batches(stage.operator, **stage.options).materialize()
+        print(f"  {stage.name}: {time.perf_counter() - started:.1f}s")
+    return ds
+
+
+def staged(job: MiningJob) -> None:
+    """`mine.discover` then `mine.verify`, their stages run one after another with barriers."""
+    units = job.pending_units()
+    mine.write(job, barriered(ray.data.from_items(units, override_num_blocks=len(units)), mine.discover_stages(job)),
+               "discoveries")
+    seeds = job.discovery_sources()
+    finished = job.finished_candidates()
+    mine.write(job, barriered(ray.data.from_items(seeds, override_num_blocks=len(seeds)),
+                              mine.verify_stages(job, finished)),
+               "candidates", min_rows_per_file=int(job.cfg.output.rows_per_file))
+
+
+def streaming(job: MiningJob) -> None:
+    """The production run: `mine.discover` then `mine.verify`."""
+    mine.discover(job)
+    mine.verify(job)
+
+
+def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
     """Wall time of discover + verify + report in this process (Ray already up), one variant."""
-    barrier = (lambda ds: ds.materialize()) if staged else (lambda ds: ds)
     with MiningJob(load_config(args)) as job:
         started = time.perf_counter()
-        mine.discover(job, barrier)
-        mine.verify(job, barrier)
+        variant(job)
         lines = mine.report(job)
         elapsed = time.perf_counter() - started
-    print(f"{'staged' if staged else 'streaming'}: {elapsed:.1f}s")
+    print(f"{variant.__name__}: {elapsed:.1f}s")
     print("\n".join(line for line in lines if line.startswith(("candidates", "  "))))
     return elapsed
 
@@ -86,7 +116,13 @@ def peak_driver_rss(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
     options = {"seeds": "24", "llm_s": "1.0", "check_s": "0.2", "memory_seeds": "10"}
+    unknown = [arg for arg in argv if arg.partition("=")[0] not in options or "=" not in arg]
+    if unknown:
+        raise SystemExit(f"unknown arguments {unknown}; expected name=value with a name in {sorted(options)}")
     options.update(arg.split("=", 1) for arg in argv)
     seeds, llm_s, check_s = int(options["seeds"]), float(options["llm_s"]), float(options["check_s"])
     small = int(options["memory_seeds"])
@@ -95,8 +131,8 @@ def main(argv: list[str]) -> None:
         make_seeds(work / "seeds", seeds)
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
         try:
-            streaming = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), staged=False)
-            staged = timed_run(overrides(work / "staged", work / "seeds", llm_s, check_s), staged=True)
+            streaming_s = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), streaming)
+            staged_s = timed_run(overrides(work / "staged", work / "seeds", llm_s, check_s), staged)
         finally:
             ray.shutdown()
         fast = (0.01, 0.005)
@@ -106,7 +142,7 @@ def main(argv: list[str]) -> None:
         large_rss = peak_driver_rss(overrides(work / "run-large", work / "large", *fast))
     print(f"driver peak RSS: {small} seeds {small_rss / 2**20:.0f} MiB, {small * MEMORY_GROWTH} seeds "
           f"{large_rss / 2**20:.0f} MiB")
-    print(f"streaming_vs_staged={streaming / staged:.2f} memory_growth_10x={large_rss / small_rss:.2f}")
+    print(f"streaming_vs_staged={streaming_s / staged_s:.2f} memory_growth_10x={large_rss / small_rss:.2f}")
 
 
 if __name__ == "__main__":

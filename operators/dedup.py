@@ -21,6 +21,7 @@ from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB,
 from operators.retrieval.declaration_index import DeclarationIndex, Hit
 from operators.retrieval.declarations import canonical_statement, first_theorem
 from operators.retrieval.embeddings import encode_statements, load_encoder
+from operators.retrieval_settings import IndexSettings
 
 
 @dataclass(frozen=True)
@@ -86,17 +87,26 @@ def mark_duplicates(rows: Sequence[dict[str, Any]], matches: Sequence[Match | No
                        dedup_score=match.score)
 
 
+@dataclass(frozen=True)
+class DedupSettings:
+    """The dedup step's config (`dedup:`): the cosine at or above which two statements are the same, the
+    Mathlib declarations compared with each candidate, and the index they come from."""
+
+    threshold: float
+    k: int
+    index: IndexSettings
+
+
 class DedupOperator:
     """Ray Data `map_batches` actor over candidate rows, each batch holding every candidate of its seeds:
     open (`discovered`) candidates that restate a Mathlib declaration of the index or an earlier sibling
     become `duplicate`; other rows pass untouched. Without an index, siblings alone are compared."""
 
-    def __init__(self, *, mine: Mapping[str, Any]) -> None:
-        settings, index = mine["dedup"], mine["index"]
-        self.threshold = float(settings["threshold"])
-        self.k = int(settings["k"])
-        self.index = DeclarationIndex(Path(index["dir"]), mine["embedding"], index["revision"]) if index["dir"] else None
-        self.encoder = self.index.encoder if self.index else load_encoder(mine["embedding"])
+    def __init__(self, *, dedup: DedupSettings) -> None:
+        self.dedup = dedup
+        index = dedup.index
+        self.index = DeclarationIndex(Path(index.dir), index.embedding, index.revision) if index.dir else None
+        self.encoder = self.index.encoder if self.index else load_encoder(index.embedding)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -107,6 +117,6 @@ class DedupOperator:
                 comparable.append((row, {**row, "canonical": canonical}))
         keys = [key for _, key in comparable]
         vectors = encode_statements(self.encoder, [key["canonical"] for key in keys])
-        hits = self.index.search_vectors(vectors, self.k) if self.index and keys else [[] for _ in keys]
-        mark_duplicates([row for row, _ in comparable], dedup_rows(keys, vectors, hits, self.threshold))
+        hits = self.index.search_vectors(vectors, self.dedup.k) if self.index and keys else [[] for _ in keys]
+        mark_duplicates([row for row, _ in comparable], dedup_rows(keys, vectors, hits, self.dedup.threshold))
         return candidates_table(rows)

@@ -7,6 +7,8 @@ down). Discoveries are written as their own table so a resumed run never asks fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -14,9 +16,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from operators.llm import prompts
+from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.rows import seeds
 from operators.rows.candidates import ERROR_INFRA, LLM_CALL, PROVENANCE, TIMESTAMP, llm_call_entry, settle_operator_error
-from operators.llm.client import LLMOperator
 from operators.split import split_answer
 
 STAGE = "discover"
@@ -49,16 +51,47 @@ DISCOVERY_SCHEMA = pa.schema(
 )
 
 
+@dataclass(frozen=True)
+class DiscoverSettings:
+    """The discover step's config (`discover:` and the seed limits of `seeds:`): the answer's marker, the lemma
+    count the prompt asks for, the largest seed that fits the model (estimated tokens, characters per token),
+    and the prompt templates."""
+
+    marker: str
+    min_lemmas: int
+    seed_max_tokens: int
+    chars_per_token: float
+    prompts: Mapping[str, str]
+
+
+def answered(result: LLMResult, marker: str) -> dict[str, Any]:
+    """The discovery's columns given the discover model's answer: its candidate snippets, or why there are
+    none (the endpoint failed, the seed did not fit the model, no answer, no marker, no lemma)."""
+    out = {"llm_calls": [llm_call_entry(STAGE, 1, result)], "prompt_tokens": result.prompt_tokens,
+           "completion_tokens": result.completion_tokens, "response": result.text,
+           "finish_reason": result.finish_reason}
+    if result.infra:
+        return {**out, "error": f"{result.error_kind}: {result.error}", "status": ERROR_INFRA,
+                "reason": "discover: infrastructure failure"}
+    if result.error_kind == "context_too_long":
+        return {**out, "seed_status": seeds.TOO_LONG, "status": seeds.TOO_LONG,
+                "reason": f"the endpoint refused the prompt: {result.error}"}
+    if not result.ok:
+        return {**out, "status": NO_ANSWER, "reason": f"{result.error_kind}: {result.error}"}
+    split = split_answer(result.text, marker)
+    return {**out, "code": split.code, "snippets": list(split.snippets), "status": split.status,
+            "reason": split.reason}
+
+
 class DiscoverOperator(LLMOperator):
     """Reads each unit's seed file, asks the discover model once, and splits its answer."""
 
     stage = STAGE
 
-    def __init__(self, settings: Any, *, mine: dict[str, Any], provenance: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, settings: LLMSettings, *, discover: DiscoverSettings, provenance: dict[str, Any],
+                 **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.seeds_cfg = mine["seeds"]
-        self.discover_cfg = mine["discover"]
-        self.templates = mine["prompts"]
+        self.discover = discover
         self.provenance = provenance
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -66,30 +99,15 @@ class DiscoverOperator(LLMOperator):
         out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample")})
         out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
         filesystem, path = pafs.FileSystem.from_uri(row["seed_file"])
-        seed = seeds.read_seed(
-            filesystem, path, int(self.seeds_cfg["max_tokens"]), float(self.seeds_cfg["chars_per_token"])
-        )
+        seed = seeds.read_seed(filesystem, path, self.discover.seed_max_tokens, self.discover.chars_per_token)
         out.update(seed_status=seed.status, seed_chars=seed.chars)
         if seed.text is None:
             return _finished(out, seed.status, seed.reason)
-        messages = prompts.discover_messages(
-            self.templates, seed.text, self.discover_cfg["marker"], int(self.discover_cfg["min_lemmas"])
-        )
+        messages = prompts.discover_messages(self.discover.prompts, seed.text, self.discover.marker,
+                                             self.discover.min_lemmas)
         result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
-        out["llm_calls"] = [llm_call_entry(STAGE, 1, result)]
-        out.update(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
-        out.update(response=result.text, finish_reason=result.finish_reason)
-        if result.infra:
-            out["error"] = f"{result.error_kind}: {result.error}"
-            return _finished(out, ERROR_INFRA, "discover: infrastructure failure")
-        if result.error_kind == "context_too_long":
-            out["seed_status"] = seeds.TOO_LONG
-            return _finished(out, seeds.TOO_LONG, f"the endpoint refused the prompt: {result.error}")
-        if not result.ok:
-            return _finished(out, NO_ANSWER, f"{result.error_kind}: {result.error}")
-        split = split_answer(result.text, self.discover_cfg["marker"])
-        out.update(code=split.code, snippets=list(split.snippets))
-        return _finished(out, split.status, split.reason)
+        out.update(answered(result, self.discover.marker), finished_at=datetime.now(timezone.utc))
+        return out
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)

@@ -6,12 +6,15 @@ than one sample the verdict is a strict majority of `correct` answers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from operators.llm import prompts
+from operators.llm.answers import judge_accepts
+from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.rows.candidates import (
     DISCOVERED,
     REJECTED_BY_JUDGE,
@@ -21,12 +24,18 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
-from operators.lean_text import judge_accepts
-from operators.llm.client import LLMOperator
 
 STAGE = "judge"
 # Between the answers of a multi-sample judge in `judge_response`.
 ANSWER_SEPARATOR = "\n\n---\n\n"
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge step's config (`judge:`): answers asked per candidate, and the prompt templates."""
+
+    samples: int
+    prompts: Mapping[str, str]
 
 
 def majority(votes: Sequence[bool]) -> bool:
@@ -34,32 +43,43 @@ def majority(votes: Sequence[bool]) -> bool:
     return sum(votes) * 2 > len(votes)
 
 
+def judged(row: Mapping[str, Any], answers: Sequence[LLMResult]) -> dict[str, Any]:
+    """The candidate given the judge's answers: an infrastructure failure if a call failed for the endpoint's
+    reasons (the answers after it were never asked), else its votes, the answers, and the majority verdict; a
+    failed call's vote is no."""
+    failed = next((answer for answer in answers if answer.infra), None)
+    if failed is not None:
+        return fail_infra(dict(row), STAGE, f"{failed.error_kind}: {failed.error}")
+    votes = [answer.ok and judge_accepts(answer.text) for answer in answers]
+    texts = [answer.text if answer.ok else f"(no answer: {answer.error_kind}: {answer.error})" for answer in answers]
+    done = {**row, "judge_votes": votes, "judge_response": ANSWER_SEPARATOR.join(texts),
+            "judge_verdict": majority(votes)}
+    if not done["judge_verdict"]:
+        done.update(status=REJECTED_BY_JUDGE, reason=f"the judge did not answer `correct` ({sum(votes)}/{len(votes)})")
+    return done
+
+
 class JudgeOperator(LLMOperator):
     """Asks the judge model `judge.samples` times per discovered candidate and keeps the verdict and answers."""
 
     stage = STAGE
 
-    def __init__(self, settings: Any, *, mine: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, settings: LLMSettings, *, judge: JudgeSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.samples = int(mine["judge"]["samples"])
-        self.templates = mine["prompts"]
+        self.judge = judge
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, DISCOVERED):
             return row
-        messages = prompts.judge_messages(self.templates, row["statement_raw"])
-        votes, answers = [], []
-        for attempt in range(1, self.samples + 1):
-            result = await self.complete(self.settings.request("judge", STAGE, messages, row["candidate_id"], attempt))
-            record_llm_call(row, STAGE, attempt, result)
-            if result.infra:
-                return fail_infra(row, STAGE, f"{result.error_kind}: {result.error}")
-            answers.append(result.text if result.ok else f"(no answer: {result.error_kind}: {result.error})")
-            votes.append(result.ok and judge_accepts(result.text))
-        row.update(judge_votes=votes, judge_response=ANSWER_SEPARATOR.join(answers), judge_verdict=majority(votes))
-        if not row["judge_verdict"]:
-            row.update(status=REJECTED_BY_JUDGE, reason=f"the judge did not answer `correct` ({sum(votes)}/{len(votes)})")
-        return row
+        messages = prompts.judge_messages(self.judge.prompts, row["statement_raw"])
+        answers: list[LLMResult] = []
+        for attempt in range(1, self.judge.samples + 1):
+            answer = await self.complete(self.settings.request("judge", STAGE, messages, row["candidate_id"], attempt))
+            record_llm_call(row, STAGE, attempt, answer)
+            answers.append(answer)
+            if answer.infra:
+                break
+        return judged(row, answers)
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)

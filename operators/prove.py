@@ -3,19 +3,27 @@
 The checked file is the prover's environment lines, then the model's code (helper lemmas allowed
 before the target). The Lean pool refuses a proof whose target statement differs from the compiled
 one, so a model cannot prove something easier. `success_at` is the number of repairs a prover needed;
-the union over provers is what the candidate's status reports.
+the union over provers is what the candidate's status reports. Each prover's loop is decided by
+`operators.repair`; `proof_entry` and `proved` turn its end into the candidate's columns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.session_check import CheckResult
 from operators.llm import prompts
+from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.repair import INFRA, PASSED, Ask, RepairLoop, Stop, run_loop
+from operators.retrieval.grounding import grounded, open_grounder
+from operators.retrieval_settings import GroundingSettings
 from operators.rows.candidates import (
     COMPILED,
     PROVED,
@@ -27,13 +35,23 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
-from operators.formalize import attempt_entry
-from operators.retrieval.grounding import grounded, open_grounder
-from operators.lean_text import extract_code
-from operators.llm.client import LLMOperator
 
 STAGE = "prove"
 _IMPORT_LINE = re.compile(r"^import\s+(\S+)[^\n]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ProveSettings:
+    """The prove step's config (`prove:`): K repairs per prover, the answer's code marker, the environment lines
+    the checked file starts with, whether trivial statements are proved too, the prompt templates, and
+    grounding (None: closed-book). The provers themselves are the LLM config's `provers`."""
+
+    max_repairs: int
+    marker: str
+    env_lines: tuple[str, ...]
+    include_trivial: bool
+    prompts: Mapping[str, str]
+    grounding: GroundingSettings | None
 
 
 class InfraFailure(Exception):
@@ -57,21 +75,38 @@ def best_proof(proofs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return min(proved, key=lambda proof: proof["success_at"]) if proved else None
 
 
+def proof_entry(role: str, stop: Stop, loop: RepairLoop, configured_model: str) -> dict[str, Any]:
+    """One prover's entry of the `proofs` column once its loop stopped (not for an infrastructure failure): the
+    proof and the repairs it took, with the model that wrote it, or the last failure."""
+    entry = {"role": role, "model": configured_model, "proved": False, "proof": None, "success_at": None,
+             "reason": stop.detail, "attempts": loop.attempts}
+    if stop.outcome == PASSED:
+        entry.update(model=loop.model, proved=True, proof=stop.code, success_at=loop.repairs, reason=None)
+    return entry
+
+
+def proved(row: Mapping[str, Any], proofs: Sequence[dict[str, Any]], max_repairs: int) -> dict[str, Any]:
+    """The candidate with every prover's result: proved by the best proof, or why it stays as it was."""
+    best = best_proof(proofs)
+    done = {**row, "proofs": list(proofs), "proved_by": [proof["role"] for proof in proofs if proof["proved"]]}
+    if best is not None:
+        return {**done, "status": PROVED, "proof": best["proof"], "success_at": best["success_at"], "reason": None}
+    if row["status"] == COMPILED:
+        return {**done, "reason": f"no prover succeeded within {max_repairs} repairs"}
+    return done
+
+
 class ProveOperator(LLMOperator):
     """Runs every configured prover on each compiled statement, concurrently, and reports their union."""
 
     stage = STAGE
 
-    def __init__(self, settings: Any, *, mine: dict[str, Any], pool: Any, **kwargs: Any) -> None:
+    def __init__(self, settings: LLMSettings, *, prove: ProveSettings, pool: Any, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
+        self.prove = prove
         self.pool = pool
-        self.grounder = open_grounder(mine)
-        cfg = mine["prove"]
-        self.max_repairs = int(cfg["max_repairs"])
-        self.marker = cfg["marker"]
-        self.env_lines = list(cfg["env_lines"])
-        self.accepted = (COMPILED, TRIVIAL) if cfg["include_trivial"] else (COMPILED,)
-        self.templates = mine["prompts"]
+        self.grounder = open_grounder(prove.grounding)
+        self.accepted = (COMPILED, TRIVIAL) if prove.include_trivial else (COMPILED,)
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, *self.accepted):
@@ -80,50 +115,31 @@ class ProveOperator(LLMOperator):
             proofs = await asyncio.gather(*(self._prove(role, row) for role in self.settings.provers))
         except InfraFailure as failure:
             return fail_infra(row, STAGE, str(failure))
-        best = best_proof(proofs)
-        row.update(proofs=list(proofs), proved_by=[proof["role"] for proof in proofs if proof["proved"]])
-        if best is not None:
-            row.update(status=PROVED, proof=best["proof"], success_at=best["success_at"], reason=None)
-        elif row["status"] == COMPILED:
-            row["reason"] = f"no prover succeeded within {self.max_repairs} repairs"
-        return row
+        return proved(row, proofs, self.prove.max_repairs)
 
     async def _prove(self, role: str, row: dict[str, Any]) -> dict[str, Any]:
         statement = row["statement"]
-        attempts: list[dict[str, Any]] = []
-        reason = "no attempt"
-        for attempt in range(1, self.max_repairs + 2):
-            history = [entry for entry in attempts if entry["code"] is not None]
-            messages = prompts.prove_messages(self.templates, statement, self.env_lines, self.marker, history)
-            last_diagnostics = history[-1]["diagnostics"] if history else []
-            messages = await grounded(self.grounder, messages, statement, last_diagnostics)
-            answer = await self.complete(self.settings.request(role, STAGE, messages, row["candidate_id"], attempt))
-            record_llm_call(row, STAGE, attempt, answer)
-            if answer.infra:
-                raise InfraFailure(f"prover {role}: {answer.error_kind}: {answer.error}")
-            extracted = extract_code(answer.text, self.marker) if answer.ok else None
-            response = answer.text if answer.ok else f"(no answer: {answer.error_kind}: {answer.error})"
-            if extracted is None:
-                attempts.append(attempt_entry(None, None, response))
-                reason = f"attempt {attempt}: no `{self.marker}` code in the answer"
-                continue
-            code = with_environment(self.env_lines, extracted)
+        loop = RepairLoop(self.prove.max_repairs, self.prove.marker, partial(with_environment, self.prove.env_lines))
+
+        async def check(code: str) -> CheckResult:
             result = await self.pool.check(code, mode="proof", statement=statement)
             record_lean_check(row, result)
-            if result.infra_failure:
-                raise InfraFailure(f"prover {role}: Lean {result.status}: {'; '.join(result.reasons)}")
-            attempts.append(attempt_entry(code, result, response))
-            if result.ok:
-                return _proof(role, answer.model, attempts, proof=code, success_at=attempt - 1)
-            reason = f"attempt {attempt}: {result.status}: {'; '.join(result.reasons)}"
-        return _proof(role, self.settings.roles[role].model, attempts, reason=reason)
+            return result
+
+        async def ask(step: Ask) -> LLMResult:
+            messages = prompts.prove_messages(self.prove.prompts, statement, self.prove.env_lines, self.prove.marker,
+                                              step.history)
+            last_diagnostics = step.history[-1]["diagnostics"] if step.history else []
+            messages = await grounded(self.grounder, messages, statement, last_diagnostics)
+            answer = await self.complete(self.settings.request(role, STAGE, messages, row["candidate_id"], step.call))
+            record_llm_call(row, STAGE, step.call, answer)
+            return answer
+
+        stop = await run_loop(loop, loop.ask(), check, ask)
+        if stop.outcome == INFRA:
+            raise InfraFailure(f"prover {role}: {stop.detail}")
+        return proof_entry(role, stop, loop, self.settings.roles[role].model)
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)
         return candidates_table(settle_operator_error(row, STAGE) for row in table.to_pylist())
-
-
-def _proof(role: str, model: str | None, attempts: list[dict[str, Any]], *, proof: str | None = None,
-           success_at: int | None = None, reason: str | None = None) -> dict[str, Any]:
-    return {"role": role, "model": model, "proved": proof is not None, "proof": proof, "success_at": success_at,
-            "reason": reason, "attempts": attempts}

@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.session_check import CheckResult
 from operators.rows.candidates import (
     COMPILED,
     TRIVIAL,
@@ -28,29 +31,41 @@ _SORRY = re.compile(r"\bsorry\b")
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TrivialSettings:
+    """The trivial step's config (`trivial:`): the tactic put in place of `sorry`."""
+
+    tactic: str
+
+
 def with_tactic(statement: str, tactic: str) -> str:
     """The statement with each `sorry` replaced by `tactic` (the statement's proofs are only `sorry`s)."""
     return _SORRY.sub(tactic, statement)
 
 
+def flagged(row: Mapping[str, Any], result: CheckResult, tactic: str) -> dict[str, Any]:
+    """The candidate after Lean checked it with the tactic: trivial when it passed, an infrastructure failure
+    when Lean gave no verdict, else not trivial."""
+    if result.infra_failure:
+        return fail_infra(dict(row), STAGE, f"Lean {result.status}: {'; '.join(result.reasons)}")
+    if result.ok:
+        return {**row, "trivial": True, "status": TRIVIAL, "reason": f"`{tactic}` proves it"}
+    return {**row, "trivial": False}
+
+
 class TrivialOperator:
     """Async callable for `map_batches`: checks every compiled statement of a batch with the tactic, concurrently."""
 
-    def __init__(self, *, mine: dict[str, Any], pool: Any) -> None:
+    def __init__(self, *, trivial: TrivialSettings, pool: Any) -> None:
+        self.trivial = trivial
         self.pool = pool
-        self.tactic = mine["trivial"]["tactic"]
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, COMPILED):
             return row
-        result = await self.pool.check(with_tactic(row["statement"], self.tactic), mode="proof")
+        result = await self.pool.check(with_tactic(row["statement"], self.trivial.tactic), mode="proof")
         record_lean_check(row, result)
-        if result.infra_failure:
-            return fail_infra(row, STAGE, f"Lean {result.status}: {'; '.join(result.reasons)}")
-        row["trivial"] = result.ok
-        if result.ok:
-            row.update(status=TRIVIAL, reason=f"`{self.tactic}` proves it")
-        return row
+        return flagged(row, result, self.trivial.tactic)
 
     async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -32,14 +32,10 @@ from operators.rows.benchmark_items import (
     table_item,
 )
 from operators.rows.candidates import candidates_table, funnel
-from operators.formalize import FormalizeOperator
 from operators.llm.client import LLMConfigError
-from operators.prove import ProveOperator
-from operators.trivial import TrivialOperator
-from pipelines import report, stats
+from pipelines import mine, report, stats
 from pipelines.cli import compose_config
 from pipelines.job import MiningJob, SetupError
-from pipelines.progress import report_batch
 from pipelines.run_data import load_run
 from pipelines.run_dir import PARQUET_SUFFIX
 
@@ -124,12 +120,8 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    ds = ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool))
-    ds = ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool))
-    ds = ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool))
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
-    ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
-                     min_rows_per_file=int(job.cfg.output.rows_per_file))
+    mine.write(job, mine.streamed(ds, mine.statement_stages(job)), "candidates",
+               min_rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def summary(job: EvaluationJob) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
@@ -21,19 +22,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from lean_pool.launch import build_launch, provenance as lean_provenance
 from lean_pool.pool import LeanPool
-from operators.rows.candidates import ERROR_INFRA, unit_id
-from operators.retrieval.declaration_index import read_manifest, stale_reasons
-from operators.discover import RETRIED_STATUSES
+from operators.dedup import DedupSettings
+from operators.discover import RETRIED_STATUSES, DiscoverSettings
+from operators.formalize import FormalizeSettings
+from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.client import LLMClients, start_usage_ledger, usage_report
+from operators.prove import ProveSettings
+from operators.retrieval.declaration_index import read_manifest, stale_reasons
+from operators.retrieval_settings import GroundingSettings, IndexSettings
+from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
+from operators.trivial import TrivialSettings
 from pipelines.progress import StatusBoard, Ticker
 from pipelines.run_dir import RunDir
 
 PROJECT = "folklore"
-# The parts of the config the operators need, passed to them as plain data.
-OPERATOR_SECTIONS = ("seeds", "discover", "dedup", "judge", "formalize", "trivial", "prove", "prompts", "grounding",
-                     "embedding", "index")
 
 
 class SetupError(RuntimeError):
@@ -78,9 +82,10 @@ def index_revision(lean_cfg: Mapping[str, Any]) -> str | None:
     return None if lean["simulated"] else lean["mathlib_rev"]
 
 
-def retrieval_settings(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
-    """What dedup and grounding need of the declaration index, checked before the run starts; a missing,
-    stale or foreign index is a `SetupError` that says how to build the right one."""
+def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
+    """The revision and model of the declaration index dedup and grounding read, checked before the run starts
+    (empty when neither reads one); a missing, stale or foreign index is a `SetupError` that says how to build the
+    right one."""
     users = [name for name in ("dedup", "grounding") if cfg[name].enabled]
     index_dir = cfg.index.dir
     if "grounding" in users and index_dir is None:
@@ -95,20 +100,56 @@ def retrieval_settings(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
     return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}
 
 
+@dataclass(frozen=True)
+class StepSettings:
+    """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
+    `dedup` and `grounding` (inside formalize and prove) are None when they are off."""
+
+    discover: DiscoverSettings
+    dedup: DedupSettings | None
+    judge: JudgeSettings
+    formalize: FormalizeSettings
+    trivial: TrivialSettings
+    prove: ProveSettings
+
+
+def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
+    """The steps' settings from their config sections (`discover:`, `dedup:`, ... `prompts:`, `grounding:`)."""
+    prompts = OmegaConf.to_container(cfg.prompts, resolve=True)
+    grounding = GroundingSettings(
+        k=int(cfg.grounding.k), k_missing=int(cfg.grounding.k_missing), max_missing=int(cfg.grounding.max_missing),
+        header=str(cfg.grounding.header), missing_header=str(cfg.grounding.missing_header), index=index,
+    ) if cfg.grounding.enabled else None
+    return StepSettings(
+        discover=DiscoverSettings(marker=str(cfg.discover.marker), min_lemmas=int(cfg.discover.min_lemmas),
+                                  seed_max_tokens=int(cfg.seeds.max_tokens),
+                                  chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
+        dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
+        if cfg.dedup.enabled else None,
+        judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
+        formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
+                                    prompts=prompts, grounding=grounding),
+        trivial=TrivialSettings(tactic=str(cfg.trivial.tactic)),
+        prove=ProveSettings(max_repairs=int(cfg.prove.max_repairs), marker=str(cfg.prove.marker),
+                            env_lines=tuple(str(line) for line in cfg.prove.env_lines),
+                            include_trivial=bool(cfg.prove.include_trivial), prompts=prompts, grounding=grounding),
+    )
+
+
 class MiningJob:
     """A run's resources, started in `__enter__` and released in `__exit__`."""
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
-        self.mine = {section: OmegaConf.to_container(cfg[section], resolve=True) for section in OPERATOR_SECTIONS}
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
         build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
         revision = index_revision(self.lean_cfg)
-        self.retrieval = retrieval_settings(cfg, revision)
-        # What the operators need of the index: an absolute path (actors may start in another working
-        # directory) and the revision it must have been built from.
-        self.mine["index"] = {"dir": None if cfg.index.dir is None else _absolute(str(cfg.index.dir)),
-                              "revision": revision}
+        self.index_provenance = checked_index(cfg, revision)
+        # The index as the operators read it: an absolute path (actors may start in another working directory)
+        # and the revision it must have been built from.
+        index = IndexSettings(dir=None if cfg.index.dir is None else _absolute(str(cfg.index.dir)), revision=revision,
+                              embedding=OmegaConf.to_container(cfg.embedding, resolve=True))
+        self.steps = step_settings(cfg, index)
         self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
@@ -161,26 +202,26 @@ class MiningJob:
             "lean_simulated": lean["simulated"],
             "toolchain": lean["toolchain"],
             "mathlib_rev": lean["mathlib_rev"],
-            "dedup": self._stage_provenance("dedup", ("threshold", "k")),
-            "grounding": self._stage_provenance("grounding", ("k", "k_missing", "max_missing")),
+            "dedup": self._retrieval_provenance(self.steps.dedup, ("threshold", "k")),
+            "grounding": self._retrieval_provenance(self.steps.formalize.grounding, ("k", "k_missing", "max_missing")),
         }
 
-    def _stage_provenance(self, stage: str, keys: Sequence[str]) -> str | None:
-        """JSON of a retrieval stage's settings and the index it read, or None when the stage is off."""
-        settings = self.mine[stage]
-        if not settings["enabled"]:
+    def _retrieval_provenance(self, settings: DedupSettings | GroundingSettings | None, keys: Sequence[str]
+                              ) -> str | None:
+        """JSON of a retrieval step's settings and the index it read, or None when the step is off."""
+        if settings is None:
             return None
-        return json.dumps({**{key: settings[key] for key in keys}, **self.retrieval}, sort_keys=True)
+        return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
 
     def pending_units(self) -> list[dict[str, Any]]:
         """Discover calls still to make: every (seed, sample) without a written, finished discovery."""
         self.run.prepare("discoveries", RETRIED_STATUSES)
         done = self.run.ids("discoveries", "unit_id")
-        seeds_cfg = self.mine["seeds"]
+        domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
         units = []
         for relative in self.seed_files:
             name = seed_id(relative)
-            for sample in range(int(self.mine["discover"]["samples_per_seed"])):
+            for sample in range(int(self.cfg.discover.samples_per_seed)):
                 if unit_id(name, sample) in done:
                     continue
                 units.append({
@@ -188,7 +229,7 @@ class MiningJob:
                     "seed_id": name,
                     "seed_path": relative,
                     "seed_file": self._seed_uri(relative),
-                    "domain": domain_of(name, seeds_cfg["domains"], seeds_cfg["default_domain"]),
+                    "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
                     "sample": sample,
                 })
         return units
@@ -221,10 +262,10 @@ class MiningJob:
             "compute": ray.data.ActorPoolStrategy(
                 size=int(shape.actors), max_concurrent_calls_per_actor=int(shape.max_concurrent_calls_per_actor)
             ),
-            "fn_constructor_kwargs": {"mine": self.mine, **constructor_kwargs},
+            "fn_constructor_kwargs": constructor_kwargs,
         }
 
-    def dedup_options(self) -> dict[str, Any]:
+    def dedup_options(self, **constructor_kwargs: Any) -> dict[str, Any]:
         """`map_batches` keyword arguments of the dedup stage. Its batches are whole blocks, and each block the
         split step makes holds whole seeds, so a candidate is compared with every sibling, whatever the batch."""
         shape = self.cfg.stages.dedup
@@ -233,7 +274,7 @@ class MiningJob:
             "batch_format": "pyarrow",
             "num_cpus": float(shape.num_cpus),
             "compute": ray.data.ActorPoolStrategy(size=int(shape.actors)),
-            "fn_constructor_kwargs": {"mine": self.mine},
+            "fn_constructor_kwargs": constructor_kwargs,
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import ray
 from omegaconf.errors import MissingMandatoryValue
 from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
-from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.dedup import DedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
+from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import drop_finished, explode_seeds
 from operators.trivial import TrivialOperator
 from pipelines.job import MiningJob, SetupError, load_config
@@ -30,44 +32,74 @@ from pipelines.progress import report_batch
 from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
 
 
-def _streaming(ds: Dataset) -> Dataset:
-    """No barrier between stages: rows flow on as soon as a stage is done with them."""
+@dataclass(frozen=True)
+class Stage:
+    """One step of a plan: its name, what `map_batches` runs (an operator class or a function) and how."""
+
+    name: str
+    operator: Callable[..., Any]
+    options: dict[str, Any]
+
+
+def discover_stages(job: MiningJob) -> list[Stage]:
+    """The discover plan: one call of the discover model per (seed, sample)."""
+    return [Stage("discover", DiscoverOperator,
+                  job.llm_options("discover", discover=job.steps.discover, provenance=job.provenance))]
+
+
+def statement_stages(job: MiningJob) -> list[Stage]:
+    """From a statement to a proof: formalize, trivial, prove (what `evaluate` runs on a benchmark, too)."""
+    steps = job.steps
+    return [
+        Stage("formalize", FormalizeOperator, job.llm_options("formalize", formalize=steps.formalize, pool=job.pool)),
+        Stage("trivial", TrivialOperator, job.operator_options("trivial", trivial=steps.trivial, pool=job.pool)),
+        Stage("prove", ProveOperator, job.llm_options("prove", prove=steps.prove, pool=job.pool)),
+    ]
+
+
+def verify_stages(job: MiningJob, finished: ray.ObjectRef) -> list[Stage]:
+    """The verify plan, in order: split, [dedup,] leave out the candidates in `finished`, judge, then the statement
+    stages. Finished candidates are left out after dedup, which compares a candidate with all of its siblings."""
+    steps = job.steps
+    dedup = [] if steps.dedup is None else [Stage("dedup", DedupOperator, job.dedup_options(dedup=steps.dedup))]
+    return [
+        Stage("split", explode_seeds, {"batch_format": "pyarrow", "batch_size": 1}),
+        *dedup,
+        Stage("drop_finished", drop_finished, {"batch_format": "pyarrow", "fn_kwargs": {"finished": [finished]}}),
+        Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
+        *statement_stages(job),
+    ]
+
+
+def streamed(ds: Dataset, stages: Sequence[Stage]) -> Dataset:
+    """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them."""
+    for stage in stages:
+        ds = ds.map_batches(stage.operator, **stage.options)
     return ds
 
 
-def discover(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -> None:
+def write(job: MiningJob, ds: Dataset, table: str, **parquet_options: Any) -> None:
+    """Count the rows on the status board as they are written to the run's `table`."""
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": table})
+    ds.write_parquet(job.run.table_uri(table), filesystem=job.run.filesystem, **parquet_options)
+
+
+def discover(job: MiningJob) -> None:
     """Seed files -> discoveries/: one row per (seed, sample), whatever happened to it."""
     units = job.pending_units()
-    if not units:
-        return
-    ds = ray.data.from_items(units, override_num_blocks=len(units))
-    ds = between(ds.map_batches(DiscoverOperator, **job.llm_options("discover", provenance=job.provenance)))
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "discoveries"})
-    ds.write_parquet(job.run.table_uri("discoveries"), filesystem=job.run.filesystem)
+    if units:
+        ds = ray.data.from_items(units, override_num_blocks=len(units))
+        write(job, streamed(ds, discover_stages(job)), "discoveries")
 
 
-def verify(job: MiningJob, between: Callable[[Dataset], Dataset] = _streaming) -> None:
-    """discoveries/ -> candidates/: every candidate not yet finished, through [dedup,] judge, formalize, trivial,
-    prove. Finished candidates are dropped after dedup, which compares a candidate with all of its siblings.
-
-    `between` runs after each stage; the default streams, the benchmark's staged baseline materializes.
-    """
+def verify(job: MiningJob) -> None:
+    """discoveries/ -> candidates/: every candidate not yet finished, through the verify stages."""
     seeds = job.discovery_sources()
     finished = job.finished_candidates()
-    if not seeds:
-        return
-    ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
-    ds = between(ds.map_batches(explode_seeds, batch_format="pyarrow", batch_size=1))
-    if job.cfg.dedup.enabled:
-        ds = between(ds.map_batches(DedupOperator, **job.dedup_options()))
-    ds = ds.map_batches(drop_finished, batch_format="pyarrow", fn_kwargs={"finished": [finished]})
-    ds = between(ds.map_batches(JudgeOperator, **job.llm_options("judge")))
-    ds = between(ds.map_batches(FormalizeOperator, **job.llm_options("formalize", pool=job.pool)))
-    ds = between(ds.map_batches(TrivialOperator, **job.operator_options("trivial", pool=job.pool)))
-    ds = between(ds.map_batches(ProveOperator, **job.llm_options("prove", pool=job.pool)))
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": "candidates"})
-    ds.write_parquet(job.run.table_uri("candidates"), filesystem=job.run.filesystem,
-                     min_rows_per_file=int(job.cfg.output.rows_per_file))
+    if seeds:
+        ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
+        write(job, streamed(ds, verify_stages(job, finished)), "candidates",
+              min_rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def report(job: MiningJob) -> list[str]:

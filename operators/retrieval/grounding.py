@@ -12,12 +12,14 @@ import asyncio
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
 from operators.retrieval.declaration_index import DeclarationIndex
 from operators.retrieval.declarations import canonical_statement, first_theorem
+from operators.retrieval_settings import GroundingSettings
 
 # Lean 4 wording before and after v4.19 ("unknown identifier 'x'" / "Unknown identifier `x`").
 _UNKNOWN = re.compile(r"[Uu]nknown (?:identifier|constant) (?:`([^`\s]+)`|'(\S+)')")
@@ -130,12 +132,12 @@ class Grounder:
         return grounding_text(self.settings, self.related(statement), nearest)
 
 
-def open_grounder(mine: Mapping[str, Any]) -> Grounder | None:
+def open_grounder(settings: GroundingSettings | None) -> Grounder | None:
     """The grounder an operator's actor keeps, or None when grounding is off (the paper's closed-book protocol)."""
-    if not mine["grounding"]["enabled"]:
+    if settings is None:
         return None
-    index = mine["index"]
-    return Grounder(mine["grounding"], mine["embedding"], index["dir"], index["revision"])
+    index = settings.index
+    return Grounder(asdict(settings), index.embedding, index.dir, index.revision)
 
 
 async def grounded(
