@@ -16,9 +16,10 @@ from omegaconf import OmegaConf
 
 from operators.rows.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
 from operators.retrieval.declaration_index import DeclarationIndex, StaleIndex, source_revision
-from operators.dedup import CANDIDATE, DUPLICATE, MATHLIB, DedupOperator
+from operators.dedup import CANDIDATE, DUPLICATE, MATHLIB, DedupOperator, DedupSettings
 from operators.retrieval.embeddings import cpu_share, load_encoder
 from operators.retrieval.grounding import Grounder
+from operators.retrieval_settings import IndexSettings
 from pipelines import index as index_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,8 +145,8 @@ def _candidates(statements: list[str]) -> pa.Table:
 
 def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
     _, out = built
-    mine = {"dedup": {"threshold": 0.97, "k": 3}, "embedding": EMBEDDING, "index": {"dir": str(out), "revision": REV_A}}
-    operator = DedupOperator(mine=mine)
+    index = IndexSettings(dir=str(out), revision=REV_A, embedding=EMBEDDING)
+    operator = DedupOperator(dedup=DedupSettings(threshold=0.97, k=3, index=index))
     batch = _candidates([
         "import Mathlib\n\nlemma plus_swap (m n : ℕ) :\n    m + n = n + m := by\n  sorry\n",
         "import Mathlib\n\ntheorem sq_nonneg' (z : ℤ) : 0 ≤ z ^ 2 := by\n  sorry\n",
