@@ -28,10 +28,10 @@ import faiss
 import numpy as np
 from omegaconf import OmegaConf
 
-from operators.retrieval.declaration_index import Hit, build_faiss
 from lean_pool.lean_source import canonical_statement, leading_binders, normalize_space
-from operators.retrieval.declarations import first_theorem
 from operators.dedup import MATHLIB, best_match, candidate_statement
+from operators.retrieval.declaration_index import Hit, build_faiss
+from operators.retrieval.declarations import first_theorem
 from operators.retrieval.embeddings import cpu_share, encode_statements, load_encoder
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,9 +17,9 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from lean_pool.session_check import CheckResult
 from lean_pool.launch import LeanNotFound
 from lean_pool.pool import LeanPool
+from lean_pool.session_check import CheckResult
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -17,11 +17,11 @@ from typing import Any
 import ray
 from omegaconf import OmegaConf
 
-from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 from lean_pool.header import split_header
 from lean_pool.launch import GIB, build_launch, provenance
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
+from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 
 DEFAULT_POOL_NAME = "folklore-lean-pool"
 

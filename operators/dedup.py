@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
+from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import DeclarationIndex, Hit
-from operators.retrieval.declarations import canonical_statement, first_theorem
+from operators.retrieval.declarations import first_theorem
 from operators.retrieval.embeddings import encode_statements, load_encoder
-from operators.retrieval_settings import IndexSettings
+from operators.retrieval.settings import IndexSettings
+from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
 
 
 @dataclass(frozen=True)

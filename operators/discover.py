@@ -18,7 +18,14 @@ import pyarrow.fs as pafs
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.rows import seeds
-from operators.rows.candidates import ERROR_INFRA, LLM_CALL, PROVENANCE, TIMESTAMP, llm_call_entry, settle_operator_error
+from operators.rows.candidates import (
+    ERROR_INFRA,
+    LLM_CALL,
+    PROVENANCE,
+    TIMESTAMP,
+    llm_call_entry,
+    settle_operator_error,
+)
 from operators.split import split_answer
 
 STAGE = "discover"

@@ -8,7 +8,6 @@ rejected as such at once, never repaired into a new name. The loop's decisions a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -16,13 +15,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.lean_source import leading_imports
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, run_loop
 from operators.retrieval.grounding import grounded, open_grounder
-from operators.retrieval_settings import GroundingSettings
+from operators.retrieval.settings import GroundingSettings
 from operators.rows.candidates import (
     COMPILED,
     DISCOVERED,
@@ -36,7 +36,6 @@ from operators.rows.candidates import (
 )
 
 STAGE = "formalize"
-_IMPORT_LINE = re.compile(r"^import\s+\S+[^\n]*$", re.MULTILINE)
 # How the reason of a statement that restates an existing name begins.
 RESTATES = "restates an existing declaration"
 
@@ -54,8 +53,8 @@ class FormalizeSettings:
 
 def keep_imports(original: str, repaired: str) -> str:
     """The repaired code under the original's imports: a repair may not bring in new imports."""
-    imports = _IMPORT_LINE.findall(original)
-    body = _IMPORT_LINE.sub("", repaired).strip("\n")
+    imports = [f"import {module}" for module in leading_imports(original)[0]]
+    body = repaired[leading_imports(repaired)[1] :].strip("\n")
     return "\n".join(imports) + "\n\n" + body + "\n" if imports else body + "\n"
 
 

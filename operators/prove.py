@@ -10,7 +10,6 @@ the union over provers is what the candidate's status reports. Each prover's loo
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -18,12 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.lean_source import leading_imports
 from lean_pool.session_check import CheckResult
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.repair import INFRA, PASSED, Ask, RepairLoop, Stop, run_loop
 from operators.retrieval.grounding import grounded, open_grounder
-from operators.retrieval_settings import GroundingSettings
+from operators.retrieval.settings import GroundingSettings
 from operators.rows.candidates import (
     COMPILED,
     PROVED,
@@ -37,7 +37,6 @@ from operators.rows.candidates import (
 )
 
 STAGE = "prove"
-_IMPORT_LINE = re.compile(r"^import\s+(\S+)[^\n]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -61,11 +60,11 @@ class InfraFailure(Exception):
 def with_environment(env_lines: Sequence[str], code: str) -> str:
     """The file Lean checks: every import first (the environment's, then the model's new ones), then the
     environment's other lines, then the model's code without its imports."""
-    env_imports = [line.strip() for line in env_lines if _IMPORT_LINE.fullmatch(line.strip())]
-    code_imports = [match.group(0).strip() for match in _IMPORT_LINE.finditer(code)]
-    imports = list(dict.fromkeys([*env_imports, *code_imports]))
+    env_imports = [line.strip() for line in env_lines if leading_imports(line)[0]]
+    code_modules, body_start = leading_imports(code)
+    imports = list(dict.fromkeys([*env_imports, *(f"import {module}" for module in code_modules)]))
     others = [line for line in env_lines if line.strip() not in env_imports]
-    body = _IMPORT_LINE.sub("", code).strip("\n")
+    body = code[body_start:].strip("\n")
     return "\n".join([*imports, *others]) + "\n\n" + body + "\n"
 
 

@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.lean_source import find_tokens
 from lean_pool.session_check import CheckResult
-from operators.rows.candidates import (
-    COMPILED,
-    TRIVIAL,
-    candidates_table,
-    fail_infra,
-    is_open,
-    record_lean_check,
-)
+from operators.rows.candidates import COMPILED, TRIVIAL, candidates_table, fail_infra, is_open, record_lean_check
 
 STAGE = "trivial"
-_SORRY = re.compile(r"\bsorry\b")
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +32,9 @@ class TrivialSettings:
 
 def with_tactic(statement: str, tactic: str) -> str:
     """The statement with each `sorry` replaced by `tactic` (the statement's proofs are only `sorry`s)."""
-    return _SORRY.sub(tactic, statement)
+    for start, end in reversed(find_tokens(statement, ("sorry",))):
+        statement = statement[:start] + tactic + statement[end:]
+    return statement
 
 
 def flagged(row: Mapping[str, Any], result: CheckResult, tactic: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
 from lean_pool.launch import LeanNotFound
+from operators.llm.client import LLMConfigError
 from operators.rows.benchmark_items import (
     LEAN_SUFFIX,
     BenchmarkItem,
@@ -32,7 +33,6 @@ from operators.rows.benchmark_items import (
     table_item,
 )
 from operators.rows.candidates import candidates_table, funnel
-from operators.llm.client import LLMConfigError
 from pipelines import mine, report, stats
 from pipelines.cli import compose_config
 from pipelines.job import MiningJob, SetupError

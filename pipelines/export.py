@@ -21,11 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from operators.rows.candidates import PROVED
-from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
 from pipelines import corpora
 from pipelines.cli import compose_config
 from pipelines.run_data import RunData, RunNotFound, load_run
 from pipelines.run_dir import RunDir
+from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
 
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
 MINING_SECTIONS = ("prompts", "formalize", "prove")

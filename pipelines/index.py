@@ -25,6 +25,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
+from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
     build_faiss,
@@ -33,7 +34,6 @@ from operators.retrieval.declaration_index import (
     stale_reasons,
     write_index,
 )
-from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
 

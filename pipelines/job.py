@@ -20,7 +20,8 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
-from lean_pool.launch import build_launch, provenance as lean_provenance
+from lean_pool.launch import build_launch
+from lean_pool.launch import provenance as lean_provenance
 from lean_pool.pool import LeanPool
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
@@ -30,7 +31,7 @@ from operators.llm.backend import LLMBackend
 from operators.llm.client import LLMClients, start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import read_manifest, stale_reasons
-from operators.retrieval_settings import GroundingSettings, IndexSettings
+from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.trivial import TrivialSettings

@@ -14,8 +14,8 @@ from typing import Any
 import polars as pl
 import pyarrow.fs as pafs
 
-from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.discover import DISCOVERY_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA
 from pipelines.run_dir import MANIFEST, RunDir
 from pipelines.stats import is_simulated
 

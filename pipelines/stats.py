@@ -12,7 +12,15 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from operators.rows.candidates import COMPILED, DUPLICATE, ERROR_INFRA, NOT_COMPILABLE, PROVED, REJECTED_BY_JUDGE, TRIVIAL
+from operators.rows.candidates import (
+    COMPILED,
+    DUPLICATE,
+    ERROR_INFRA,
+    NOT_COMPILABLE,
+    PROVED,
+    REJECTED_BY_JUDGE,
+    TRIVIAL,
+)
 
 ALL = "all"
 UNION = "union"

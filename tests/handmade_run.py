@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.discover import DISCOVERY_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 COST = {"discover": (1000, 500, 10.0), "judge": (10, 1, 0.5), "formalize": (20, 5, 1.0), "prove": (30, 10, 2.0)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.retrieval.declaration_index import Hit
 from operators.dedup import CANDIDATE, MATHLIB, Match, candidate_statement, decide, dedup_rows
+from operators.retrieval.declaration_index import Hit
 
 SNIPPET = """import Mathlib
 

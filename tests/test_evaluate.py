@@ -12,8 +12,8 @@ import pytest
 import ray
 import yaml
 
-from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from operators.llm.simulator import SimServer, success_attempt, unit
+from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from pipelines import evaluate, stats
 from tests.mine_support import SIM_CONF, sim_server_config
 

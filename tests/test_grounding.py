@@ -7,14 +7,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from operators.llm import prompts
-from operators.retrieval.grounding import (
-    NameIndex,
-    grounding_text,
-    name_tokens,
-    unknown_names,
-    with_grounding,
-)
 from operators.llm.simulator import last_lean_block
+from operators.retrieval.grounding import NameIndex, grounding_text, name_tokens, unknown_names, with_grounding
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = {"header": "Real declarations:", "missing_header": "`{name}` is unknown; close names:"}

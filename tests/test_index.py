@@ -14,12 +14,12 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-from operators.rows.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
-from operators.retrieval.declaration_index import DeclarationIndex, StaleIndex, source_revision
 from operators.dedup import CANDIDATE, DUPLICATE, MATHLIB, DedupOperator, DedupSettings
+from operators.retrieval.declaration_index import DeclarationIndex, StaleIndex, source_revision
 from operators.retrieval.embeddings import cpu_share, load_encoder
 from operators.retrieval.grounding import Grounder
-from operators.retrieval_settings import IndexSettings
+from operators.retrieval.settings import IndexSettings
+from operators.rows.candidates import CANDIDATE_SCHEMA, DISCOVERED, new_candidate
 from pipelines import index as index_pipeline
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ import pytest
 import ray
 import yaml
 
-from operators.rows.candidates import STATUSES
 from operators.llm.simulator import SimServer
+from operators.rows.candidates import STATUSES
 from pipelines import mine
 from tests.mine_support import (
     BAD_SEEDS,

@@ -11,13 +11,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from lean_pool.session_check import CheckResult
-from operators.llm import prompts
-from operators.rows.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidates_table, funnel
 from operators.discover import DISCOVERY_SCHEMA
 from operators.formalize import keep_imports, rejection
 from operators.judge import majority
+from operators.llm import prompts
 from operators.llm.simulator import last_lean_block
 from operators.prove import best_proof, with_environment
+from operators.rows.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidates_table, funnel
 from operators.rows.seeds import EMPTY, NOT_UTF8, OK, TOO_LONG, decode_seed, domain_of, seed_id, select
 from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER, explode, explode_seeds, split_answer
 from operators.trivial import with_tactic

@@ -17,7 +17,7 @@ from operators.judge import judged
 from operators.llm.client import LLMResult
 from operators.prove import proof_entry, proved, with_environment
 from operators.repair import INFRA, Ask, RepairLoop, run_loop
-from operators.retrieval_settings import IndexSettings
+from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import empty_candidate
 from operators.rows.seeds import TOO_LONG
 from operators.split import DISCOVERED, NO_MARKER

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from lean_pool.lean_source import THEOREM_KINDS, canonical_statement, read_commands  # TODO-REEXPORT
+from lean_pool.lean_source import THEOREM_KINDS, read_commands
 
 # The declaration kinds the index holds (`example` has no name to find it by).
 KINDS = ("theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "class inductive",

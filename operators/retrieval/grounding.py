@@ -17,9 +17,10 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import DeclarationIndex
-from operators.retrieval.declarations import canonical_statement, first_theorem
-from operators.retrieval_settings import GroundingSettings
+from operators.retrieval.declarations import first_theorem
+from operators.retrieval.settings import GroundingSettings
 
 # Lean 4 wording before and after v4.19 ("unknown identifier 'x'" / "Unknown identifier `x`").
 _UNKNOWN = re.compile(r"[Uu]nknown (?:identifier|constant) (?:`([^`\s]+)`|'(\S+)')")
