@@ -1,42 +1,68 @@
-"""Benchmark: does the LLM operator keep an endpoint busy? Requests in flight and throughput against the sim.
+"""Benchmark: does the judge stage keep an endpoint busy? Requests in flight and throughput against the sim.
 
-The sim endpoint serves `capacity` requests at once with a fixed latency L; 2,000 requests go
-through the Ray Data operator on a local Ray cluster. Two ratios, measured in the same run:
+The sim endpoint serves `capacity` requests at once with a fixed latency L; 2,000 discovered candidates
+go through the production judge operator (`operators.judge.JudgeOperator`) with the actor pool that
+`stages.judge` gives it in a mining run (`MiningJob.llm_options`), on the `preset=demo` job. Two ratios,
+measured in the same run:
 - in_flight_ratio: mean requests in flight at the server (time-weighted, first arrival to last
-  answer) / the configured concurrency (goal >= 0.95);
+  answer) / the endpoint's configured concurrency (goal >= 0.95);
 - throughput_ratio: answers / the server's busy window (first request to last answer) / (c / L),
   the endpoint's capacity (goal >= 0.9). The same ratio over the whole Ray Data run, Ray actor
   start-up included, is printed above it as throughput_ratio_with_startup.
 With a fixed L, 2,000 requests make 31.25 waves of 64, so the last partial wave caps both
 ratios at 62.5 / 64 = 0.977 even for a perfect client.
 
-Run: `python benchmarks/llm_bench.py` (about 70 s). The last line is
-`in_flight_ratio=X throughput_ratio=Y`.
+Run: `python benchmarks/llm_bench.py [--requests 2000] [--capacity 64] [--latency-s 2.0] [OVERRIDE ...]`
+(about 75 s); OVERRIDEs are the mining job's Hydra overrides, e.g. `stages.judge.batch_size=16` to try
+another actor pool. The last line is `in_flight_ratio=X throughput_ratio=Y`.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
-from pathlib import Path
+from collections import Counter
+from typing import Any
 
 import ray
-import yaml
 
-from operators.llm.backend import LLMBackend
-from operators.llm.client import PromptOperator, map_llm, start_usage_ledger, usage_report
+from operators.judge import JudgeOperator
+from operators.llm.client import usage_report
 from operators.llm.simulator import fetch_stats, reset_stats
+from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
+from pipelines.job import MiningJob, load_config
 
-CONFIG = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
+SEED = "Mathlib.Bench"
 
 
-def bench_config(capacity: int, latency_s: float) -> dict:
-    """conf/llm/sim.yaml with the benchmark's endpoint: fixed latency, no faults, concurrency = capacity."""
-    cfg = yaml.safe_load(CONFIG.read_text())
-    cfg["sim"]["capacity"] = capacity
-    cfg["sim"]["latency"] = {"median_s": latency_s, "sigma": 0.0}
-    cfg["endpoints"][cfg["sim_endpoint"]]["concurrency"] = capacity
-    return cfg
+def overrides(run_dir: str, capacity: int, latency_s: float, extra: list[str]) -> list[str]:
+    """The demo job with the benchmark's endpoint (fixed latency, no faults, concurrency = capacity), then `extra`."""
+    return [
+        "preset=demo",
+        f"run_dir={run_dir}",
+        f"llm.sim.capacity={capacity}",
+        f"llm.sim.latency.median_s={latency_s}",
+        "llm.sim.latency.sigma=0.0",
+        f"llm.endpoints.sim.concurrency={capacity}",
+        "output.status_every_s=3600",
+        *extra,
+    ]
+
+
+def discovered_candidates(count: int) -> list[dict[str, Any]]:
+    """`count` candidates as the split step leaves them: status `discovered`, a raw statement each."""
+    return [
+        empty_candidate(
+            candidate_id=candidate_id(SEED, 0, index),
+            unit_id=unit_id(SEED, 0),
+            seed_id=SEED,
+            sample=0,
+            snippet_index=index,
+            statement_raw=f"theorem bench_{index} (n : ℕ) : n + {index} = {index} + n := sorry",
+        )
+        for index in range(count)
+    ]
 
 
 def main() -> None:
@@ -45,40 +71,44 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--capacity", type=int, default=64)
     parser.add_argument("--latency-s", type=float, default=2.0)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the mining job (conf/mine.yaml)")
     args = parser.parse_args()
 
-    cfg = bench_config(args.capacity, args.latency_s)
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    rows = [
-        {"candidate_id": f"bench-{i}", "messages": [{"role": "user", "content": f"benchmark request {i}"}]}
-        for i in range(args.requests)
-    ]
-    with LLMBackend(cfg) as settings:
-        base_url = settings.endpoints[cfg["sim_endpoint"]].base_url
+    with tempfile.TemporaryDirectory() as run_dir, MiningJob(
+        load_config(overrides(run_dir, args.capacity, args.latency_s, args.overrides))
+    ) as job:
+        shape = job.cfg.stages.judge
+        base_url = job.settings.endpoints[job.cfg.llm.sim_endpoint].base_url
+        ds = ray.data.from_items(discovered_candidates(args.requests))
+        ds = ds.map_batches(JudgeOperator, **job.llm_options("judge", judge=job.steps.judge))
         reset_stats(base_url)
-        ledger = start_usage_ledger()
-        ds = map_llm(ray.data.from_items(rows), PromptOperator, settings, ledger=ledger, stage="judge", role="judge")
         started = time.monotonic()
-        ds.materialize()
+        statuses = Counter(row["status"] for row in ds.select_columns(["status"]).take_all())
         wall_s = time.monotonic() - started
         stats = fetch_stats(base_url)
-        totals = ray.get(ledger.totals.remote())
+        totals = ray.get(job.ledger.totals.remote())
     capacity_rps = args.capacity / args.latency_s
     throughput = args.requests / wall_s
+    answered = stats["status_counts"].get("200", 0)
     print(usage_report(totals))
+    pool_rows = shape.actors * shape.max_concurrent_calls_per_actor * shape.batch_size
+    print(
+        f"stages.judge: actors={shape.actors} max_concurrent_calls_per_actor={shape.max_concurrent_calls_per_actor} "
+        f"batch_size={shape.batch_size} (up to {pool_rows} rows in the pool) statuses={dict(sorted(statuses.items()))}"
+    )
     print(
         f"requests={args.requests} capacity={args.capacity} latency_s={args.latency_s} "
-        f"wall_s={wall_s:.2f} server_window_s={stats['window_s']:.2f} answered_200={stats['status_counts'].get('200', 0)} "
+        f"wall_s={wall_s:.2f} server_window_s={stats['window_s']:.2f} answered_200={answered} "
         f"max_in_flight={stats['max_in_flight']} mean_in_flight={stats['mean_in_flight']:.2f} "
-        f"throughput_rps={throughput:.2f} capacity_rps={capacity_rps:.2f} ok_rows={totals['judge'].ok}"
+        f"throughput_rps={throughput:.2f} capacity_rps={capacity_rps:.2f} "
+        f"ok_rows={args.requests - statuses.get(ERROR_INFRA, 0)}"
     )
-    busy_throughput = stats["status_counts"].get("200", 0) / stats["window_s"]
     print(
         f"startup_s={wall_s - stats['window_s']:.2f} (Ray actor start before the first request) "
         f"throughput_ratio_with_startup={throughput / capacity_rps:.3f}"
     )
-    print(f"in_flight_ratio={stats['mean_in_flight'] / args.capacity:.3f} throughput_ratio={busy_throughput / capacity_rps:.3f}")
-    ray.shutdown()
+    in_flight_ratio = stats["mean_in_flight"] / args.capacity
+    print(f"in_flight_ratio={in_flight_ratio:.3f} throughput_ratio={answered / stats['window_s'] / capacity_rps:.3f}")
 
 
 if __name__ == "__main__":

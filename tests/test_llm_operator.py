@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from operators.llm.client import PromptOperator, map_llm, settings_from_config, start_usage_ledger, usage_report
+from operators.llm.client import LLMOperator, LLMSettings, settings_from_config, start_usage_ledger, usage_report
 from operators.llm.simulator import SimServer
 
 pytestmark = pytest.mark.ray
@@ -19,10 +20,14 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     import ray
+    from ray import cloudpickle
 
+    # Ray's workers cannot import this test module: its operator class travels by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.init(num_cpus=4, include_dashboard=False)
     yield ray
     ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def sim_config(**sim_overrides: Any) -> dict[str, Any]:
@@ -30,6 +35,32 @@ def sim_config(**sim_overrides: Any) -> dict[str, Any]:
     cfg["sim"]["latency"] = {"median_s": 0.01, "sigma": 0.5}
     cfg["sim"].update(sim_overrides)
     return cfg
+
+
+class MessagesOperator(LLMOperator):
+    """The smallest concrete `LLMOperator`: a row's `messages` sent once to the judge model, kept as `judge_...`."""
+
+    stage = "judge"
+
+    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        request = self.settings.request("judge", self.stage, list(row["messages"]), str(row["candidate_id"]))
+        result = await self.complete(request)
+        return {**row, **result.row_fields(self.stage)}
+
+
+def map_messages(ds: Any, settings: LLMSettings, *, actors: int = 1, batch_size: int = 16,
+                 max_concurrent_calls_per_actor: int = 16, ledger: Any = None) -> Any:
+    """`ds.map_batches` with `MessagesOperator` on an async actor pool, as the pipelines run their LLM stages."""
+    import ray.data
+
+    return ds.map_batches(
+        MessagesOperator,
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        num_cpus=0.5,
+        compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=max_concurrent_calls_per_actor),
+        fn_constructor_kwargs={"settings": settings, "actors": actors, "ledger": ledger},
+    )
 
 
 def rows(count: int, text: str = "question {i}") -> list[dict[str, Any]]:
@@ -42,8 +73,7 @@ def test_thousand_rows_with_a_fifth_of_requests_failing_are_all_answered(ray_clu
     with SimServer(cfg["sim"]) as server:
         settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
         ledger = start_usage_ledger()
-        ds = map_llm(ray_cluster.data.from_items(rows(1000)), PromptOperator, settings, ledger=ledger,
-                     stage="judge", role="judge")
+        ds = map_messages(ray_cluster.data.from_items(rows(1000)), settings, ledger=ledger)
         out = ds.take_all()
         stats = server.stats.snapshot()
         totals = ray_cluster.get(ledger.totals.remote())
@@ -65,7 +95,6 @@ def test_bad_rows_get_error_kinds_and_the_rest_of_the_block_survives(ray_cluster
     cfg = sim_config(max_context_tokens=3000, faults={**sim_config()["sim"]["faults"], "hang_s": 30})
     cfg["endpoints"]["sim"]["request_timeout_s"] = 0.5
     cfg["retry"]["max_attempts"] = 2
-    cfg["operator"]["batch_size"] = 8
     good = rows(10)
     bad = [
         {"candidate_id": "empty", "messages": []},
@@ -77,7 +106,7 @@ def test_bad_rows_get_error_kinds_and_the_rest_of_the_block_survives(ray_cluster
     with SimServer(cfg["sim"]) as server:
         settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
         ds = ray_cluster.data.from_items(bad[::-1] + good, override_num_blocks=1)
-        out = {r["candidate_id"]: r for r in map_llm(ds, PromptOperator, settings, stage="judge", role="judge").take_all()}
+        out = {r["candidate_id"]: r for r in map_messages(ds, settings, batch_size=8).take_all()}
     assert len(out) == 15
     assert all(out[f"c{i}"]["judge_error_kind"] is None for i in range(10))
     assert all(out[f"c{i}"]["judge_model"] == "sim/judge" for i in range(10)), "columns survive a failed first row"
@@ -96,11 +125,10 @@ def test_bad_rows_get_error_kinds_and_the_rest_of_the_block_survives(ray_cluster
 def test_endpoint_concurrency_is_shared_by_the_operators_actors(ray_cluster: Any) -> None:
     cfg = sim_config(capacity=100, latency={"median_s": 0.05, "sigma": 0.0})
     cfg["endpoints"]["sim"]["concurrency"] = 8
-    cfg["operator"].update(actors=2, batch_size=8, max_concurrent_calls_per_actor=4)
     with SimServer(cfg["sim"]) as server:
         settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
-        out = map_llm(ray_cluster.data.from_items(rows(300)), PromptOperator, settings, stage="judge",
-                      role="judge").take_all()
+        out = map_messages(ray_cluster.data.from_items(rows(300)), settings, actors=2, batch_size=8,
+                           max_concurrent_calls_per_actor=4).take_all()
         stats = server.stats.snapshot()
     assert len(out) == 300 and all(r["judge_error_kind"] is None for r in out)
     assert 4 <= stats["max_in_flight"] <= 8

@@ -115,16 +115,6 @@ class ModelRole:
 
 
 @dataclass(frozen=True)
-class OperatorSettings:
-    """Shape of the Ray Data actor pool of an LLM operator."""
-
-    actors: int
-    max_concurrent_calls_per_actor: int
-    batch_size: int
-    num_cpus: float
-
-
-@dataclass(frozen=True)
 class LLMRequest:
     """One chat-completion call with what it is for (stage, candidate, attempt) so answers can be traced and replayed."""
 
@@ -193,7 +183,7 @@ ROW_FIELD_TYPES: dict[str, pa.DataType] = {
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """The whole `llm` config, validated: endpoints, role -> model, per-stage sampling, retries, operator shape."""
+    """The whole `llm` config, validated: endpoints, role -> model, per-stage sampling, retries."""
 
     backend: str
     simulated: bool
@@ -202,7 +192,6 @@ class LLMSettings:
     provers: tuple[str, ...]
     sampling: dict[str, Sampling]
     retry: RetryPolicy
-    operator: OperatorSettings
 
     def request(
         self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1
@@ -263,7 +252,6 @@ def settings_from_config(cfg: Any) -> LLMSettings:
         provers=provers,
         sampling={stage: Sampling.from_mapping(values or {}) for stage, values in cfg["sampling"].items()},
         retry=RetryPolicy(**cfg["retry"]),
-        operator=OperatorSettings(**cfg["operator"]),
     )
 
 
@@ -552,7 +540,8 @@ class UsageLedger:
 
 
 def start_usage_ledger() -> Any:
-    """Start the job's usage ledger actor; pass the handle to `map_llm`, read it with `ledger.totals.remote()`."""
+    """Start the job's usage ledger actor; pass the handle to the LLM operators (`ledger=`), read it with
+    `ledger.totals.remote()`."""
     import ray
 
     return ray.remote(num_cpus=0)(UsageLedger).remote()
@@ -621,45 +610,3 @@ class LLMOperator:
             await self._ledger.add.remote(delta)
         return rows_to_table(rows, self.prefixes)
 
-
-class SingleCallOperator(LLMOperator):
-    """An operator that makes exactly one call per row and stores the result as `{stage}_...` columns."""
-
-    def build_request(self, row: dict[str, Any]) -> LLMRequest:
-        """The request for a row (subclasses)."""
-        raise NotImplementedError
-
-    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        """One call, its result merged into the row."""
-        result = await self.complete(self.build_request(row))
-        return {**row, **result.row_fields(self.stage)}
-
-
-class PromptOperator(SingleCallOperator):
-    """The simplest LLM operator: each row's `messages` column sent as is, for a given stage and role."""
-
-    def __init__(self, settings: LLMSettings, *, stage: str, role: str, **kwargs: Any) -> None:
-        super().__init__(settings, **kwargs)
-        self.stage = stage
-        self.role = role
-
-    def build_request(self, row: dict[str, Any]) -> LLMRequest:
-        """`messages` and `candidate_id` from the row (attempt 1)."""
-        return self.settings.request(self.role, self.stage, list(row["messages"]), str(row["candidate_id"]))
-
-
-def map_llm(ds: Any, operator_cls: type[LLMOperator], settings: LLMSettings, *, ledger: Any = None, **kwargs: Any) -> Any:
-    """`ds.map_batches` with an LLM operator on an async actor pool shaped by `settings.operator`."""
-    import ray.data
-
-    shape = settings.operator
-    return ds.map_batches(
-        operator_cls,
-        batch_size=shape.batch_size,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(
-            size=shape.actors, max_concurrent_calls_per_actor=shape.max_concurrent_calls_per_actor
-        ),
-        num_cpus=shape.num_cpus,
-        fn_constructor_kwargs={"settings": settings, "actors": shape.actors, "ledger": ledger, **kwargs},
-    )
