@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
+from lean_pool.lean_source import read_commands
 from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
 
 SIM_MODEL_PREFIX = "sim/"
@@ -37,11 +38,8 @@ SIM_MODEL_PREFIX = "sim/"
 _FAIL_TRIGGER = re.compile(r"sim:fail=(429|500|hang)x(\d+)")
 _EMPTY_TRIGGER = "sim:empty"
 _LEAN_BLOCK = re.compile(r"```lean[^\n]*\n(.*?)```", re.DOTALL)
-_DECLARATION = re.compile(
-    r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec)\s+)*"
-    r"(?:theorem|lemma|def|abbrev|instance|structure|class|inductive)\s+([^\s:({\[]+)",
-    re.MULTILINE,
-)
+# Declarations whose names the scripted discover answer builds on.
+_SEED_KINDS = frozenset({"theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
 
 
@@ -109,11 +107,17 @@ def success_attempt(weights: list[float], u: float) -> int | None:
 
 def seed_identifiers(text: str) -> list[str]:
     """Names declared in the seed text, in order, without repeats: the discover script builds on them."""
-    seen: dict[str, None] = {}
-    for name in _DECLARATION.findall(text):
-        if _IDENTIFIER.match(name):
-            seen.setdefault(name, None)
-    return list(seen)
+    names = [
+        command.written_name
+        for command in read_commands(text)
+        if command.kind in _SEED_KINDS and _first_on_its_line(text, command.start)
+    ]
+    return list(dict.fromkeys(name for name in names if _IDENTIFIER.match(name)))
+
+
+def _first_on_its_line(text: str, offset: int) -> bool:
+    """Prose around the seed in a prompt may say `lemma` mid-sentence; declarations open their line."""
+    return not text[text.rfind("\n", 0, offset) + 1 : offset].strip()
 
 
 def last_lean_block(text: str) -> str:
