@@ -1,18 +1,18 @@
 """The one reader of Lean source: commands, their names, signatures and scopes, read the way Lean does.
 
 Everything in Folklore that looks at Lean text (splitting LLM answers, the declaration index and dedup,
-the verdict's statement comparison, the simulator, the export) reads it through `read_commands`, so they
-cannot disagree about where a command starts, what a declaration is called or what its statement is.
-It sits on `lean_lexer`, which finds comments and literals: nothing inside them is ever taken for code.
+the verdict's statement comparison, the pool's header split, the simulators, the export) reads it here,
+so they cannot disagree about where a command starts, what a declaration is called or what its statement
+is. It sits on `lean_lexer`, which finds comments and literals: nothing inside them is taken for code.
 
 How commands are found, following Lean's grammar rather than layout:
 - keywords that only ever start a command (`theorem`, `def`, `namespace`, `end`, `variable`, ...) start
   one wherever they stand as a token;
-- `open`, `set_option`, `export` and `#`-commands are also written inside proofs (`open Real in simp`),
-  so they start a command only as the first token of a line at column 0, or first on an indented line
-  that does not end in `in`;
-- docstrings, `@[...]` attributes, modifiers (`private`, `noncomputable`, ...) and a column-0
-  `open ... in` / `set_option ... in` belong to the command they precede.
+- `open`, `set_option`, `export` and the `#`-commands (`#print`, `#eval`, ...) are also written inside
+  proofs (`open Real in simp`), so they start a command only as the first token of a line;
+- docstrings, `@[...]` attributes, modifiers (`private`, `noncomputable`, ...) and `... in` prefixes
+  (`open Real in`, `omit [h] in`) belong to the command they precede; an `... in` followed by no
+  command is part of a term or tactic, unless it stands at column 0.
 A command runs to the start of the next one; trailing blank and comment-only lines are not part of it.
 """
 
@@ -56,20 +56,17 @@ _INDUCTIVE_KINDS = frozenset({"inductive", "class inductive"})
 _ID_CHARS = r"\w'!?\u2080-\u209c\u1d62-\u1d6a"
 _TOKEN_BEFORE = rf"(?<![{_ID_CHARS}.«»])"
 _TOKEN_AFTER = rf"(?![{_ID_CHARS}])"
-_HEAD = re.compile(
-    r"/--|@\[|" + _TOKEN_BEFORE + "(?:"
-    + "|".join(sorted(_COMMAND_KEYWORDS + _HASH_COMMANDS + list(_LINE_KEYWORDS) + list(_MODIFIERS), key=len, reverse=True))
-    + ")" + _TOKEN_AFTER
-)
+_HEAD_WORDS = sorted([*_COMMAND_KEYWORDS, *_HASH_COMMANDS, *_LINE_KEYWORDS, *_MODIFIERS], key=len, reverse=True)
+_HEAD = re.compile(r"/--|@\[|" + _TOKEN_BEFORE + "(?:" + "|".join(_HEAD_WORDS) + ")" + _TOKEN_AFTER)
 _WORD = re.compile(r"#?[^\W\d][\w'!?]*")
 _NAME_PART = rf"(?:«[^»\n]*»|[^\W\d][{_ID_CHARS}]*)"
 _NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART})*")
 _PRIORITY = re.compile(r"\s*\(\s*priority\s*:=[^)]*\)")
 _UNIVERSE_PARAMS = re.compile(r"\.\{[^{}]*\}")
-_NOT_NAMES = frozenset(_COMMAND_KEYWORDS) | frozenset(_LINE_KEYWORDS) | frozenset(_MODIFIERS) | {"where", "extends", "in", "with"}
+_NOT_NAMES = frozenset(_COMMAND_KEYWORDS + list(_LINE_KEYWORDS) + list(_MODIFIERS)) | {"where", "extends", "in", "with"}
 # Commands that may be a prefix of the next one (`open Real in`, `omit [h] in`), or of a term or tactic.
 _IN_PREFIXES = ("open", "set_option", "include", "omit", "variable")
-_IN_PREFIX = re.compile(r"(?:open|set_option|include|omit|variable)\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
+_IN_PREFIX = re.compile("(?:" + "|".join(_IN_PREFIXES) + r")\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
 # Keywords read together with the word after them (`deriving` alone is a clause of a declaration).
 _SECOND_WORDS = {
     "class": re.compile(r"\s+(inductive|abbrev)" + _TOKEN_AFTER),
@@ -109,8 +106,10 @@ class Command:
     whitespace normalized (a `let ... :=` inside the type belongs to it); `line` the 1-based line of the
     keyword; `text` the exact source, from its docstring or attributes to its last line of code.
     `attributes` are the names in its `@[...]` (for an `attribute` command, in its brackets); `prefixes`
-    the `open ... in`, `variable ... in`, `include ... in` ... written before it, as written. `scopes` are the scopes open where it stands, outermost first, each with the context commands in force.
-    Offsets (`start`, `end`, `keyword_at`, `keyword_end`, `name_at`, `body_at`) index the source given to `read_commands`.
+    the `open ... in`, `variable ... in`, `include ... in` ... written before it, as written; `scopes` the
+    scopes open where it stands, outermost first, each with the context commands in force; `balanced`
+    is False when a declaration's signature has unmatched brackets. Offsets (`start`, `end`, `keyword_at`,
+    `keyword_end`, `name_at`) index the source given to `read_commands`.
     """
 
     kind: str
@@ -123,7 +122,6 @@ class Command:
     keyword_at: int
     keyword_end: int
     name_at: int
-    body_at: int
     written_name: str
     modifiers: tuple[str, ...]
     attributes: tuple[str, ...]
@@ -131,11 +129,6 @@ class Command:
     prefixes: tuple[str, ...]
     balanced: bool
     scopes: tuple[Scope, ...]
-
-    @property
-    def namespace(self) -> str:
-        """The namespace the command stands in."""
-        return namespace_of(self.scopes)
 
     def context(self, kinds: frozenset[str] = CONTEXT_KINDS) -> list[Command]:
         """The context commands of the given kinds in force here, outermost scope first."""
@@ -445,30 +438,32 @@ def read_commands(text: str) -> list[Command]:
     for index, head in enumerate(heads):
         stop = heads[index + 1].start if index + 1 < len(heads) else len(text)
         end = _code_end(scan, head.start, stop)
-        source = text[head.start : end]
         name, name_at, name_end = "", -1, head.keyword_end
         if head.kind in _NAMED_KINDS or head.kind in ("namespace", "section", "end"):
             name, name_at, name_end = _written_name(scan, names, head.keyword_end)
-        signature, body_at, balanced = "", end, True
+        signature, balanced = "", True
         if head.kind in DECLARATION_KINDS:
-            sig_start = name_end if name_at >= 0 else head.keyword_end
-            body_at = _body_start(scan, sig_start, end, head.kind in _INDUCTIVE_KINDS)
-            balanced = _balanced(scan[sig_start:body_at])
-            signature = normalize_space(uncommented[sig_start:body_at])
-        attributes = head.attributes
-        if head.kind == "attribute" and scan.startswith("[", _skip_space(scan, head.keyword_end)):
-            bracket = _skip_space(scan, head.keyword_end)
-            attributes = tuple(attribute_names(text[bracket + 1 : _bracket_end(scan, bracket) - 1]))
-        full = _full_name(scopes, name) if name and head.kind in _NAMED_KINDS | {"namespace"} else plain_name(name)
+            body = _body_start(scan, name_end, end, head.kind in _INDUCTIVE_KINDS)
+            signature, balanced = normalize_space(uncommented[name_end:body]), _balanced(scan[name_end:body])
         command = Command(
-            kind=head.kind, name=full, signature=signature, line=bisect_right(line_starts, head.keyword_at),
-            text=source, start=head.start, end=end, keyword_at=head.keyword_at, keyword_end=head.keyword_end, name_at=name_at, body_at=body_at,
-            written_name=name, modifiers=head.modifiers, attributes=attributes, docstring=head.docstring,
-            prefixes=head.prefixes, balanced=balanced, scopes=tuple(scopes),
+            kind=head.kind,
+            name=_full_name(scopes, name) if name and head.kind in _NAMED_KINDS | {"namespace"} else plain_name(name),
+            signature=signature, line=bisect_right(line_starts, head.keyword_at), text=text[head.start : end],
+            start=head.start, end=end, keyword_at=head.keyword_at, keyword_end=head.keyword_end, name_at=name_at,
+            written_name=name, modifiers=head.modifiers, attributes=_attributes(text, scan, head),
+            docstring=head.docstring, prefixes=head.prefixes, balanced=balanced, scopes=tuple(scopes),
         )
         commands.append(command)
         _update_scopes(scopes, command)
     return commands
+
+
+def _attributes(text: str, scan: str, head: _Head) -> tuple[str, ...]:
+    """The attribute names of a command: those of its `@[...]`, or for `attribute [...]` those in its brackets."""
+    bracket = _skip_space(scan, head.keyword_end)
+    if head.kind == "attribute" and scan.startswith("[", bracket):
+        return tuple(attribute_names(text[bracket + 1 : _bracket_end(scan, bracket) - 1]))
+    return head.attributes
 
 
 def _update_scopes(scopes: list[Scope], command: Command) -> None:

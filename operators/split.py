@@ -74,11 +74,10 @@ def split_lemmas(code: str) -> list[str]:
 def _lean_file(imports: list[str], declaration: Command) -> str:
     """Imports, scope openers with their context, the declaration, then the `end`s, as one file."""
     scopes = declaration.scopes
-    context = [
-        line
-        for scope in scopes
-        for line in ([scope.opener] if scope.opener else []) + [c.text for c in scope.context if c.kind in SNIPPET_CONTEXT]
-    ]
+    context = []
+    for scope in scopes:
+        context += [scope.opener] if scope.opener else []
+        context += [command.text for command in scope.context if command.kind in SNIPPET_CONTEXT]
     closers = [scope.closer for scope in reversed(scopes) if scope.opener]
     blocks = ["\n".join(imports), "\n".join(context), declaration.text, "\n".join(closers)]
     return "\n\n".join(block for block in blocks if block) + "\n"
