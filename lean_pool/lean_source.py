@@ -391,12 +391,25 @@ def _body_start(scan: str, start: int, stop: int, constructors: bool) -> int:
 
 
 def _is_equation(scan: str, i: int, constructors: bool) -> bool:
-    """True for a `|` opening a line of a pattern-matching definition (`| 0, _ => ...`), or of an
-    inductive type's constructors when `constructors`."""
+    """True for a `|` opening a line of an inductive type's constructors (when `constructors`), or of a
+    pattern-matching definition: `| 0, _ => ...`, whose `=>` stands outside brackets and before any `|`
+    closing an absolute value (`|(fun y => y) x| ≥ 0` is part of a type)."""
     if scan[i] != "|" or not _first_on_line(scan, i):
         return False
-    line_end = scan.find("\n", i)
-    return constructors or "=>" in scan[i : len(scan) if line_end < 0 else line_end]
+    if constructors:
+        return True
+    depth = 0
+    for j in range(i + 1, len(scan)):
+        c = scan[j]
+        if c == "\n" or (c == "|" and depth == 0):
+            return False
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            depth -= 1
+        elif depth == 0 and scan.startswith("=>", j):
+            return True
+    return False
 
 
 def _balanced(text: str) -> bool:
