@@ -82,7 +82,7 @@ _CLOSERS = ")]}⟩⦄⟫"
 @dataclass(frozen=True)
 class Scope:
     """An open `namespace`, `section` or `mutual` block, or the file itself (kind `file`, always first):
-    `name` as written (`""` for anonymous ones), `opener` the source of the command that opened it
+    `name` as written, `«»` kept (`""` for anonymous ones), `opener` the source of the command that opened it
     (`""` for the file), `context` the context commands issued in it so far."""
 
     kind: str
@@ -137,7 +137,8 @@ class Command:
 
 def namespace_of(scopes: tuple[Scope, ...] | list[Scope]) -> str:
     """The namespace that a stack of scopes puts declarations in (sections add nothing)."""
-    return ".".join(part for scope in scopes if scope.kind == "namespace" for part in scope.name.split(".") if part)
+    parts = [part for scope in scopes if scope.kind == "namespace" for part in scope.name.split(".") if part]
+    return plain_name(".".join(parts))
 
 
 def plain_name(name: str) -> str:
@@ -287,6 +288,8 @@ def _read_head(source: str, scan: str, at: int) -> _Head | None:
     i = at
     while i < len(scan):
         if scan.startswith("/--", i):
+            if i > at:
+                return None  # a second docstring: the first documents something else (a `library_note`)
             end = scan.find("-/", i + 3) + 2
             docstring = normalize_space(source[i + 3 : end - 2])
             i = _skip_space(scan, end)
@@ -341,12 +344,21 @@ def _heads(source: str, scan: str) -> list[_Head]:
         if head is None:
             continue
         heads.append(head)
-        skip_until = head.keyword_end
-        if head.kind == "attribute":
-            bracket = _skip_space(scan, head.keyword_end)
-            if scan.startswith("[", bracket):
-                skip_until = _bracket_end(scan, bracket)
+        skip_until = _head_end(scan, head)
     return heads
+
+
+def _head_end(scan: str, head: _Head) -> int:
+    """Where the part of a command that may look like other commands ends: an `attribute`'s brackets
+    (`attribute [instance] f`), a `library_note`'s docstring (`library_note "name"/-- text -/`)."""
+    after = _skip_space(scan, head.keyword_end)
+    if head.kind == "attribute" and scan.startswith("[", after):
+        return _bracket_end(scan, after)
+    if head.kind == "library_note" and scan.startswith('"', after):
+        doc = _skip_space(scan, scan.find('"', after + 1) + 1)
+        if scan.startswith("/--", doc):
+            return scan.find("-/", doc + 3) + 2
+    return head.keyword_end
 
 
 def _code_end(scan: str, start: int, stop: int) -> int:
@@ -484,7 +496,7 @@ def _update_scopes(scopes: list[Scope], command: Command) -> None:
     (as many namespace parts as its name has), context commands join the innermost scope. The file's
     own scope, first in the list, is never closed."""
     if command.kind in SCOPE_KINDS:
-        scopes.append(Scope(command.kind, plain_name(command.written_name), command.text, ()))
+        scopes.append(Scope(command.kind, command.written_name, command.text, ()))
     elif command.kind == "end":
         count = len(command.name.split(".")) if command.name else 1
         while count > 0 and len(scopes) > 1:

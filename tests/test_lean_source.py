@@ -94,6 +94,20 @@ end N
     assert t.scopes[2].opener == "noncomputable section S" and t.scopes[2].closer == "end S"
 
 
+def test_a_library_note_keeps_its_docstring_and_escaped_scope_names_stay_escaped() -> None:
+    text = """namespace «Prop»
+library_note "a note"/--
+The note's text, with `theorem` in it.
+-/
+
+theorem t : True := trivial
+end «Prop»
+"""
+    note, t = read_commands(text)[1:3]
+    assert (note.kind, t.kind, t.name, t.docstring) == ("library_note", "theorem", "Prop.t", "")
+    assert t.text == "theorem t : True := trivial" and t.scopes[1].closer == "end «Prop»"
+
+
 def test_equations_constructors_and_absolute_values_end_signatures_where_lean_does() -> None:
     text = """def f : ℕ → ℕ
   | 0 => 1
