@@ -67,11 +67,13 @@ _NOT_NAMES = frozenset(_COMMAND_KEYWORDS + list(_LINE_KEYWORDS) + list(_MODIFIER
 # Commands that may be a prefix of the next one (`open Real in`, `omit [h] in`), or of a term or tactic.
 _IN_PREFIXES = ("open", "set_option", "include", "omit", "variable")
 _IN_PREFIX = re.compile("(?:" + "|".join(_IN_PREFIXES) + r")\b[^\n]*?" + _TOKEN_BEFORE + r"in" + _TOKEN_AFTER)
-# Keywords read together with the word after them (`deriving` alone is a clause of a declaration).
+# Keywords read together with the word after them; those in `_ONLY_WITH_SECOND` are commands only then
+# (`deriving Repr` after a structure is a clause of it, `deriving instance` a command).
 _SECOND_WORDS = {
     "class": re.compile(r"\s+(inductive|abbrev)" + _TOKEN_AFTER),
     "deriving": re.compile(r"\s+(instance)" + _TOKEN_AFTER),
 }
+_ONLY_WITH_SECOND = frozenset({"deriving"})
 _BINDS_NEXT_ASSIGN = re.compile(_TOKEN_BEFORE + r"(?:let|have|haveI|letI)" + _TOKEN_AFTER)
 _WHERE = re.compile(_TOKEN_BEFORE + r"where" + _TOKEN_AFTER)
 _IMPORT = re.compile(r"import" + _TOKEN_AFTER + r"\s+(\S+)")
@@ -161,6 +163,13 @@ def layout_free(text: str) -> str:
     return re.sub(r" ?([()\[\]{}⟨⟩⦃⦄,:]) ?", r"\1", text)
 
 
+def identifiers(text: str) -> set[str]:
+    """The names `text` mentions outside comments and literals, and each dot-separated part of them."""
+    code = lex(text).blanked(COMMENTS_AND_LITERALS)
+    names = re.finditer(_TOKEN_BEFORE + _NAME.pattern, code)
+    return {plain_name(part) for m in names for part in [m.group(), *m.group().split(".")]}
+
+
 def find_tokens(text: str, words: tuple[str, ...], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """(start, end) of each occurrence of one of `words` in `text[start:end]` that Lean reads as a token of
     its own: outside comments and literals, not part of a longer name."""
@@ -227,8 +236,8 @@ def _scan_text(lexed: Lexed) -> str:
     return "".join(chars)
 
 
-def _bracket_end(text: str, open_at: int) -> int:
-    """Offset just past the bracket matching the one at `open_at` (the text's end if unmatched)."""
+def _matching(text: str, open_at: int = 0) -> int:
+    """Offset of the bracket closing the one at `open_at`, or -1 when it is never closed."""
     depth = 0
     for i in range(open_at, len(text)):
         if text[i] in _OPENERS:
@@ -236,8 +245,14 @@ def _bracket_end(text: str, open_at: int) -> int:
         elif text[i] in _CLOSERS:
             depth -= 1
             if depth == 0:
-                return i + 1
-    return len(text)
+                return i
+    return -1
+
+
+def _bracket_end(text: str, open_at: int) -> int:
+    """Offset just past the bracket matching the one at `open_at` (the text's end if unmatched)."""
+    close = _matching(text, open_at)
+    return len(text) if close < 0 else close + 1
 
 
 def _split_top_level(body: str) -> list[str]:
@@ -326,7 +341,7 @@ def _read_head(source: str, scan: str, at: int) -> _Head | None:
         end = word.end()
         if keyword in _SECOND_WORDS:
             second = _SECOND_WORDS[keyword].match(scan, end)
-            if second is None and keyword == "deriving":
+            if second is None and keyword in _ONLY_WITH_SECOND:
                 return None
             if second is not None:
                 keyword, end = f"{keyword} {second.group(1)}", second.end()
@@ -378,8 +393,8 @@ def _code_end(scan: str, start: int, stop: int) -> int:
 
 def _body_start(scan: str, start: int, stop: int, constructors: bool) -> int:
     """Where a declaration's body begins: its top-level `:=` (one not taken by a `let`/`have` inside the
-    statement), `where`, or an equation `| pattern => ...` opening a line (a `|x|` opening a line of the
-    type is no equation: it has no `=>`); `stop` if there is none."""
+    statement), `where`, or an equation or constructor `|` opening a line (see `_is_equation`); `stop` if
+    there is none."""
     depth = 0
     pending = 0
     i = start
@@ -562,19 +577,6 @@ def _expand_group(group: str) -> list[str]:
         return [f"[{body}]"]
     body = _unwrap(body)
     return [f"{opener}{name} : {body}{_CLOSING[opener]}" for name in m.group("names").split()]
-
-
-def _matching(text: str) -> int:
-    """Offset of the bracket closing the one `text` starts with, or -1."""
-    depth = 0
-    for i, c in enumerate(text):
-        if c in _OPENERS:
-            depth += 1
-        elif c in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
 
 
 def _outside_brackets(text: str) -> str:

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 
 from lean_pool.lean_lexer import COMMENTS_AND_LITERALS, NOT_CODE, code_only, lex
-from lean_pool.lean_source import DECLARATION_KINDS, THEOREM_KINDS, Command, attribute_names, layout_free, read_commands
+from lean_pool.lean_source import (DECLARATION_KINDS, THEOREM_KINDS, Command, attribute_names, identifiers, layout_free,
+                                   read_commands)
 
 # The axioms every Mathlib proof may use; anything else (sorryAx, Lean.ofReduceBool, a user axiom)
 # means the kernel did not check a complete proof from the standard foundations.
@@ -250,7 +251,6 @@ def textual_sorry_reasons(code: str) -> list[str]:
 # Context that can add hypotheses to a statement without changing its text.
 _HYPOTHESIS_CONTEXT = frozenset({"variable", "include", "omit"})
 _INSTANCE_ATTRIBUTES = frozenset({"instance", "default_instance"})
-_IDENTIFIER = re.compile(r"[^\W\d][\w'!?.]*")
 
 
 def _theorems(code: str) -> list[Command]:
@@ -307,7 +307,7 @@ def context_reasons(reference: str, candidate: str) -> list[str]:
         return []
     ref_texts = {layout_free(c.text) for c in ref_commands}
     ref_by_name = {c.name: layout_free(c.text) for c in ref_commands if c.kind in DECLARATION_KINDS and c.name}
-    statement_words = {part for word in _IDENTIFIER.findall(target.signature) for part in word.split(".")}
+    statement_words = identifiers(target.signature)
     target_context = _hypothesis_context(target)
     reasons = [
         f"`{entry}` is in scope for `{target.name}` but not in the reference: it can add hypotheses"

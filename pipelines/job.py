@@ -20,8 +20,7 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
-from lean_pool.launch import build_launch
-from lean_pool.launch import provenance as lean_provenance
+from lean_pool.launch import build_launch, provenance as lean_provenance
 from lean_pool.pool import LeanPool
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
