@@ -184,9 +184,27 @@ def leading_imports(text: str) -> tuple[list[str], int]:
     Lean allows only whitespace and comments before and among the imports. Doc comments (`/--`, `/-!`)
     are syntax that belongs to what follows, and an unterminated comment is left for Lean to report,
     so neither is skipped."""
+    modules, _, body_start = _imports(text)
+    return modules, body_start
+
+
+def without_imports(text: str) -> tuple[list[str], str]:
+    """The modules imported at the head of `text`, and `text` without its `import` lines (comments kept)."""
+    modules, spans, _ = _imports(text)
+    pieces, pos = [], 0
+    for start, end in spans:
+        pieces.append(text[pos:start])
+        pos = end
+    return modules, "".join(pieces) + text[pos:]
+
+
+def _imports(text: str) -> tuple[list[str], list[tuple[int, int]], int]:
+    """The leading imports' modules, the span of each `import` (to its line's end when only a comment
+    follows it there), and where the text after them begins."""
     lexed = lex(text)
     comments = {span.start: span for span in lexed.spans if span.kind == "comment"}
     modules: list[str] = []
+    spans: list[tuple[int, int]] = []
     pos = _skip_space(text, 0)
     while pos < len(text):
         comment = comments.get(pos)
@@ -203,8 +221,12 @@ def leading_imports(text: str) -> tuple[list[str], int]:
         if keyword is None:
             break
         modules.append(keyword.group(1))
+        line_end = text.find("\n", keyword.end())
+        line_end = len(text) if line_end < 0 else line_end
+        rest = text[keyword.end() : line_end].strip()
+        spans.append((keyword.start(), line_end if not rest or rest.startswith("--") else keyword.end()))
         pos = _skip_space(text, keyword.end())
-    return modules, pos
+    return modules, spans, pos
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lean_pool.lean_source import leading_imports
+from lean_pool.lean_source import leading_imports, without_imports
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.llm import prompts
@@ -54,7 +54,7 @@ class FormalizeSettings:
 def keep_imports(original: str, repaired: str) -> str:
     """The repaired code under the original's imports: a repair may not bring in new imports."""
     imports = [f"import {module}" for module in leading_imports(original)[0]]
-    body = repaired[leading_imports(repaired)[1] :].strip("\n")
+    body = without_imports(repaired)[1].strip("\n")
     return "\n".join(imports) + "\n\n" + body + "\n" if imports else body + "\n"
 
 

@@ -96,7 +96,7 @@ def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
         fn_constructor_kwargs={"settings": embedding, "text_column": "canonical"},
         batch_format="pyarrow",
         batch_size=rows,
-        concurrency=int(cfg.embed.actors),
+        compute=ray.data.ActorPoolStrategy(size=int(cfg.embed.actors)),
         num_cpus=float(cfg.embed.num_cpus),
         num_gpus=float(cfg.embed.num_gpus),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lean_pool.lean_source import THEOREM_KINDS, leading_imports, read_commands
+from lean_pool.lean_source import THEOREM_KINDS, leading_imports, read_commands, without_imports
 
 _LINE_COMMENT = "--"
 
@@ -61,8 +61,8 @@ def _imports(line: str) -> list[str]:
 def split_proof(proof: str, shared_lines: Sequence[str]) -> tuple[list[str], str]:
     """A checked proof file as (its imports, its body without them and without the shared environment lines)."""
     shared = {line.strip() for line in shared_lines}
-    modules, body_start = leading_imports(proof)
-    body = [line for line in proof[body_start:].split("\n") if line.strip() not in shared or not line.strip()]
+    modules, rest = without_imports(proof)
+    body = [line for line in rest.split("\n") if line.strip() not in shared or not line.strip()]
     return [f"import {module}" for module in modules], "\n".join(body).strip("\n")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool.lean_source import find_tokens, leading_imports, read_commands, signature_type
+from lean_pool.lean_source import find_tokens, leading_imports, read_commands, signature_type, without_imports
 from operators.split import split_lemmas
 
 
@@ -130,6 +130,11 @@ def test_unbalanced_signatures_are_marked_not_raised() -> None:
 def test_leading_imports_skip_plain_comments_only() -> None:
     assert leading_imports("/- c -/ import A -- x\nimport B.C\n/-- doc -/ theorem t") == (["A", "B.C"], 33)
     assert leading_imports("import A\n/- unterminated") == (["A"], 9)
+
+
+def test_without_imports_keeps_the_comments_a_model_wrote_above_its_lemma() -> None:
+    code = "import Mathlib -- everything\nimport Aesop\n\n-- 32. the note\nlemma x : True := trivial\n"
+    assert without_imports(code) == (["Mathlib", "Aesop"], "\n\n\n-- 32. the note\nlemma x : True := trivial\n")
 
 
 def test_find_tokens_skips_comments_strings_and_longer_names() -> None:
