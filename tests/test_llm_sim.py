@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from lean_pool.verdict import refusal_reasons
 from operators.llm.backend import LLMBackend
+from operators.llm.client import settings_from_config
 from operators.llm.simulator import (
     ATTEMPT_HEADER,
     CANDIDATE_HEADER,
@@ -21,12 +23,21 @@ from operators.llm.simulator import (
     RequestMeta,
     SimServer,
     completion_body,
+    decompose_reply,
+    diagnose_reply,
+    draft_reply,
+    faithfulness_reply,
     fetch_stats,
+    last_block,
+    last_lean_block,
     request_digest,
     reset_stats,
     seed_identifiers,
+    statement_sentences,
     success_attempt,
+    think_reply,
 )
+from operators.rows.formalizations import theorem_name
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 LEAN_SIM = Path(__file__).resolve().parents[1] / "conf" / "lean" / "sim.yaml"
@@ -75,6 +86,23 @@ def lean_block(text: str) -> str:
     blocks = re.findall(r"```lean\n(.*?)```", text, re.DOTALL)
     assert blocks, text
     return blocks[-1]
+
+
+def informal_prompt(informal: str) -> list[dict[str, Any]]:
+    """A prompt in the autoformalize convention: an example block first, the statement in the last ```text block."""
+    example = "Let n be a natural number. Then n = n."
+    content = f"Example:\n```text\n{example}\n```\nNow this one:\n```text\n{informal}\n```\n"
+    return [{"role": "user", "content": content}]
+
+
+def parts_prompt(parts: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """A labelling prompt: the parts in the last ```json block, the Lean statement after it."""
+    content = f"Parts:\n```json\n{json.dumps(parts)}\n```\nLean:\n```lean\ntheorem t : True := sorry\n```\n"
+    return [{"role": "user", "content": content}]
+
+
+def json_block(text: str) -> Any:
+    return json.loads(last_block(text, "json"))
 
 
 # --- scripted answers (pure) -------------------------------------------------------------
@@ -184,6 +212,144 @@ def test_answers_are_marked_simulated_and_truncated_at_max_tokens(sim: dict, see
     assert len({c["message"]["content"] for c in several["choices"]}) == 3
 
 
+# --- autoformalize stages (pure) ---------------------------------------------------------
+
+
+def test_draft_is_one_sorry_theorem_named_after_the_row_stating_a_scripted_statement(sim: dict) -> None:
+    script = sim["script"]
+    statements = script["discover"]["statements"]
+    broken, drawn = [], set()
+    for index in range(200):
+        row_id = f"Axler_exercise_{index}.2"
+        text = text_of(answer(sim, informal_prompt("Prove that 1 + 1 = 2."), "draft", row_id))
+        assert text == text_of(answer(sim, informal_prompt("Prove that 1 + 1 = 2."), "draft", row_id))
+        before, after = text.split(f"\n{script['formalize']['marker']}\n")
+        assert before.strip() and "simulated" in before
+        line = last_lean_block(after)
+        assert "\n" not in line
+        error = f"  -- {script['error_mark']}"
+        broken.append(line.endswith(error))
+        prefix = f"theorem {theorem_name(row_id)} "
+        assert line.startswith(prefix) and theorem_name(row_id) == f"Axler_exercise_{index}_2"
+        drawn.add(line.removesuffix(error).removeprefix(prefix).removesuffix(" := sorry"))
+    assert drawn == set(statements), "every row draws one of the scripted statements, and all get drawn"
+    assert 0.2 < sum(broken) / len(broken) < 0.4
+
+
+def test_draft_triggers_break_refuse_or_drop_the_code(sim: dict) -> None:
+    script = sim["script"]
+    marker, error_mark = script["formalize"]["marker"], script["error_mark"]
+    clean = draft_reply("Prove it.", "t", 0.0, 0.99, script)
+    assert error_mark not in clean and not refusal_reasons(last_lean_block(clean))
+    assert last_lean_block(clean) == f"theorem t {script['discover']['statements'][0]} := sorry"
+    broken = last_lean_block(draft_reply("Prove it. sim:error", "t", 0.0, 0.99, script))
+    assert broken == f"theorem t {script['discover']['statements'][0]} := sorry  -- {error_mark}"
+    refused = last_lean_block(draft_reply("Prove it. sim:refuse", "t", 0.0, 0.99, script))
+    assert refused.splitlines()[0] == "#eval 0" and refused.splitlines()[1].startswith("theorem t ")
+    assert refusal_reasons(refused)
+    nocode = text_of(answer(sim, informal_prompt("Prove it. sim:nocode"), "draft", "row"))
+    assert marker not in nocode and "```lean" not in nocode and nocode.strip()
+    # The trigger is read in the statement's block only: an earlier example block carries none.
+    example_only = "```text\nsim:nocode sim:refuse\n```\n```text\nProve it.\n```"
+    assert "#eval" not in text_of(answer(sim, [{"role": "user", "content": example_only}], "draft", "row"))
+
+
+def test_a_broken_draft_is_repaired_by_the_formalize_script(sim: dict) -> None:
+    code = last_lean_block(draft_reply("sim:error", "t", 0.0, 0.99, sim["script"]))
+    repairs = [
+        last_lean_block(text_of(answer(sim, [{"role": "user", "content": f"Fix:\n```lean\n{code}\n```"}],
+                                       "formalize", f"row-{index}", 3)))
+        for index in range(20)
+    ]
+    assert code.removesuffix(f"  -- {sim['script']['error_mark']}") in repairs
+
+
+def test_think_and_diagnose_are_scripted_notes_that_leave_the_repair_prompt_intact(sim: dict) -> None:
+    informal = "Let $G$ be a group. Prove that $G$ has an identity."
+    think = text_of(answer(sim, informal_prompt(informal), "think", "row"))
+    assert think == think_reply(informal) and think.startswith("Concepts (simulated):")
+    assert "```" not in think
+    code = "theorem t (n : ℕ) : n + 0 = n := sorry  -- sim:error"
+    repair = f"The code:\n```lean\n{code}\n```\nLean says: sim:error\n"
+    diagnosis = text_of(answer(sim, [{"role": "user", "content": repair}], "diagnose", "row", 2))
+    assert diagnosis == diagnose_reply(2) and diagnosis.startswith("Diagnosis (simulated):")
+    assert sim["script"]["error_mark"] not in diagnosis and "```" not in diagnosis and "theorem" not in diagnosis
+    assert last_lean_block(f"{repair}\nDiagnosis:\n{diagnosis}\nRepair it.") == code
+
+
+def test_decompose_splits_a_proofnet_statement_into_assumptions_and_a_conclusion(sim: dict, shared_dir: Path) -> None:
+    records = (shared_dir / "fixtures" / "proofnet-lean4-sample" / "proofnet.jsonl").read_text().splitlines()
+    record = next(r for r in map(json.loads, records) if r["name"] == "Shakarchi_exercise_1_13a")
+    informal = record["informal_stmt"].split("\\begin{proof}")[0]
+    parts = json_block(text_of(answer(sim, informal_prompt(informal), "decompose", record["name"])))
+    assert parts == {
+        "assumptions": ["Suppose that $f$ is holomorphic in an open set $\\Omega$."],
+        "conclusions": ["Prove that if $\\text{Re}(f)$ is constant, then $f$ is constant."],
+    }
+
+
+def test_decompose_splits_at_sentence_ends_and_blank_lines() -> None:
+    assert statement_sentences("Let $x = 3.5$. Is x > 3? Show it!\n\nHence done") == [
+        "Let $x = 3.5$.", "Is x > 3?", "Show it!", "Hence done"
+    ]
+    assert statement_sentences("A set\n  \nis finite.") == ["A set", "is finite."]
+    assert json.loads(last_block(decompose_reply("Prove that 2 is prime."), "json")) == {
+        "assumptions": [], "conclusions": ["Prove that 2 is prime."]
+    }
+    assert json.loads(last_block(decompose_reply("  \n"), "json")) == {"assumptions": [], "conclusions": []}
+
+
+def test_faithfulness_labels_each_part_in_order_with_triggers_winning(sim: dict) -> None:
+    parts = [
+        {"part": "Let $G$ be a group. sim:major", "kind": "assumption"},
+        {"part": "G is finite sim:minor", "kind": "assumption"},
+        *({"part": f"conclusion {i}", "kind": "conclusion"} for i in range(300)),
+    ]
+    def label_answer(model: str = "m") -> str:
+        return text_of(answer(sim, parts_prompt(parts), "faithfulness", "row", model=model, max_tokens=30000))
+
+    text = label_answer()
+    labels = json_block(text)
+    assert text == label_answer()
+    assert [label["part"] for label in labels] == [part["part"] for part in parts]
+    assert [label["label"] for label in labels[:2]] == ["major", "minor"]
+    assert all(label["reason"].endswith("(simulated)") for label in labels)
+    drawn = [label["label"] for label in labels[2:]]
+    rates = sim["script"]["faithfulness"]
+    assert abs(drawn.count("major") / len(drawn) - rates["major_rate"]) < 0.06
+    assert abs(drawn.count("minor") / len(drawn) - rates["minor_rate"]) < 0.06
+    other = json_block(label_answer("other"))
+    assert [label["label"] for label in other] != [label["label"] for label in labels], "models draw apart"
+    all_major = json_block(faithfulness_reply(json.dumps(parts), ("k",), {"major_rate": 1.0, "minor_rate": 0.0}))
+    assert {label["label"] for label in all_major[2:]} == {"major"}
+
+
+def test_faithfulness_answers_an_empty_list_when_the_parts_are_missing_or_unreadable(sim: dict) -> None:
+    no_block = [{"role": "user", "content": "Label the parts."}]
+    assert json_block(text_of(answer(sim, no_block, "faithfulness", "row"))) == []
+    for block in ("[{\"part\": ", "{\"part\": \"x\"}", "[\"x\"]", "[{\"kind\": \"assumption\"}]"):
+        content = f"```json\n{block}\n```"
+        assert json_block(text_of(answer(sim, [{"role": "user", "content": content}], "faithfulness", "row"))) == []
+
+
+def test_every_llm_config_has_the_autoformalize_roles_and_stages() -> None:
+    expected = {
+        "sim": ("sim", {"autoformalize": "formalizer", "diagnose": "formalizer", "faithfulness": "judge"}, 0.0),
+        "openai": ("main", dict.fromkeys(("autoformalize", "diagnose", "faithfulness"), "gpt-5-mini"), 1.0),
+        "vllm": ("serve", dict.fromkeys(("autoformalize", "diagnose", "faithfulness"), "qwen3-32b"), 0.6),
+    }
+    for name, (endpoint, models, temperature) in expected.items():
+        settings = settings_from_config(yaml.safe_load((CONF / f"{name}.yaml").read_text()))
+        assert {role: settings.roles[role].model for role in models} == models
+        assert {settings.roles[role].endpoint for role in models} == {endpoint}
+        for stage in ("think", "draft", "diagnose", "decompose", "faithfulness"):
+            assert settings.sampling[stage].max_tokens
+        for stage in ("decompose", "faithfulness"):
+            assert settings.sampling[stage].temperature == temperature
+        request = settings.request("faithfulness", "decompose", [{"role": "user", "content": "q"}], "row")
+        assert request.model == models["faithfulness"] and request.endpoint == endpoint
+
+
 # --- the HTTP server ---------------------------------------------------------------------
 
 
@@ -241,6 +407,25 @@ def test_server_counts_requests_per_stage_and_resets(sim: dict) -> None:
         assert stats["answered_by_stage"] == {"judge": 3, "prove": 2}
         reset_stats(server.base_url)
         assert fetch_stats(server.base_url)["requests"] == 0
+
+
+def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> None:
+    with SimServer(sim) as server:
+        def ask(stage: str, messages: list[dict[str, Any]], row: str = "Axler_exercise_1.2") -> str:
+            headers = {STAGE_HEADER: stage, CANDIDATE_HEADER: row, ATTEMPT_HEADER: "1"}
+            status, _, body = post(server.base_url, {"model": "formalizer", "messages": messages}, headers)
+            assert status == 200
+            return body["choices"][0]["message"]["content"]
+
+        assert last_lean_block(ask("draft", informal_prompt("Prove it."))).startswith("theorem Axler_exercise_1_2 ")
+        parts = json_block(ask("decompose", informal_prompt("Let n be odd. Prove that n is not 0.")))
+        assert parts == {"assumptions": ["Let n be odd."], "conclusions": ["Prove that n is not 0."]}
+        labels = json_block(ask("faithfulness", parts_prompt([{"part": "n odd sim:minor", "kind": "assumption"}])))
+        assert [label["label"] for label in labels] == ["minor"]
+        assert ask("think", informal_prompt("x")).startswith("Concepts (simulated)")
+        assert ask("diagnose", informal_prompt("x")).startswith("Diagnosis (simulated)")
+        assert fetch_stats(server.base_url)["answered_by_stage"] == dict.fromkeys(
+            ("draft", "decompose", "faithfulness", "think", "diagnose"), 1)
 
 
 def test_backend_starts_and_stops_the_sim_as_a_process() -> None:

@@ -3,7 +3,8 @@
 It is a real HTTP server (the stdlib's threading `http.server`, HTTP/1.1 keep-alive) so the
 client, retries, timeouts and Ray Data operators run exactly as they would against vLLM or a
 paid API. Its "model" decides nothing: answers are scripted per stage (discover, judge,
-formalize, prove) and are a deterministic function of the request content and the sim seed.
+formalize, prove; think, draft, diagnose, decompose, faithfulness for autoformalize) and are a
+deterministic function of the request content and the sim seed.
 Latency, capacity (requests served at once; the rest queue), injected 429/500/timeouts and a
 context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
 simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim.
@@ -32,12 +33,19 @@ from typing import Any, Mapping
 
 from lean_pool.lean_source import read_commands
 from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+from operators.rows.formalizations import MAJOR, MINOR, PERFECT, theorem_name
 
 SIM_MODEL_PREFIX = "sim/"
 
 _FAIL_TRIGGER = re.compile(r"sim:fail=(429|500|hang)x(\d+)")
 _EMPTY_TRIGGER = "sim:empty"
-_LEAN_BLOCK = re.compile(r"```lean[^\n]*\n(.*?)```", re.DOTALL)
+# Triggers in the informal text of a draft prompt: a refused command before the theorem, or no code at all.
+_REFUSE_TRIGGER = "sim:refuse"
+_NOCODE_TRIGGER = "sim:nocode"
+# Triggers in a part to label: that label whatever the draw.
+_LABEL_TRIGGERS = ((f"sim:{MAJOR}", MAJOR), (f"sim:{MINOR}", MINOR))
+# Sentence ends (kept with their sentence) and blank lines: where an informal statement splits into parts.
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n[ \t]*\n")
 # Declarations whose names the scripted discover answer builds on.
 _SEED_KINDS = frozenset({"theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
@@ -120,10 +128,22 @@ def _first_on_its_line(text: str, offset: int) -> bool:
     return not text[text.rfind("\n", 0, offset) + 1 : offset].strip()
 
 
+def last_block(text: str, language: str) -> str:
+    """The body of the last fenced block opened with ```language in a prompt, or an empty string: prompts put the
+    material to work on last, after any examples."""
+    blocks = re.findall(rf"```{re.escape(language)}[^\n]*\n(.*?)```", text, re.DOTALL)
+    return blocks[-1].strip("\n") if blocks else ""
+
+
 def last_lean_block(text: str) -> str:
     """The body of the last ```lean block in a prompt, or an empty string."""
-    blocks = _LEAN_BLOCK.findall(text)
-    return blocks[-1].strip("\n") if blocks else ""
+    return last_block(text, "lean")
+
+
+def statement_sentences(text: str) -> list[str]:
+    """An informal statement cut into sentences (at `.`, `?`, `!` before a space or the end, and at blank lines),
+    the sim's stand-in for a model splitting it into parts."""
+    return [sentence.strip() for sentence in _SENTENCE_BREAK.split(text) if sentence.strip()]
 
 
 def discover_reply(prompt: str, key: str, script: Mapping[str, Any], error_mark: str) -> str:
@@ -172,6 +192,67 @@ def prove_reply(code: str, proved: bool, script: Mapping[str, Any]) -> str:
     return f"Proof attempt (simulated).\n{script['marker']}\n```lean\n{body}\n```\n"
 
 
+def think_reply(informal: str) -> str:
+    """Notes before a draft; scripted, so they name no concept a later step could mistake for insight."""
+    count = len(statement_sentences(informal))
+    return (
+        f"Concepts (simulated): the statement has {count} sentence(s); these notes are scripted and name no "
+        "mathematics.\n"
+    )
+
+
+def draft_reply(informal: str, name: str, statement_u: float, broken_u: float, script: Mapping[str, Any]) -> str:
+    """A first formalization: a note, the marker, then one `sorry` theorem named as asked, stating a scripted
+    statement. Triggers in the informal text: the error mark (broken, also drawn), `sim:refuse`, `sim:nocode`."""
+    note = "Draft (simulated): the statement below is drawn from a fixed list, not read from the informal text."
+    if _NOCODE_TRIGGER in informal:
+        return f"{note}\n"
+    statements = script["discover"]["statements"]
+    error_mark = script["error_mark"]
+    line = f"theorem {name} {statements[int(statement_u * len(statements))]} := sorry"
+    if error_mark in informal or broken_u < script["draft"]["broken_rate"]:
+        line += f"  -- {error_mark}"
+    lines = ["#eval 0", line] if _REFUSE_TRIGGER in informal else [line]
+    return f"{note}\n{script['formalize']['marker']}\n```lean\n" + "\n".join(lines) + "\n```\n"
+
+
+def diagnose_reply(attempt: int) -> str:
+    """An explanation before a repair. It repeats neither the code nor the error, since the repair prompt it is
+    pasted into must keep the code as its last lean block."""
+    return f"Diagnosis (simulated): before repair {attempt}, scripted; it names no real cause of the error.\n"
+
+
+def decompose_reply(informal: str) -> str:
+    """The informal statement's parts as the decompose stage answers them: its last sentence is the conclusion,
+    every sentence before it an assumption."""
+    sentences = statement_sentences(informal)
+    parts = {"assumptions": sentences[:-1], "conclusions": sentences[-1:]}
+    return f"Parts (simulated).\n```json\n{json.dumps(parts, ensure_ascii=False)}\n```\n"
+
+
+def faithfulness_reply(parts_block: str, key: tuple[object, ...], script: Mapping[str, Any]) -> str:
+    """One label per part given, in order: a `sim:major` / `sim:minor` trigger in the part wins, else a draw on
+    `unit(*key, index)` at the configured rates. Parts that are not readable get an empty list."""
+    try:
+        parts = json.loads(parts_block)
+    except json.JSONDecodeError:
+        parts = None
+    readable = isinstance(parts, list) and all(isinstance(p, Mapping) and isinstance(p.get("part"), str) for p in parts)
+    labels = []
+    for index, part in enumerate(parts if readable else []):
+        text = part["part"]
+        label = next((label for trigger, label in _LABEL_TRIGGERS if trigger in text), None)
+        if label is not None:
+            reason = f"the part carries the sim:{label} trigger (simulated)"
+        else:
+            u = unit(*key, index)
+            major, minor = script["major_rate"], script["minor_rate"]
+            label = MAJOR if u < major else MINOR if u < major + minor else PERFECT
+            reason = "drawn at the configured rates, not a reading of the statement (simulated)"
+        labels.append({"part": text, "label": label, "reason": reason})
+    return f"Labels (simulated).\n```json\n{json.dumps(labels, ensure_ascii=False)}\n```\n"
+
+
 def scripted_reply(
     messages: list[Mapping[str, Any]], meta: RequestMeta, model: str, digest: str, sim: Mapping[str, Any]
 ) -> str:
@@ -192,6 +273,18 @@ def scripted_reply(
         k = success_attempt(script["prove"]["proved_at_attempt"], unit(seed, model, "prove", subject))
         proved = k is not None and meta.attempt >= k
         return prove_reply(last_lean_block(prompt), proved, script["prove"])
+    if meta.stage == "think":
+        return think_reply(last_block(prompt, "text"))
+    if meta.stage == "draft":
+        draws = unit(seed, model, "draft", subject), unit(seed, model, "draft", subject, "broken")
+        return draft_reply(last_block(prompt, "text"), theorem_name(meta.candidate_id), *draws, script)
+    if meta.stage == "diagnose":
+        return diagnose_reply(meta.attempt)
+    if meta.stage == "decompose":
+        return decompose_reply(last_block(prompt, "text"))
+    if meta.stage == "faithfulness":
+        key = (seed, model, "faithfulness", subject)
+        return faithfulness_reply(last_block(prompt, "json"), key, script["faithfulness"])
     return f"Simulated answer {digest[:16]}.\n"
 
 
