@@ -1,4 +1,5 @@
-"""The report's figures, drawn with matplotlib from the data frames of `pipelines.stats`.
+"""The report's figures, drawn with matplotlib from the data frames of `pipelines.stats` (and of
+`pipelines.formalization_stats` for an autoformalize run).
 
 Each function returns a `Figure` (no pyplot state, safe anywhere) so the report saves it as PNG, the
 notebook shows it, and a test reads back its bars. A figure of a simulated run carries the label
@@ -11,11 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from pipelines.stats import ALL
 
-FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"), ("compilable", "compilable"),
-                 ("trivial", "trivial"), ("proved", "proved"))
+FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"),
+                 ("compilable", "compilable"), ("trivial", "trivial"), ("proved", "proved"))
 WATERMARK_ALPHA = 0.25
 BAR_GROUP_WIDTH = 0.8
 
@@ -115,4 +117,34 @@ def rejections_figure(reasons: pl.DataFrame, size: Sequence[float], label: str |
     axes.barh([f"{row['where']} | {row['class']}" for row in ordered.iter_rows(named=True)], ordered["count"].to_list())
     axes.tick_params(axis="y", labelsize="x-small")
     axes.set_xlabel("count")
+    return figure
+
+
+def accuracy_figure(accuracy: pl.DataFrame, size: Sequence[float], label: str | None) -> Figure:
+    """Compile rate and final accuracy (compiled and faithful) per source and overall, % of the valid rows."""
+    figure = _figure(size, "Compile rate and final accuracy per source", label)
+    axes = figure.add_subplot()
+    series = {name: [v or 0.0 for v in accuracy[column].to_list()]
+              for column, name in (("compile_rate", "compiled"), ("final_accuracy", "compiled and faithful"))}
+    _grouped_bars(axes, accuracy["source"].to_list(), series)
+    axes.set_ylim(0, 100)
+    axes.set_ylabel("% of valid rows")
+    return figure
+
+
+def score_histogram_figure(histogram: pl.DataFrame, alpha: float | None, size: Sequence[float], label: str | None
+                           ) -> Figure:
+    """The faithfulness scores as counted per bin, with the run's threshold (alpha) marked when known."""
+    figure = _figure(size, "Faithfulness scores", label)
+    axes = figure.add_subplot()
+    starts, ends = histogram["bin_start"].to_list(), histogram["bin_end"].to_list()
+    axes.bar(starts, histogram["count"].to_list(), [end - start for start, end in zip(starts, ends)], align="edge",
+             edgecolor="white")
+    if alpha is not None:
+        axes.axvline(alpha, color="tab:red", linestyle="--", label=f"alpha = {alpha:g}")
+        axes.legend(fontsize="small")
+    axes.set_xlim(0, 1)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("faithfulness score")
+    axes.set_ylabel("rows")
     return figure

@@ -5,6 +5,10 @@ What a researcher needs in the morning, laid out like the MathlibLemma paper: th
 the token and Lean cost per stage and per proved lemma, time per stage, and why candidates failed.
 Every number comes from the candidates table through `pipelines.stats`; a simulated run says so at the
 top and bottom of the page, in every section title and on every plot.
+
+An autoformalize run (a formalizations table, no candidates) gets its own page, laid out the same way:
+outcomes, compile rate and final accuracy per source, LLM calls per problem, agreement with the reference
+statements and the faithfulness scores, from `pipelines.formalization_stats`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from operators.rows.candidates import CANDIDATE, MATHLIB
+from pipelines import formalization_stats as fstats
 from pipelines import plots, stats
 from pipelines.cli import compose_config
-from pipelines.run_data import RunData, RunNotFound, load_run
+from pipelines.run_data import FormalizationRun, RunData, RunNotFound, load_any
 from pipelines.run_dir import RunDir
 
 REPORT_FILE = "report.md"
@@ -88,7 +93,8 @@ def dedup_markdown(matches: pl.DataFrame, settings: str | None) -> str:
     kinds = {MATHLIB: "a Mathlib declaration", CANDIDATE: "an earlier candidate of the seed"}
     rows = [[kinds.get(r["dedup_kind"], r["dedup_kind"]), r["dropped"], r["distinct_matches"], f"{r['min_score']:.3f}"]
             for r in matches.iter_rows(named=True)]
-    table = markdown_table(["Restates", "Dropped", "Distinct matches", "Lowest score"], rows) if rows else "Nothing dropped."
+    headers = ["Restates", "Dropped", "Distinct matches", "Lowest score"]
+    table = markdown_table(headers, rows) if rows else "Nothing dropped."
     return f"Threshold {config['threshold']} on the cosine of the statements ({where}).\n\n{table}"
 
 
@@ -153,19 +159,20 @@ def reasons_markdown(reasons: pl.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def _provenance(candidates: pl.DataFrame) -> dict[str, Any]:
-    """The provenance of the run's first candidate (the same on every row of one run); empty for no rows."""
-    return candidates["provenance"][0] if candidates.height else {}
+def _provenance(rows: pl.DataFrame) -> dict[str, Any]:
+    """The provenance of the run's first row (the same on every row of one run); empty for no rows."""
+    return rows["provenance"][0] if rows.height else {}
 
 
-def provenance_lines(run: RunData) -> list[str]:
-    """Where the numbers come from: run id, backends, models, Lean toolchain and Mathlib revision."""
-    first = _provenance(run.candidates)
+def provenance_lines(uri: str, manifest: Mapping[str, Any], rows: pl.DataFrame) -> list[str]:
+    """Where the numbers come from: run id, backends, models, Lean toolchain and Mathlib revision, read off the
+    manifest and the first row of the run's table (candidates or formalizations: both carry `provenance`)."""
+    first = _provenance(rows)
     models = json.loads(first.get("models") or "{}") if first else {}
     return [
-        f"- run directory: `{run.uri}`",
-        f"- run id: `{run.manifest.get('run_id', first.get('run_id') if first else None)}`, "
-        f"created {run.manifest.get('created_at', 'unknown')}",
+        f"- run directory: `{uri}`",
+        f"- run id: `{manifest.get('run_id', first.get('run_id') if first else None)}`, "
+        f"created {manifest.get('created_at', 'unknown')}",
         f"- LLM backend: {first.get('llm_backend')}; models: "
         + (", ".join(f"{role}=`{model}`" for role, model in sorted(models.items())) or NONE),
         f"- Lean backend: {first.get('lean_backend')}; toolchain `{first.get('toolchain')}`; "
@@ -174,9 +181,18 @@ def provenance_lines(run: RunData) -> list[str]:
     ]
 
 
+def _sim_marks(simulated: bool, cfg: Mapping[str, Any]) -> tuple[str | None, str, list[str]]:
+    """For a simulated run: the label for the plots, the tag for every heading and the banner lines for the top
+    and bottom of the page; nothing for a real run."""
+    if not simulated:
+        return None, "", []
+    label = cfg["sim_label"]
+    return label, " (simulated run)", [f"> **{label}**", ""]
+
+
 def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     """The whole report of a run, without writing anything."""
-    label = cfg["sim_label"] if run.simulated else None
+    label, tag, banner = _sim_marks(run.simulated, cfg)
     size, domains, top = cfg["plots"]["size"], cfg["domains"], int(cfg["top_reasons"])
     max_repairs = run.max_repairs()
     c = run.candidates
@@ -187,10 +203,8 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     cost = stats.cost_by_stage(c, run.discoveries)
     total = stats.totals(c, cost)
     reasons = stats.rejection_reasons(c, top)
-    tag = " (simulated run)" if label else ""
-    banner = [f"> **{label}**", ""] if label else []
     sections = [
-        f"# Folklore run report{tag}", "", *banner, *provenance_lines(run), "",
+        f"# Folklore run report{tag}", "", *banner, *provenance_lines(run.uri, run.manifest, c), "",
         f"## Funnel per domain{tag}", "", funnel_markdown(funnel), "", "![funnel](funnel.png)", "",
         f"### Dedup{tag}", "", dedup_markdown(matches, _provenance(c).get("dedup")), "",
         f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
@@ -210,13 +224,93 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         "time": plots.time_figure(cost, total["lean_seconds"], size, label),
         "rejections": plots.rejections_figure(overall, size, label),
     }
-    tables = {"funnel": funnel, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost, "reasons": reasons}
+    tables = {"funnel": funnel, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
+              "reasons": reasons}
     return Report("\n".join(sections), figures, tables)
 
 
-def write(run: RunData, report: Report, out_subdir: str, dpi: int) -> str:
-    """Write report.md, the PNGs and tables/*.csv into the run directory; returns the report's location."""
-    target = RunDir(run.uri)
+def status_markdown(statuses: pl.DataFrame) -> str:
+    """Rows per final status, every status listed so a zero shows."""
+    rows = [[r["status"], count_pct(r["count"], r["pct"])] for r in statuses.iter_rows(named=True)]
+    return markdown_table(["Status", "Rows"], rows) + f"\n\nPercentages are of all {statuses['count'].sum()} rows."
+
+
+def accuracy_markdown(accuracy: pl.DataFrame) -> str:
+    """Compile rate and final accuracy per source and overall, with the bad input they leave out."""
+    rows = [[r["source"], r["rows"], r["bad_input"], r["valid"], count_pct(r["compiled"], r["compile_rate"]),
+             count_pct(r["faithful"], r["final_accuracy"])] for r in accuracy.iter_rows(named=True)]
+    table = markdown_table(["Source", "Rows", "Bad input", "Valid", "Compiled (compile rate)",
+                            "Compiled and faithful (final accuracy)"], rows)
+    return (table + "\n\nRates are of the valid rows (bad input left out); final accuracy counts a statement that "
+            "compiled and was judged faithful (Aria's metric).")
+
+
+def calls_markdown(calls: pl.DataFrame) -> str:
+    """LLM calls per problem over the valid rows, per stage and over all stages."""
+    rows = [[r["stage"], r["calls"], number(r["mean"]), number(r["median"]), r["max"]]
+            for r in calls.iter_rows(named=True)]
+    return (markdown_table(["Stage", "Calls", "Mean per problem", "Median", "Max"], rows)
+            + "\n\nOver the valid rows; a problem without a call of a stage counts as zero for it.")
+
+
+def agreement_markdown(agreement: pl.DataFrame, matrix: pl.DataFrame) -> str:
+    """How many compiled statements are the reference's, and the faithfulness verdict against that match."""
+    a = agreement.row(0, named=True)
+    if not a["compared"]:
+        return f"{a['with_reference']} rows have a reference, none with a compiled statement: nothing to compare."
+    table = markdown_table(
+        ["", "Matches the reference", "Differs from the reference"],
+        [["faithful" if r["faithful"] else "unfaithful", r["matches_reference"], r["differs_from_reference"]]
+         for r in matrix.iter_rows(named=True)],
+    )
+    return (f"{count_pct(a['matching'], a['match_pct'])} of the {a['compared']} compiled statements with a reference "
+            f"({a['with_reference']} rows have one) are the reference's.\n\n{table}\n\nThe faithfulness check "
+            f"agrees with the reference on {count_pct(a['agree'], a['agree_pct'])} of the {a['judged']} it judged.")
+
+
+def histogram_markdown(histogram: pl.DataFrame, alpha: float | None) -> str:
+    """Rows per bin of the faithfulness score, and the threshold the run judged with."""
+    last = histogram.height - 1
+    rows = [[f"[{r['bin_start']:g}, {r['bin_end']:g}{']' if index == last else ')'}", r["count"]]
+            for index, r in enumerate(histogram.iter_rows(named=True))]
+    threshold = f"alpha = {alpha:g}" if alpha is not None else "not recorded in the manifest"
+    return (markdown_table(["Score", "Rows"], rows) + f"\n\n{histogram['count'].sum()} rows have a score; "
+            f"the run's threshold: {threshold}.")
+
+
+def render_formalizations(run: FormalizationRun, cfg: Mapping[str, Any]) -> Report:
+    """The whole report of an autoformalize run, without writing anything."""
+    label, tag, banner = _sim_marks(run.simulated, cfg)
+    size, f = cfg["plots"]["size"], run.formalizations
+    statuses = fstats.status_counts(f)
+    accuracy = fstats.accuracy_by_source(f)
+    calls = fstats.calls_per_problem(f)
+    agreement = fstats.reference_agreement(f)
+    matrix = fstats.faithful_vs_reference(f)
+    histogram = fstats.score_histogram(f, int(cfg["formalizations"]["score_bins"]))
+    sections = [
+        f"# Folklore autoformalization report{tag}", "", *banner, *provenance_lines(run.uri, run.manifest, f), "",
+        f"## Outcomes{tag}", "", status_markdown(statuses), "",
+        f"## Compile rate and final accuracy per source{tag}", "", accuracy_markdown(accuracy), "",
+        "![accuracy](accuracy.png)", "",
+        f"## LLM calls per problem{tag}", "", calls_markdown(calls), "",
+        f"## Agreement with the reference{tag}", "", agreement_markdown(agreement, matrix), "",
+        f"## Faithfulness scores{tag}", "", histogram_markdown(histogram, run.alpha), "",
+        "![faithfulness scores](faithfulness_scores.png)", "",
+        *banner,
+    ]
+    figures = {
+        "accuracy": plots.accuracy_figure(accuracy, size, label),
+        "faithfulness_scores": plots.score_histogram_figure(histogram, run.alpha, size, label),
+    }
+    tables = {"statuses": statuses, "accuracy": accuracy, "llm_calls": calls, "reference_agreement": agreement,
+              "faithful_vs_reference": matrix, "faithfulness_scores": histogram}
+    return Report("\n".join(sections), figures, tables)
+
+
+def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
+    """Write report.md, the PNGs and tables/*.csv into the run directory at `uri`; returns the report's location."""
+    target = RunDir(uri)
     base = f"{target.path}/{out_subdir}"
     target.filesystem.create_dir(f"{base}/tables", recursive=True)
 
@@ -235,15 +329,16 @@ def write(run: RunData, report: Report, out_subdir: str, dpi: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write the report of a run; exit 2 when there is no run to report on."""
+    """Write the report of a run (mining, evaluate or autoformalize); exit 2 when there is no run to report on."""
     try:
         cfg: DictConfig = compose_config("report", sys.argv[1:] if argv is None else argv)
-        run = load_run(str(cfg.run_dir))
+        run = load_any(str(cfg.run_dir))
     except (RunNotFound, MissingMandatoryValue) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots")}
-    location = write(run, render(run, settings), str(cfg.out_subdir), int(cfg.plots.dpi))
+    settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots", "formalizations")}
+    rendered = render(run, settings) if isinstance(run, RunData) else render_formalizations(run, settings)
+    location = write(run.uri, rendered, str(cfg.out_subdir), int(cfg.plots.dpi))
     print(f"report: {location}" + (" (simulated run)" if run.simulated else ""), flush=True)
     return 0
 

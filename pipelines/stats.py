@@ -31,11 +31,12 @@ _NUMBER = re.compile(r"\b\d+(\.\d+)?\b")
 _ATTEMPT_PREFIX = re.compile(r"^attempt \d+: ")
 
 
-def is_simulated(candidates: pl.DataFrame) -> bool:
-    """True when any row came from the simulated LLM or the simulated Lean: such numbers are not mathematics."""
-    if candidates.is_empty():
+def is_simulated(rows: pl.DataFrame) -> bool:
+    """True when any row (a candidate or a formalization: both carry `provenance`) came from the simulated LLM or
+    the simulated Lean: such numbers are not mathematics."""
+    if rows.is_empty():
         return False
-    provenance = candidates.select(
+    provenance = rows.select(
         pl.col("provenance").struct.field("llm_simulated").fill_null(False).any().alias("llm"),
         pl.col("provenance").struct.field("lean_simulated").fill_null(False).any().alias("lean"),
     ).row(0)
@@ -48,19 +49,21 @@ def domain_order(domains: Sequence[str], preferred: Sequence[str]) -> list[str]:
     return [d for d in preferred if d in present] + sorted(present - set(preferred))
 
 
-def _with_all(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+def with_all(frame: pl.DataFrame, key: str) -> pl.DataFrame:
     """The rows twice: once as they are, once with `key` set to `all`, so one group-by gives the total row too."""
     return pl.concat([frame, frame.with_columns(pl.lit(ALL).alias(key))])
 
 
-def _ordered(frame: pl.DataFrame, key: str, order: Sequence[str]) -> pl.DataFrame:
+def ordered(frame: pl.DataFrame, key: str, order: Sequence[str]) -> pl.DataFrame:
+    """The rows sorted by `key` in the given order, then `all`, then anything unlisted: tables read top to bottom."""
     rank = {name: index for index, name in enumerate([*order, ALL])}
     return frame.with_columns(pl.col(key).replace_strict(rank, default=len(rank)).alias("_rank")).sort(
         "_rank", maintain_order=True
     ).drop("_rank")
 
 
-def _percent(numerator: str, denominator: str) -> pl.Expr:
+def percent(numerator: str, denominator: str) -> pl.Expr:
+    """`numerator` as a percentage of `denominator`, null (shown as a dash) where the denominator is zero."""
     return pl.when(pl.col(denominator) > 0).then(100.0 * pl.col(numerator) / pl.col(denominator)).otherwise(None)
 
 
@@ -71,7 +74,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
     `judged_correct` is null for a domain nobody judged (an evaluate run has no judge stage).
     """
     grouped = (
-        _with_all(candidates.select("domain", "seed_id", "judge_verdict", "status", "trivial"), "domain")
+        with_all(candidates.select("domain", "seed_id", "judge_verdict", "status", "trivial"), "domain")
         .group_by("domain")
         .agg(
             pl.col("seed_id").n_unique().alias("seeds"),
@@ -88,11 +91,12 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
             pl.when(pl.col("judged") > 0).then(pl.col("judged_correct")).otherwise(None).alias("judged_correct")
         )
         .with_columns(
-            _percent(name, "proposed").alias(f"{name}_pct") for name in ("duplicate", "judged_correct", "compilable", "trivial", "proved")
+            percent(name, "proposed").alias(f"{name}_pct")
+            for name in ("duplicate", "judged_correct", "compilable", "trivial", "proved")
         )
         .drop("judged")
     )
-    return _ordered(grouped, "domain", domain_order(candidates["domain"].unique().to_list(), preferred_domains))
+    return ordered(grouped, "domain", domain_order(candidates["domain"].unique().to_list(), preferred_domains))
 
 
 def dedup_matches(candidates: pl.DataFrame) -> pl.DataFrame:
@@ -136,18 +140,18 @@ def success_at(candidates: pl.DataFrame, max_repairs: int, preferred_domains: Se
         .select("candidate_id", "domain", pl.lit(UNION).alias("prover"), "success_at")
         .with_columns(pl.col("success_at").cast(proofs.schema["success_at"]))
     )
-    rows = _with_all(pl.concat([proofs, union]), "domain")
+    rows = with_all(pl.concat([proofs, union]), "domain")
     grouped = rows.group_by("prover", "domain").agg(
         pl.len().alias("attempted"),
         *[(pl.col("success_at") <= t).fill_null(False).sum().alias(f"solved_at_{t}") for t in range(max_repairs + 1)],
     )
     grouped = grouped.with_columns(
-        _percent(f"solved_at_{t}", "attempted").alias(f"success_at_{t}") for t in range(max_repairs + 1)
+        percent(f"solved_at_{t}", "attempted").alias(f"success_at_{t}") for t in range(max_repairs + 1)
     )
     order = domain_order(candidates["domain"].unique().to_list(), preferred_domains)
-    grouped = _ordered(grouped, "domain", order)
+    grouped = ordered(grouped, "domain", order)
     provers = [*provers_of(candidates), UNION]
-    return _ordered(grouped, "prover", provers)
+    return ordered(grouped, "prover", provers)
 
 
 def overlap(candidates: pl.DataFrame) -> pl.DataFrame:
@@ -279,8 +283,8 @@ def rejection_reasons(candidates: pl.DataFrame, top: int) -> pl.DataFrame:
         for status in (REJECTED_BY_JUDGE, NOT_COMPILABLE, ERROR_INFRA)
     ]
     failed = proof_rows(candidates).filter(~pl.col("proved"))
-    frames.append(_count_classes([cls for reason in failed["reason"].to_list() for cls in prover_failure_classes(reason)],
-                                 "failed proof: last attempt"))
+    failure_classes = [cls for reason in failed["reason"].to_list() for cls in prover_failure_classes(reason)]
+    frames.append(_count_classes(failure_classes, "failed proof: last attempt"))
     formalize_errors = _error_messages(candidates.select(pl.col("formalize_attempts").alias("attempts")))
     frames.append(_count_classes([reason_class(m) for m in formalize_errors], "Lean errors: formalize"))
     prove_errors = _error_messages(proof_rows(candidates).select("attempts"))
