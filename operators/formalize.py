@@ -36,17 +36,20 @@ from operators.rows.candidates import (
 )
 
 STAGE = "formalize"
+DIAGNOSE_STAGE = "diagnose"
 # How the reason of a statement that restates an existing name begins.
 RESTATES = "restates an existing declaration"
 
 
 @dataclass(frozen=True)
 class FormalizeSettings:
-    """The formalize step's config (`formalize:`): T repair rounds, the answer's code marker, the prompt
-    templates, and grounding (None: closed-book, the paper's protocol)."""
+    """The formalize step's config (`formalize:`): T repair rounds, the answer's code marker, whether a `diagnose`
+    role explains each failure before the repair (FORMAL), the prompt templates, and grounding (None:
+    closed-book, the paper's protocol)."""
 
     max_repairs: int
     marker: str
+    diagnose: bool
     prompts: Mapping[str, str]
     grounding: GroundingSettings | None
 
@@ -90,6 +93,8 @@ class FormalizeOperator(LLMOperator):
     """Check, repair with history, check again: until the statement compiles or T repairs are spent."""
 
     stage = STAGE
+    role = "formalize"
+    table = staticmethod(candidates_table)  # the schema of the rows it returns
 
     def __init__(self, settings: LLMSettings, *, formalize: FormalizeSettings, pool: Any, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
@@ -97,29 +102,46 @@ class FormalizeOperator(LLMOperator):
         self.pool = pool
         self.grounder = open_grounder(formalize.grounding)
 
+    async def check(self, row: dict[str, Any], code: str) -> CheckResult:
+        """A statement check of `code`, counted in the row's Lean usage."""
+        result = await self.pool.check(code, mode="statement")
+        record_lean_check(row, result)
+        return result
+
+    async def ask(self, row: dict[str, Any], row_id: str, stage: str, role: str, messages: list[dict[str, str]],
+                  call: int) -> LLMResult:
+        """One model call for the row, counted in its usage columns."""
+        answer = await self.complete(self.settings.request(role, stage, messages, row_id, call))
+        record_llm_call(row, stage, call, answer)
+        return answer
+
+    async def repair(self, row: dict[str, Any], row_id: str, step: Ask, preamble: str = "") -> LLMResult:
+        """One repair round: when `diagnose` is on, an explanation of the last failure first (kept in the row's
+        `diagnoses` and put in the prompt), then the repair from the whole history, grounded when configured."""
+        last = step.history[-1]
+        messages = prompts.formalize_messages(self.formalize.prompts, step.history, self.formalize.marker)
+        if self.formalize.diagnose:
+            diagnosis = await self.ask(row, row_id, DIAGNOSE_STAGE, DIAGNOSE_STAGE,
+                                       prompts.diagnose_messages(self.formalize.prompts, last), step.call)
+            if diagnosis.infra:
+                return diagnosis
+            if diagnosis.ok:
+                row["diagnoses"] = [*row["diagnoses"], diagnosis.text]
+                section = self.formalize.prompts["diagnosis"].format(diagnosis=diagnosis.text.strip())
+                messages = prompts.with_preamble(messages, section)
+        messages = prompts.with_preamble(messages, preamble)
+        messages = await grounded(self.grounder, messages, last["code"], last["diagnostics"])
+        return await self.ask(row, row_id, STAGE, self.role, messages, step.call)
+
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if not is_open(row, DISCOVERED):
             return row
         original = row["statement_raw"]
         loop = RepairLoop(self.formalize.max_repairs, self.formalize.marker, partial(keep_imports, original), rejection)
-
-        async def check(code: str) -> CheckResult:
-            result = await self.pool.check(code, mode="statement")
-            record_lean_check(row, result)
-            return result
-
-        async def ask(step: Ask) -> LLMResult:
-            messages = prompts.formalize_messages(self.formalize.prompts, step.history, self.formalize.marker)
-            last = step.history[-1]
-            messages = await grounded(self.grounder, messages, last["code"], last["diagnostics"])
-            answer = await self.complete(self.settings.request("formalize", STAGE, messages, row["candidate_id"],
-                                                               step.call))
-            record_llm_call(row, STAGE, step.call, answer)
-            return answer
-
-        stop = await run_loop(loop, loop.check(original), check, ask)
+        stop = await run_loop(loop, loop.check(original), partial(self.check, row),
+                              partial(self.repair, row, row["candidate_id"]))
         return formalized(row, stop, loop.attempts, self.formalize.max_repairs)
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)
-        return candidates_table(settle_operator_error(row, STAGE) for row in table.to_pylist())
+        return self.table(settle_operator_error(row, self.stage) for row in table.to_pylist())

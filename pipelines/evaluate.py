@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -37,7 +37,7 @@ from pipelines import mine, report, stats
 from pipelines.cli import compose_config
 from pipelines.job import MiningJob, SetupError
 from pipelines.run_data import load_run
-from pipelines.run_dir import PARQUET_SUFFIX
+from pipelines.run_dir import PARQUET_SUFFIX, filesystem_of
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -51,17 +51,11 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
     return cfg
 
 
-def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in location:
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
-
-
 def read_benchmark(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
     """Every statement of the benchmark with where it comes from, in a stable order; a clear error when the
     location holds neither `.lean` files in the benchmark layout nor Parquet statements."""
     location = str(cfg.benchmark_dir)
-    filesystem, root = _filesystem(location)
+    filesystem, root = filesystem_of(location)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.File and root.endswith(PARQUET_SUFFIX):
         return _table_statements(filesystem, PurePosixPath(root).parent.as_posix(), [root], cfg)

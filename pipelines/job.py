@@ -24,6 +24,7 @@ from lean_pool.launch import build_launch, provenance as lean_provenance
 from lean_pool.pool import LeanPool
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
+from operators.faithfulness import FaithfulnessSettings
 from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
@@ -103,14 +104,25 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StepSettings:
     """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
-    `dedup` and `grounding` (inside formalize and prove) are None when they are off."""
+    `dedup`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
 
     discover: DiscoverSettings
     dedup: DedupSettings | None
     judge: JudgeSettings
     formalize: FormalizeSettings
+    faithfulness: FaithfulnessSettings | None
     trivial: TrivialSettings
     prove: ProveSettings
+
+
+def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: IndexSettings) -> FaithfulnessSettings:
+    """The faithfulness check's settings (`faithfulness:`), its templates beside the shared system message."""
+    section = cfg.faithfulness
+    return FaithfulnessSettings(
+        alpha=float(section.alpha), minor_penalty=float(section.minor_penalty), max_terms=int(section.max_terms),
+        prove_unfaithful=bool(section.prove_unfaithful), index=index,
+        prompts={"system": prompts["system"], "decompose": str(section.decompose), "label": str(section.label),
+                 "no_definitions": str(section.no_definitions)})
 
 
 def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
@@ -128,7 +140,8 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
         if cfg.dedup.enabled else None,
         judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
         formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
-                                    prompts=prompts, grounding=grounding),
+                                    diagnose=bool(cfg.formalize.diagnose), prompts=prompts, grounding=grounding),
+        faithfulness=faithfulness_settings(cfg, prompts, index) if cfg.faithfulness.enabled else None,
         trivial=TrivialSettings(tactic=str(cfg.trivial.tactic)),
         prove=ProveSettings(max_repairs=int(cfg.prove.max_repairs), marker=str(cfg.prove.marker),
                             env_lines=tuple(str(line) for line in cfg.prove.env_lines),

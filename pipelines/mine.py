@@ -1,7 +1,7 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
 Two resumable Ray Data plans, each streaming: discover (seed files -> one discovery per seed and
-sample) then verify (split -> [dedup] -> judge -> formalize -> trivial -> prove -> one row per candidate). Started
+sample) then verify (split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one row per candidate). Started
 again with the same `run_dir`, a run skips what is written and asks again only for what failed for
 infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
@@ -20,6 +20,7 @@ from ray.data import Dataset
 from lean_pool.launch import LeanNotFound
 from operators.dedup import DedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
+from operators.faithfulness import FaithfulnessOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
@@ -48,10 +49,15 @@ def discover_stages(job: MiningJob) -> list[Stage]:
 
 
 def statement_stages(job: MiningJob) -> list[Stage]:
-    """From a statement to a proof: formalize, trivial, prove (what `evaluate` runs on a benchmark, too)."""
+    """From a statement to a proof: formalize, [faithfulness,] trivial, prove (what `evaluate` runs on a benchmark,
+    too). A statement that drifted in formalize's repairs is marked unfaithful and not proved by default."""
     steps = job.steps
+    faithfulness = [] if steps.faithfulness is None else [
+        Stage("faithfulness", FaithfulnessOperator,
+              job.llm_options("faithfulness", faithfulness=steps.faithfulness, rows="candidates"))]
     return [
         Stage("formalize", FormalizeOperator, job.llm_options("formalize", formalize=steps.formalize, pool=job.pool)),
+        *faithfulness,
         Stage("trivial", TrivialOperator, job.operator_options("trivial", trivial=steps.trivial, pool=job.pool)),
         Stage("prove", ProveOperator, job.llm_options("prove", prove=steps.prove, pool=job.pool)),
     ]

@@ -26,6 +26,13 @@ PARQUET_SUFFIX = ".parquet"
 MANIFEST = "run.json"
 
 
+def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of a local path or URI, and the path on it (local paths made absolute)."""
+    if "://" in location:
+        return pafs.FileSystem.from_uri(location)
+    return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
+
+
 @dataclass(frozen=True)
 class Repair:
     """What preparing a table for a resumed run did."""

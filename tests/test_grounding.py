@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 
 from operators.llm import prompts
 from operators.llm.simulator import last_lean_block
-from operators.retrieval.grounding import NameIndex, grounding_text, name_tokens, unknown_names, with_grounding
+from operators.llm.prompts import with_preamble
+from operators.retrieval.grounding import NameIndex, grounding_text, name_tokens, unknown_names
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = {"header": "Real declarations:", "missing_header": "`{name}` is unknown; close names:"}
@@ -50,8 +51,8 @@ def test_grounding_section_lists_declarations_then_nearest_names() -> None:
 
 def test_grounding_goes_first_in_the_last_message_only_when_there_is_some() -> None:
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    assert with_grounding(messages, "") == messages
-    assert with_grounding(messages, "g") == [{"role": "system", "content": "s"}, {"role": "user", "content": "g\n\nu"}]
+    assert with_preamble(messages, "") == messages
+    assert with_preamble(messages, "g") == [{"role": "system", "content": "s"}, {"role": "user", "content": "g\n\nu"}]
     assert messages[-1]["content"] == "u"
 
 
@@ -62,7 +63,7 @@ def test_the_code_to_repair_stays_the_last_lean_block_of_a_grounded_prompt() -> 
     messages = prompts.formalize_messages(templates, attempts, "error-free code")
     section = grounding_text(TEMPLATES, [{"name": "Nat.add_zero", "signature": "(n : ℕ) : n + 0 = n"}],
                              {"Nat.foo": ["Nat.add_zero"]})
-    grounded = with_grounding(messages, section)
+    grounded = with_preamble(messages, section)
     assert "Nat.add_zero (n : ℕ) : n + 0 = n" in grounded[-1]["content"]
     assert last_lean_block(grounded[-1]["content"]) == current
 

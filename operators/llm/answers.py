@@ -1,4 +1,4 @@
-"""Reading LLM answers: the code a model wrote after its marker, and a judge's verdict word.
+"""Reading LLM answers: the code a model wrote after its marker, a judge's verdict word, a JSON answer.
 
 Plain functions (no I/O, no Ray), tested on real MathlibLemma answers and reused by every stage that
 reads what a model wrote. The code they return is Lean, read further by `lean_pool.lean_source`.
@@ -6,6 +6,7 @@ reads what a model wrote. The code they return is Lean, read further by `lean_po
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 
@@ -69,3 +70,17 @@ def judge_accepts(response: str) -> bool:
     """
     lines = [line for line in response.split("\n") if line.strip()]
     return bool(lines) and lines[-1].lstrip(_LEADING_MARKUP).lower().startswith("correct")
+
+
+def extract_json(response: str) -> object | None:
+    """The JSON value of the last fenced `json` block of an answer, else of the whole answer; None when neither
+    parses (models wrap JSON in prose and fences, and a cut answer is not JSON)."""
+    blocks = [body for tag, body in _fenced_blocks(response) if tag.lower() == "json" and body.strip()]
+    for text in (blocks[-1] if blocks else None, response):
+        if text is None:
+            continue
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            continue
+    return None

@@ -68,3 +68,34 @@ def prove_messages(
         statement=statement, environment=environment, marker=marker, history=format_history(templates, attempts)
     )
     return _chat(templates, user)
+
+
+def with_preamble(messages: Messages, text: str) -> Messages:
+    """The chat messages with `text` put first in the last user message (unchanged if empty): grounding, the
+    statement as asked or a diagnosis go before the material, so the code to work on stays the last `lean`
+    block of the prompt, where the model and the sim look for it."""
+    if not text:
+        return messages
+    last = messages[-1]
+    return [*messages[:-1], {**last, "content": f"{text}\n\n{last['content']}"}]
+
+
+def think_messages(templates: Mapping[str, str], informal: str, related: str) -> Messages:
+    """Ask for the Mathlib concepts and the shape of the statement before any Lean is written (FORMAL)."""
+    return _chat(templates, templates["think"].format(informal=informal, related=related))
+
+
+def draft_messages(templates: Mapping[str, str], informal: str, header: str, name: str, marker: str, related: str,
+                   thought: str | None) -> Messages:
+    """Ask for the Lean statement of an informal one, under its header, named `name`, proof `sorry`."""
+    user = templates["draft"].format(informal=informal, header=header.strip(), name=name, marker=marker,
+                                     related=related)
+    plan = templates["draft_plan"].format(thought=thought.strip()) if thought else ""
+    return with_preamble(_chat(templates, user), plan)
+
+
+def diagnose_messages(templates: Mapping[str, str], attempt: Mapping[str, Any]) -> Messages:
+    """Ask what Lean's errors on the current attempt mean and how to fix them, without writing the fix (FORMAL)."""
+    user = templates["diagnose"].format(code=attempt["code"],
+                                        diagnostics=format_diagnostics(attempt["diagnostics"] or []))
+    return _chat(templates, user)

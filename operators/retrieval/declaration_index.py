@@ -170,6 +170,7 @@ class DeclarationIndex:
         self.canonical: list[str] = self.table.column("canonical").to_pylist()
         self.faiss = faiss.read_index(str(out_dir / FAISS_FILE))
         self.encoder: Encoder = load_encoder(embedding)
+        self._row_of: dict[str, int] | None = None  # name -> first row, built on the first `find`
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
         """The k nearest declarations of each query vector, best first."""
@@ -192,3 +193,12 @@ class DeclarationIndex:
     def rows(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """The declarations at these row ids, as dicts."""
         return self.table.take(pa.array(ids, pa.int64())).to_pylist()
+
+    def find(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The declarations named exactly so (the first of each name), by name; names the index lacks are absent."""
+        if self._row_of is None:
+            self._row_of = {}
+            for row, name in enumerate(self.names):
+                self._row_of.setdefault(name, row)
+        found = [name for name in dict.fromkeys(names) if name in self._row_of]
+        return dict(zip(found, self.rows([self._row_of[name] for name in found]), strict=True))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lean_pool.lean_source import canonical_statement
+from operators.llm.prompts import with_preamble
 from operators.retrieval.declaration_index import DeclarationIndex
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import GroundingSettings
@@ -97,15 +98,6 @@ def grounding_text(
     return "\n\n".join(parts)
 
 
-def with_grounding(messages: Messages, text: str) -> Messages:
-    """The chat messages with the grounding section put first in the last user message (unchanged if empty):
-    the code to work on stays the last `lean` block of the prompt, where the model and the sim look for it."""
-    if not text:
-        return messages
-    last = messages[-1]
-    return [*messages[:-1], {**last, "content": f"{text}\n\n{last['content']}"}]
-
-
 class Grounder:
     """The opened index and the grounding settings an operator's actor keeps for its prompts."""
 
@@ -122,7 +114,11 @@ class Grounder:
         declaration = first_theorem(statement)
         if declaration is None:
             return []
-        hits = self.index.search([canonical_statement(declaration.signature)], int(self.settings["k"]))[0]
+        return self.nearest(canonical_statement(declaration.signature), int(self.settings["k"]))
+
+    def nearest(self, query: str, k: int) -> list[dict[str, Any]]:
+        """The k declarations nearest to `query` (a canonical statement, or an informal one), one per name."""
+        hits = self.index.search([query], k)[0]
         rows = {hit.name: hit.row for hit in reversed(hits)}
         return self.index.rows([rows[name] for name in dict.fromkeys(hit.name for hit in hits)])
 
@@ -148,4 +144,4 @@ async def grounded(
     The lookup embeds text on the CPU, so it runs in a thread and the actor's other rows keep going."""
     if grounder is None:
         return messages
-    return with_grounding(messages, await asyncio.to_thread(grounder.text, statement, diagnostics))
+    return with_preamble(messages, await asyncio.to_thread(grounder.text, statement, diagnostics))

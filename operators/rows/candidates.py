@@ -17,11 +17,13 @@ DISCOVERED = "discovered"
 DUPLICATE = "duplicate"
 REJECTED_BY_JUDGE = "rejected_by_judge"
 NOT_COMPILABLE = "not_compilable"
+UNFAITHFUL = "unfaithful"  # compiled, but no longer the statement the judge accepted (faithfulness check)
 TRIVIAL = "trivial"
 COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
-STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, TRIVIAL, COMPILED, PROVED, ERROR_INFRA)
+STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
+            ERROR_INFRA)
 # What a duplicate restates (`dedup_kind`): a declaration of the Mathlib index, or an earlier candidate of its seed.
 MATHLIB = "mathlib"
 CANDIDATE = "candidate"
@@ -73,6 +75,14 @@ PROVENANCE = pa.struct(
     ]
 )
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+# One part of a statement as asked (an assumption or a conclusion) and how the Lean statement renders it.
+FAITHFULNESS_LABEL = pa.struct(
+    [("part", pa.string()), ("kind", pa.string()), ("label", pa.string()), ("reason", pa.string())]
+)
+# A constant of a Lean statement looked up in the declaration index (`found` false: not in it).
+GROUNDED_TERM = pa.struct(
+    [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
+)
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -93,7 +103,12 @@ CANDIDATE_SCHEMA = pa.schema(
         ("statement", pa.string()),
         ("formalize_attempts", pa.list_(ATTEMPT)),
         ("formalize_repairs", pa.int32()),
+        ("diagnoses", pa.list_(pa.string())),  # the diagnose role's answer before each repair, when it is on
         ("already_declared", pa.bool_()),
+        ("faithful", pa.bool_()),  # null when the faithfulness check did not run
+        ("faithfulness_score", pa.float64()),
+        ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
+        ("grounded_terms", pa.list_(GROUNDED_TERM)),
         ("trivial", pa.bool_()),
         ("proofs", pa.list_(PROOF)),
         ("proof", pa.string()),
@@ -130,6 +145,7 @@ def empty_candidate(**identity: Any) -> dict[str, Any]:
     row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
     row.update(
         formalize_attempts=[],
+        diagnoses=[],
         judge_votes=[],
         proofs=[],
         proved_by=[],

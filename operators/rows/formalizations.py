@@ -8,14 +8,15 @@ statement is not a faithful one, so the final status says which it is.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from operators.rows.candidates import ATTEMPT, LLM_CALL, PROVENANCE, TIMESTAMP
+from operators.rows.candidates import ATTEMPT, FAITHFULNESS_LABEL, GROUNDED_TERM, LLM_CALL, PROVENANCE, TIMESTAMP
 
 # Statuses. `pending` and `compiled` are passed between stages; the others are final.
 PENDING = "pending"
@@ -35,15 +36,6 @@ PERFECT = "perfect"
 MINOR = "minor"
 MAJOR = "major"
 LABELS = (PERFECT, MINOR, MAJOR)
-
-# One part of the informal statement (an assumption or a conclusion) and how the Lean statement renders it.
-FAITHFULNESS_LABEL = pa.struct(
-    [("part", pa.string()), ("kind", pa.string()), ("label", pa.string()), ("reason", pa.string())]
-)
-# A constant of the Lean statement looked up in the declaration index (`found` false: not in it).
-GROUNDED_TERM = pa.struct(
-    [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
-)
 
 FORMALIZATION_SCHEMA = pa.schema(
     [
@@ -79,6 +71,8 @@ FORMALIZATION_SCHEMA = pa.schema(
 )
 
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_]")
+# Where ProofNet's informal text stops stating and starts proving.
+PROOF_START = "\\begin{proof}"
 
 
 def problem_id(record: Mapping[str, Any], text: str) -> str:
@@ -109,6 +103,81 @@ def formalizations_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist([dict(row) for row in rows], schema=FORMALIZATION_SCHEMA)
 
 
-def stamp_finished(row: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The row with `finished_at` set, once it has its final status."""
-    return {**row, "finished_at": now}
+@dataclass(frozen=True)
+class InputRules:
+    """What makes an input row usable: its length in estimated tokens, the header for rows without one, and
+    what to call the input file when a row does not name its source."""
+
+    max_tokens: int
+    chars_per_token: float
+    default_header: str
+
+
+def informal_statement(text: str) -> str:
+    """The statement part of an informal text: ProofNet follows each statement with its proof in a
+    `\\begin{proof}` environment, which a formalization of the statement must not see."""
+    return text.split(PROOF_START, 1)[0].strip()
+
+
+def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any]
+                ) -> dict[str, Any]:
+    """A row for one input record: `informal` (or ProofNet's `informal_stmt`), `header`, `formal_statement` or
+    `reference`, `source`; a record with no text or too long a text is `bad_input` with the reason."""
+    raw = record.get("informal") if record.get("informal") is not None else record.get("informal_stmt")
+    text = informal_statement(raw) if isinstance(raw, str) else ""
+    row_id = problem_id(record, text)
+    row = empty_formalization(
+        id=row_id, source=str(record.get("source") or source), informal=text,
+        header=str(record.get("header") or rules.default_header),
+        reference=record.get("formal_statement") or record.get("reference"), theorem_name=theorem_name(row_id),
+        provenance=dict(provenance))
+    if not text:
+        return {**row, "status": BAD_INPUT, "reason": "no informal text (`informal` or `informal_stmt`)"}
+    tokens = len(text) / rules.chars_per_token
+    if tokens > rules.max_tokens:
+        return {**row, "status": BAD_INPUT, "reason": f"informal text of about {tokens:.0f} tokens is longer than "
+                                                      f"autoformalize.max_input_tokens={rules.max_tokens}"}
+    return row
+
+
+def unreadable_row(source: str, line: int, reason: str, provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """A `bad_input` row for an input line that could not be read at all (bad encoding, not JSON)."""
+    return {**empty_formalization(id=f"{source}:{line}", source=source, provenance=dict(provenance)),
+            "status": BAD_INPUT, "reason": reason}
+
+
+def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per non-empty line of a JSONL file; a line that is not UTF-8 or not a JSON object keeps its place
+    as a `bad_input` row named after its line number."""
+    rows = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            rows.append(unreadable_row(source, number, f"line {number} is not UTF-8: {error.reason}", provenance))
+            continue
+        except json.JSONDecodeError as error:
+            rows.append(unreadable_row(source, number, f"line {number} is not JSON: {error.msg}", provenance))
+            continue
+        if not isinstance(record, dict):
+            rows.append(unreadable_row(source, number, f"line {number} is not a JSON object", provenance))
+            continue
+        rows.append(problem_row(record, source, rules, provenance))
+    return rows
+
+
+def with_unique_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with every id unique: a later row that repeats an id keeps its place as `bad_input`, under
+    the id with `#N` appended, so the table never holds two rows for one id and nothing is dropped."""
+    seen: dict[str, int] = {}
+    unique = []
+    for row in rows:
+        count = seen.get(row["id"], 0)
+        seen[row["id"]] = count + 1
+        if count:
+            row = {**row, "id": f"{row['id']}#{count + 1}", "status": BAD_INPUT,
+                   "reason": f"the id {row['id']} is already used by an earlier row"}
+        unique.append(row)
+    return unique
