@@ -20,11 +20,12 @@ from operators.rows.candidates import (
     PROVED,
     REJECTED_BY_JUDGE,
     TRIVIAL,
+    UNFAITHFUL,
 )
 
 ALL = "all"
 UNION = "union"
-COMPILABLE_STATUSES = (COMPILED, TRIVIAL, PROVED)
+COMPILABLE_STATUSES = (COMPILED, UNFAITHFUL, TRIVIAL, PROVED)
 STAGES = ("discover", "judge", "formalize", "trivial", "prove")
 _QUOTED = re.compile(r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|«[^»]*»")
 _NUMBER = re.compile(r"\b\d+(\.\d+)?\b")
@@ -69,7 +70,8 @@ def percent(numerator: str, denominator: str) -> pl.Expr:
 
 def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str]) -> pl.DataFrame:
     """The paper's Table 1: per domain (and `all`), seeds, proposed candidates, then how many dedup dropped,
-    were judged correct, compiled, were trivial and were proved, each also as a percentage of the proposed.
+    were judged correct, compiled, drifted from the judged statement (faithfulness), were trivial and were proved,
+    each also as a percentage of the proposed.
 
     `judged_correct` is null for a domain nobody judged (an evaluate run has no judge stage).
     """
@@ -83,6 +85,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
             pl.col("judge_verdict").is_not_null().sum().alias("judged"),
             pl.col("judge_verdict").fill_null(False).sum().alias("judged_correct"),
             pl.col("status").is_in(COMPILABLE_STATUSES).sum().alias("compilable"),
+            (pl.col("status") == UNFAITHFUL).sum().alias("unfaithful"),
             pl.col("trivial").fill_null(False).sum().alias("trivial"),
             (pl.col("status") == PROVED).sum().alias("proved"),
             (pl.col("status") == ERROR_INFRA).sum().alias("error_infra"),
@@ -92,7 +95,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
         )
         .with_columns(
             percent(name, "proposed").alias(f"{name}_pct")
-            for name in ("duplicate", "judged_correct", "compilable", "trivial", "proved")
+            for name in ("duplicate", "judged_correct", "compilable", "unfaithful", "trivial", "proved")
         )
         .drop("judged")
     )
