@@ -742,7 +742,10 @@ def referenced_constants(signature: str) -> list[str]:
     the constants whose definitions decide what it means. A field of a bound variable (`s.card`) is left out:
     its constant depends on a type only Lean knows."""
     groups, _ = leading_binders(signature)
-    bound = set(_bound_names(groups, signature))
+    spelled = signature
+    for spelling, token in _SAME_TOKEN:
+        spelled = spelled.replace(spelling, token)
+    bound = set(_bound_names(groups, spelled))
     code = lex(signature).blanked(COMMENTS_AND_LITERALS)
     names = (plain_name(m.group()) for m in re.finditer(_TOKEN_BEFORE + _NAME.pattern, code))
     return [name for name in dict.fromkeys(names)

@@ -55,8 +55,16 @@ def under_header(header: str, answer: str) -> str:
     body = without_imports(header)[1].strip("\n")
     known = {layout_free(command.text) for command in read_commands(body)}
     code = without_imports(answer)[1]
-    kept = [command.text for command in read_commands(code) if layout_free(command.text) not in known]
-    parts = ["\n".join(imports), body, "\n\n".join(kept)]
+    pieces, position = [], 0
+    for command in read_commands(code):
+        if layout_free(command.text) in known:
+            pieces.append(code[position:command.start].rstrip(" \t"))
+            position = command.end
+    kept = "\n".join(line.rstrip() for line in "".join([*pieces, code[position:]]).split("\n"))
+    while "\n\n\n" in kept:
+        kept = kept.replace("\n\n\n", "\n\n")
+    kept = kept.strip("\n")
+    parts = ["\n".join(imports), body, kept]
     return "\n\n".join(part for part in parts if part.strip()) + "\n"
 
 

@@ -77,7 +77,8 @@ def parts_of(answer: object) -> list[dict[str, str]]:
     for key, kind in (("assumptions", ASSUMPTION), ("conclusions", CONCLUSION)):
         values = answer.get(key)
         if isinstance(values, list):
-            parts += [{"part": value.strip(), "kind": kind} for value in values if isinstance(value, str) and value.strip()]
+            parts += [{"part": value.strip(), "kind": kind}
+                      for value in values if isinstance(value, str) and value.strip()]
     return parts
 
 
@@ -134,7 +135,8 @@ def grounded_terms(statement: str, find: Callable[[list[str]], Mapping[str, Mapp
     for constant in constants:
         hit = next((found[name] for name in lookup_names(constant, opened) if name in found), None)
         terms.append({"name": hit["name"] if hit else constant, "found": hit is not None,
-                      "signature": hit["signature"] if hit else None, "docstring": hit.get("docstring") if hit else None})
+                      "signature": hit["signature"] if hit else None,
+                      "docstring": hit.get("docstring") if hit else None})
     return terms
 
 
@@ -198,7 +200,8 @@ ROW_KINDS = {
     "candidates": RowKind("candidate_id", "statement_raw", candidates.COMPILED, None, candidates.UNFAITHFUL,
                           candidates.ERROR_INFRA, candidates.candidates_table),
     "formalizations": RowKind("id", "informal", formalizations.COMPILED, formalizations.FAITHFUL,
-                              formalizations.UNFAITHFUL, formalizations.ERROR_INFRA, formalizations.formalizations_table),
+                              formalizations.UNFAITHFUL, formalizations.ERROR_INFRA,
+                              formalizations.formalizations_table),
 }
 
 

@@ -1,9 +1,9 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
 Two resumable Ray Data plans, each streaming: discover (seed files -> one discovery per seed and
-sample) then verify (split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one row per candidate). Started
-again with the same `run_dir`, a run skips what is written and asks again only for what failed for
-infrastructure reasons. `preset=demo` runs it all on the simulators.
+sample) then verify (split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one row
+per candidate). Started again with the same `run_dir`, a run skips what is written and asks again only for
+what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
 
 from __future__ import annotations

@@ -480,8 +480,6 @@ def test_the_constants_of_real_proofnet_statements_leave_out_what_they_bind(proo
         "ℂ", "Set", "IsOpen", "DifferentiableOn", "ℝ"]
 
 
-@pytest.mark.xfail(reason="referenced_constants does not treat `λ x =>` (nor `fun x ↦`) as a binder: ProofNet's "
-                          "`λ n => p (f n)` reports the bound `n` as a constant to look up", strict=True)
 def test_a_variable_bound_by_a_lambda_is_not_a_constant(proofnet):
     assert "n" not in referenced_constants(signature(proofnet["Pugh_exercise_2_12a"]))
     assert "n" not in referenced_constants(signature(proofnet["Shakarchi_exercise_1_19a"]))

@@ -140,15 +140,17 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
     return row
 
 
-def unreadable_row(source: str, line: int, reason: str, provenance: Mapping[str, Any]) -> dict[str, Any]:
-    """A `bad_input` row for an input line that could not be read at all (bad encoding, not JSON)."""
-    return {**empty_formalization(id=f"{source}:{line}", source=source, provenance=dict(provenance)),
+def unreadable_row(source: str, raw: bytes, reason: str, provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """A `bad_input` row for an input line that could not be read at all (bad encoding, not JSON), named after
+    its bytes so that it keeps its id when lines are added to the file before it."""
+    row_id = f"{source}:unreadable_{hashlib.sha256(raw).hexdigest()[:16]}"
+    return {**empty_formalization(id=row_id, source=source, provenance=dict(provenance)),
             "status": BAD_INPUT, "reason": reason}
 
 
 def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per non-empty line of a JSONL file; a line that is not UTF-8 or not a JSON object keeps its place
-    as a `bad_input` row named after its line number."""
+    as a `bad_input` row whose reason names its line."""
     rows = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -156,13 +158,13 @@ def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[
         try:
             record = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
-            rows.append(unreadable_row(source, number, f"line {number} is not UTF-8: {error.reason}", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not UTF-8: {error.reason}", provenance))
             continue
         except json.JSONDecodeError as error:
-            rows.append(unreadable_row(source, number, f"line {number} is not JSON: {error.msg}", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not JSON: {error.msg}", provenance))
             continue
         if not isinstance(record, dict):
-            rows.append(unreadable_row(source, number, f"line {number} is not a JSON object", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not a JSON object", provenance))
             continue
         rows.append(problem_row(record, source, rules, provenance))
     return rows

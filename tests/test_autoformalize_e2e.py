@@ -1,0 +1,159 @@
+"""`python -m pipelines.autoformalize` end to end on the simulators: real ProofNet rows, an index of real Mathlib
+files, bad input lines; the table, its statuses and scores, the report, and a resumed run that asks only for the
+new rows. Also `mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
+
+The test owns the LLM sim server, with the faithfulness labeller's random labels off, so every status and score
+below follows from the prompts' triggers and the repair script alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import ray
+
+from operators.llm.simulator import SimServer, fetch_stats, reset_stats
+from pipelines import autoformalize, mine, report
+from pipelines import index as index_pipeline
+from tests.mine_support import read_table, sim_server_config
+
+PROOFNET_ROWS = 8
+# Rows written by the test: what the sim's triggers make of them.
+TRIGGERED = {
+    "plain_union": ("The union of two finite sets is finite.", "faithful", 1.0),
+    "minor_dvd": ("Let p be a prime. If p divides a * b then p divides a or b (sim:minor).", "faithful", 0.9),
+    "major_comp": ("Let f be continuous. Then f composed with itself is continuous (sim:major).", "unfaithful", 0.0),
+    "refused_group": ("Every group of prime order is cyclic (sim:refuse).", "refused", None),
+    "never_code": ("Every bounded monotone sequence converges (sim:nocode).", "not_compilable", None),
+}
+BAD_LINES = [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]", json.dumps({"name": "blank", "informal": " "}).encode()]
+MAX_REPAIRS = 3
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, mathlib_sample_dir, shared_dir):
+    """Ray, a sim server without random faithfulness labels, and an index of Mathlib/Logic from the sample."""
+    out = tmp_path_factory.mktemp("index") / "logic"
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        built = index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out={out}", "include=[Mathlib/Logic/**]"])
+        assert built == 0
+        sim = sim_server_config(median_s=0.01)
+        sim["script"]["faithfulness"] = {"major_rate": 0.0, "minor_rate": 0.0}
+        with SimServer(sim) as server:
+            yield {"index": out, "base_url": server.base_url}
+    finally:
+        ray.shutdown()
+
+
+def _overrides(world: dict, run_dir: Path) -> list[str]:
+    return ["preset=demo", f"run_dir={run_dir}", f"index.dir={world['index']}", "llm.backend=openai",
+            f"llm.endpoints.sim.base_url={world['base_url']}", f"formalize.max_repairs={MAX_REPAIRS}",
+            "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false", "output.rows_per_file=4"]
+
+
+def _write_input(path: Path, proofnet: list[dict], extra: dict[str, tuple[str, str, float | None]]) -> None:
+    lines = [json.dumps(row, ensure_ascii=False).encode() for row in proofnet]
+    lines += [json.dumps({"name": name, "informal": text}).encode() for name, (text, _, _) in extra.items()]
+    path.write_bytes(b"\n".join(lines + BAD_LINES) + b"\n")
+
+
+def _proofnet(shared_dir: Path) -> list[dict]:
+    lines = (shared_dir / "fixtures" / "proofnet-lean4-sample" / "proofnet.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines[:PROOFNET_ROWS]]
+
+
+def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_report(world, shared_dir, tmp_path,
+                                                                                   capsys):
+    proofnet = _proofnet(shared_dir)
+    source = tmp_path / "problems.jsonl"
+    _write_input(source, proofnet, TRIGGERED)
+    run_dir = tmp_path / "run"
+    assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
+    printed = capsys.readouterr().out
+    assert "SIMULATED run" in printed and "formalizations: 17 (17 formalized in this start)" in printed
+
+    table = read_table(run_dir, "formalizations")
+    assert table.height == PROOFNET_ROWS + len(TRIGGERED) + len(BAD_LINES)
+    assert table["id"].n_unique() == table.height
+    rows = {row["id"]: row for row in table.iter_rows(named=True)}
+    for name, (_, status, score) in TRIGGERED.items():
+        assert (rows[name]["status"], rows[name]["faithfulness_score"]) == (status, score), name
+    assert rows["refused_group"]["reason"].startswith("refused before Lean")
+    assert "no `error-free code` code" in rows["never_code"]["reason"]
+    first_bad = PROOFNET_ROWS + len(TRIGGERED) + 1
+    bad = sorted(table.filter(pl.col("status") == "bad_input")["reason"])
+    assert len(bad) == len(BAD_LINES) and bad[-1].startswith("no informal text")
+    assert bad[0].startswith(f"line {first_bad} is not UTF-8")
+    assert bad[1].startswith(f"line {first_bad + 1} is not JSON")
+    assert bad[2] == f"line {first_bad + 2} is not a JSON object"
+
+    for item in proofnet:
+        row = rows[item["name"]]
+        assert row["informal"] == item["informal_stmt"].split("\\begin{proof}")[0].strip()
+        assert row["reference"] == item["formal_statement"] and row["header"] == item["header"]
+        assert row["retrieved"], "the index was given: the draft saw the nearest declarations"
+        assert row["status"] in ("faithful", "not_compilable")
+        calls = [call["stage"] for call in row["llm_calls"]]
+        assert calls[:2] == ["think", "draft"]
+        assert calls.count("diagnose") == calls.count("formalize") == len(row["diagnoses"]) == row["repairs"]
+        if row["status"] == "faithful":
+            statement = row["statement"]
+            assert f"theorem {item['name']} " in statement
+            for line in filter(None, item["header"].splitlines()):
+                assert statement.count(line) == 1, f"header line {line!r} once in {statement}"
+            assert row["reference_match"] is False, "the sim's drafts are not ProofNet's statements"
+            assert row["faithfulness_score"] == 1.0 and calls[-2:] == ["decompose", "faithfulness"]
+            assert row["finished_at"] is not None and row["grounded_terms"]
+        else:
+            assert row["statement"] is None and row["reference_match"] is None
+            assert row["repairs"] == MAX_REPAIRS
+
+    assert report.main([f"run_dir={run_dir}"]) == 0
+    page = (run_dir / "report" / "report.md").read_text()
+    assert "Compile rate and final accuracy" in page
+    assert "| problems.jsonl |" in page
+
+
+def test_a_second_start_asks_only_for_new_rows(world, shared_dir, tmp_path):
+    proofnet = _proofnet(shared_dir)
+    source = tmp_path / "problems.jsonl"
+    first = dict(list(TRIGGERED.items())[:2])
+    _write_input(source, proofnet[:3], first)
+    run_dir = tmp_path / "run"
+    assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
+    before = read_table(run_dir, "formalizations")
+
+    _write_input(source, proofnet[:4], TRIGGERED)
+    reset_stats(world["base_url"])
+    assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
+    after = read_table(run_dir, "formalizations")
+    new_rows = 1 + len(TRIGGERED) - len(first)
+    assert after.height == before.height + new_rows and after["id"].n_unique() == after.height
+    asked = fetch_stats(world["base_url"])["received_by_stage"]
+    assert asked["think"] == new_rows, "rows written by the first start are not asked again"
+    kept = after.filter(pl.col("id").is_in(before["id"].to_list())).sort("id")
+    assert kept.select("id", "status", "statement").equals(before.select("id", "status", "statement").sort("id"))
+
+
+def test_mine_marks_a_drifted_candidate_unfaithful_and_does_not_prove_it(world, tmp_path):
+    run_dir = tmp_path / "mine"
+    sim = sim_server_config(median_s=0.01)
+    sim["script"]["faithfulness"] = {"major_rate": 1.0, "minor_rate": 0.0}
+    with SimServer(sim) as server:
+        overrides = ["preset=demo", f"run_dir={run_dir}", "llm.backend=openai",
+                     f"llm.endpoints.sim.base_url={server.base_url}", "faithfulness.enabled=true",
+                     "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+        assert mine.main(overrides) == 0
+    candidates = read_table(run_dir, "candidates")
+    compiled = candidates.filter(pl.col("statement").is_not_null())
+    assert compiled.height and compiled["faithfulness_score"].null_count() == 0
+    repaired = compiled.filter(pl.col("formalize_repairs") > 0)
+    untouched = compiled.filter(pl.col("formalize_repairs") == 0)
+    assert repaired.height and untouched.height
+    assert set(repaired["status"]) == {"unfaithful"} and repaired["proofs"].list.len().sum() == 0
+    assert set(untouched["faithfulness_score"]) == {1.0}, "a statement compiled as judged cannot have drifted"
+    stages = untouched.select(pl.col("llm_calls").explode().struct.field("stage"))["stage"].to_list()
+    assert "decompose" not in stages
