@@ -17,7 +17,7 @@ from lean_pool.session_check import CheckResult
 from operators.autoformalize import compiled, reference_match, under_header
 from operators.formalize import rejection
 from operators.llm.client import LLMResult
-from operators.repair import Ask, RepairLoop, run_loop
+from operators.repair import RepairLoop, run_loop
 from operators.rows.formalizations import (
     InputRules,
     formalizations_table,
@@ -27,6 +27,7 @@ from operators.rows.formalizations import (
     theorem_name,
     with_unique_ids,
 )
+from tests.loop_script import Script
 
 MARKER = "error-free code"
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -137,26 +138,6 @@ def test_without_a_reference_or_a_statement_there_is_no_agreement_to_report(proo
 
 
 # --- the row once the loop stopped ------------------------------------------------------------------------------
-
-
-class Script:
-    """Lean's verdicts and the model's answers, in order; a loop that asks or checks more fails the test."""
-
-    def __init__(self, verdicts: list[CheckResult], answers: list[LLMResult]) -> None:
-        self.verdicts, self.answers = list(verdicts), list(answers)
-        self.checked: list[str] = []
-        self.asked: list[Ask] = []
-
-    async def check(self, code: str) -> CheckResult:
-        self.checked.append(code)
-        return self.verdicts.pop(0)
-
-    async def ask(self, step: Ask) -> LLMResult:
-        self.asked.append(step)
-        return self.answers.pop(0)
-
-    def used_up(self) -> bool:
-        return not self.verdicts and not self.answers
 
 
 def pending(proofnet, name: str = "Axler_exercise_1_2", **changes: Any) -> dict[str, Any]:

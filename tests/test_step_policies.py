@@ -16,7 +16,7 @@ from operators.formalize import formalized, keep_imports, rejection
 from operators.judge import judged
 from operators.llm.client import LLMResult
 from operators.prove import proof_entry, proved, with_environment
-from operators.repair import INFRA, Ask, RepairLoop, run_loop
+from operators.repair import INFRA, RepairLoop, run_loop
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import empty_candidate
 from operators.rows.seeds import TOO_LONG
@@ -24,6 +24,7 @@ from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines import evaluate
 from pipelines.job import load_config, step_settings
+from tests.loop_script import Script
 
 FORMALIZE_MARKER = "error-free code"
 PROVE_MARKER = "### Complete Lean 4 Proof"
@@ -52,27 +53,6 @@ def answer(code: str, marker: str = FORMALIZE_MARKER, model: str = "sim/formaliz
 
 def failed_call(kind: str) -> LLMResult:
     return LLMResult(text=None, error_kind=kind, error=f"{kind} (scripted)")
-
-
-class Script:
-    """What came back, in order: Lean's verdicts for the loop's checks and the model's answers for its asks. A loop
-    that checks or asks more than scripted fails the test."""
-
-    def __init__(self, verdicts: list[CheckResult], answers: list[LLMResult]) -> None:
-        self.verdicts, self.answers = list(verdicts), list(answers)
-        self.checked: list[str] = []
-        self.asked: list[Ask] = []
-
-    async def check(self, code: str) -> CheckResult:
-        self.checked.append(code)
-        return self.verdicts.pop(0)
-
-    async def ask(self, step: Ask) -> LLMResult:
-        self.asked.append(step)
-        return self.answers.pop(0)
-
-    def used_up(self) -> bool:
-        return not self.verdicts and not self.answers
 
 
 def discovered_row() -> dict[str, Any]:

@@ -83,6 +83,22 @@ FAITHFULNESS_LABEL = pa.struct(
 GROUNDED_TERM = pa.struct(
     [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
 )
+# The faithfulness check's columns (`operators.faithfulness`), the same in every table it runs on; null when it
+# did not run.
+FAITHFULNESS_FIELDS = [
+    ("faithful", pa.bool_()),
+    ("faithfulness_score", pa.float64()),
+    ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
+    ("grounded_terms", pa.list_(GROUNDED_TERM)),
+]
+# What a row cost: each LLM call, the tokens, the Lean checks and their seconds.
+USAGE_FIELDS = [
+    ("llm_calls", pa.list_(LLM_CALL)),
+    ("prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()),
+    ("lean_checks", pa.int32()),
+    ("lean_seconds", pa.float64()),
+]
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -105,10 +121,7 @@ CANDIDATE_SCHEMA = pa.schema(
         ("formalize_repairs", pa.int32()),
         ("diagnoses", pa.list_(pa.string())),  # the diagnose role's answer before each repair, when it is on
         ("already_declared", pa.bool_()),
-        ("faithful", pa.bool_()),  # null when the faithfulness check did not run
-        ("faithfulness_score", pa.float64()),
-        ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
-        ("grounded_terms", pa.list_(GROUNDED_TERM)),
+        *FAITHFULNESS_FIELDS,
         ("trivial", pa.bool_()),
         ("proofs", pa.list_(PROOF)),
         ("proof", pa.string()),
@@ -117,11 +130,7 @@ CANDIDATE_SCHEMA = pa.schema(
         ("status", pa.string()),
         ("reason", pa.string()),
         ("error", pa.string()),
-        ("llm_calls", pa.list_(LLM_CALL)),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("lean_checks", pa.int32()),
-        ("lean_seconds", pa.float64()),
+        *USAGE_FIELDS,
         ("provenance", PROVENANCE),
         ("discovered_at", TIMESTAMP),
         ("finished_at", TIMESTAMP),

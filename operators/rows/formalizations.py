@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.rows.candidates import ATTEMPT, FAITHFULNESS_LABEL, GROUNDED_TERM, LLM_CALL, PROVENANCE, TIMESTAMP
+from operators.rows.candidates import ATTEMPT, FAITHFULNESS_FIELDS, PROVENANCE, TIMESTAMP, USAGE_FIELDS
 
 # Statuses. `pending` and `compiled` are passed between stages; the others are final.
 PENDING = "pending"
@@ -54,16 +54,9 @@ FORMALIZATION_SCHEMA = pa.schema(
         ("status", pa.string()),
         ("reason", pa.string()),
         ("error", pa.string()),
-        ("faithful", pa.bool_()),
-        ("faithfulness_score", pa.float64()),
-        ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
-        ("grounded_terms", pa.list_(GROUNDED_TERM)),
+        *FAITHFULNESS_FIELDS,
         ("reference_match", pa.bool_()),  # the compiled statement is the reference's; null without both
-        ("llm_calls", pa.list_(LLM_CALL)),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("lean_checks", pa.int32()),
-        ("lean_seconds", pa.float64()),
+        *USAGE_FIELDS,
         ("provenance", PROVENANCE),
         ("started_at", TIMESTAMP),
         ("finished_at", TIMESTAMP),
