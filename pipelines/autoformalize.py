@@ -66,12 +66,12 @@ def input_files(location: str) -> tuple[pafs.FileSystem, list[str]]:
     return filesystem, usable
 
 
-def read_problems(cfg: DictConfig, provenance: dict) -> list[dict]:
-    """Every input row as a formalization row, in input order, ids unique; unusable rows are `bad_input`."""
+def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str], provenance: dict) -> list[dict]:
+    """Every row of the input files as a formalization row, in input order, ids unique; unusable rows are
+    `bad_input`."""
     rules = InputRules(max_tokens=int(cfg.autoformalize.max_input_tokens),
                        chars_per_token=float(cfg.seeds.chars_per_token),
                        default_header=str(cfg.autoformalize.default_header))
-    filesystem, files = input_files(str(cfg.input))
     rows = []
     for path in files:
         source = PurePosixPath(path).name
@@ -88,7 +88,9 @@ class AutoformalizeJob(MiningJob):
     """A mining job whose inputs are informal statements: same checks, Ray, backends, pool and run directory."""
 
     def find_inputs(self) -> None:
-        """Nothing to list before Ray starts: the input is read once the job's provenance is known."""
+        """The input files, found before Ray starts (a wrong path is a `SetupError` at once); they are read once
+        the job's provenance is known."""
+        self.input_fs, self.input_files = input_files(str(self.cfg.input))
 
 
 def stages(job: AutoformalizeJob) -> list[mine.Stage]:
@@ -108,7 +110,8 @@ def autoformalize(job: AutoformalizeJob) -> int:
     """Formalize every input row without a finished row in formalizations/; returns how many were sent."""
     job.run.prepare(TABLE, {ERROR_INFRA})
     done = job.run.ids(TABLE, "id")
-    rows = [row for row in read_problems(job.cfg, job.provenance) if row["id"] not in done]
+    problems = read_problems(job.cfg, job.input_fs, job.input_files, job.provenance)
+    rows = [row for row in problems if row["id"] not in done]
     if not rows:
         return 0
     if job.cfg.index.dir is None:
