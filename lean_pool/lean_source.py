@@ -198,6 +198,23 @@ def without_imports(text: str) -> tuple[list[str], str]:
     return modules, "".join(pieces) + text[pos:]
 
 
+def without_repeated(code: str, known: str) -> str:
+    """`code` without the commands `known` already has, equal up to layout: models copy a file's header or
+    environment into their answers, and a repair copies the attempt before it, so without this each copy would
+    stay in the file. Everything else, comments included, stays as written; no run of blank lines is left
+    where a command went, and the result has no blank lines around it."""
+    seen = {layout_free(command.text) for command in read_commands(known)}
+    pieces, position = [], 0
+    for command in read_commands(code):
+        if layout_free(command.text) in seen:
+            pieces.append(code[position : command.start].rstrip(" \t"))
+            position = command.end
+    kept = "\n".join(line.rstrip() for line in "".join([*pieces, code[position:]]).split("\n"))
+    while "\n\n\n" in kept:
+        kept = kept.replace("\n\n\n", "\n\n")
+    return kept.strip("\n")
+
+
 def _imports(text: str) -> tuple[list[str], list[tuple[int, int]], int]:
     """The leading imports' modules, the span of each `import` (to its line's end when only a comment
     follows it there), and where the text after them begins."""

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from lean_pool.lean_source import layout_free, leading_imports, read_commands, without_imports
+from lean_pool.lean_source import leading_imports, without_imports, without_repeated
 from lean_pool.verdict import same_statement
 from operators.formalize import FormalizeOperator, FormalizeSettings, rejection
 from operators.llm import prompts
@@ -53,17 +53,7 @@ def under_header(header: str, answer: str) -> str:
     without the header's own commands repeated (an `open` written again would be in the statement twice)."""
     imports = [f"import {module}" for module in leading_imports(header)[0]]
     body = without_imports(header)[1].strip("\n")
-    known = {layout_free(command.text) for command in read_commands(body)}
-    code = without_imports(answer)[1]
-    pieces, position = [], 0
-    for command in read_commands(code):
-        if layout_free(command.text) in known:
-            pieces.append(code[position:command.start].rstrip(" \t"))
-            position = command.end
-    kept = "\n".join(line.rstrip() for line in "".join([*pieces, code[position:]]).split("\n"))
-    while "\n\n\n" in kept:
-        kept = kept.replace("\n\n\n", "\n\n")
-    kept = kept.strip("\n")
+    kept = without_repeated(without_imports(answer)[1], body)
     parts = ["\n".join(imports), body, kept]
     return "\n\n".join(part for part in parts if part.strip()) + "\n"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lean_pool.lean_source import leading_imports, without_imports
+from lean_pool.lean_source import leading_imports, without_imports, without_repeated
 from lean_pool.session_check import CheckResult
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
@@ -59,13 +59,13 @@ class InfraFailure(Exception):
 
 def with_environment(env_lines: Sequence[str], code: str) -> str:
     """The file Lean checks: every import first (the environment's, then the model's new ones), then the
-    environment's other lines, then the model's code without its imports."""
+    environment's other lines, then the model's code without its imports and without the environment's lines
+    it repeats (models copy them, and a repair copies the attempt before it), so each appears once."""
     env_imports = [line.strip() for line in env_lines if leading_imports(line)[0]]
     code_modules, body = without_imports(code)
     imports = list(dict.fromkeys([*env_imports, *(f"import {module}" for module in code_modules)]))
     others = [line for line in env_lines if line.strip() not in env_imports]
-    body = body.strip("\n")
-    return "\n".join([*imports, *others]) + "\n\n" + body + "\n"
+    return "\n".join([*imports, *others]) + "\n\n" + without_repeated(body, "\n".join(others)) + "\n"
 
 
 def best_proof(proofs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lean_pool.verdict import precheck
 from operators.llm import prompts
+from operators.prove import with_environment
 from operators.rows.candidates import PROVED
 
 PASSED = "passed"
@@ -76,13 +77,15 @@ def clean_proof(statement: str, proof: Mapping[str, Any]) -> bool:
     return precheck(proof["proof"], "proof", statement) is None
 
 
-def pair_rows(row: Mapping[str, Any], split: str) -> list[dict[str, Any]]:
-    """One pair per prover that proved the candidate with a clean proof."""
+def pair_rows(row: Mapping[str, Any], split: str, env_lines: Sequence[str]) -> list[dict[str, Any]]:
+    """One pair per prover that proved the candidate with a clean proof, each environment line once in it (runs
+    before prove dropped the lines a model repeats stored proofs with them twice or more)."""
     if row["status"] != PROVED:
         return []
     return [
-        {**_origin(row, "pair/", proof["role"], split), "statement": row["statement"], "proof": proof["proof"],
-         "prover": proof["role"], "model": proof["model"], "success_at": proof["success_at"]}
+        {**_origin(row, "pair/", proof["role"], split), "statement": row["statement"],
+         "proof": with_environment(env_lines, proof["proof"]), "prover": proof["role"], "model": proof["model"],
+         "success_at": proof["success_at"]}
         for proof in row["proofs"] or []
         if clean_proof(row["statement"], proof)
     ]

@@ -49,7 +49,7 @@ def corpus_rows(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any])
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in corpora.SCHEMAS}
     for row in run.candidates.iter_rows(named=True):
         split = corpora.split_of(row["seed_id"], fraction, salt)
-        rows["pairs"] += corpora.pair_rows(row, split)
+        rows["pairs"] += corpora.pair_rows(row, split, mining["prove"]["env_lines"])
         rows["trajectories"] += corpora.trajectory_rows(row, split, mining, cfg["trajectories"]["feedback"])
         rows["judge"] += corpora.judge_rows(row, split)
     return rows

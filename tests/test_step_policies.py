@@ -10,19 +10,21 @@ from typing import Any
 import pytest
 
 from lean_pool import verdict
+from lean_pool.lean_source import layout_free, read_commands
 from lean_pool.session_check import CheckResult
 from operators.discover import NO_ANSWER, answered
 from operators.formalize import formalized, keep_imports, rejection
 from operators.judge import judged
 from operators.llm.client import LLMResult
 from operators.prove import proof_entry, proved, with_environment
-from operators.repair import INFRA, RepairLoop, run_loop
+from operators.repair import INFRA, Ask, RepairLoop, run_loop
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import empty_candidate
 from operators.rows.seeds import TOO_LONG
 from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines import evaluate
+from pipelines.corpora import pair_rows
 from pipelines.job import load_config, step_settings
 from tests.loop_script import Script
 
@@ -30,7 +32,7 @@ FORMALIZE_MARKER = "error-free code"
 PROVE_MARKER = "### Complete Lean 4 Proof"
 DISCOVER_MARKER = "brainstormed mathlib lemmas"
 STATEMENT = "import Mathlib\n\ntheorem t (n : ℕ) : n + 0 = n := by sorry\n"
-ENV_LINES = ("import Mathlib", "import Aesop", "set_option maxHeartbeats 0")
+ENV_LINES = ("import Mathlib", "import Aesop", "set_option maxHeartbeats 0", "open BigOperators Real Nat Topology Rat")
 PROOF = "theorem t (n : ℕ) : n + 0 = n := by simp"
 CHANGED_PROOF = "theorem t (n : ℕ) : 0 + n = n := by simp"  # proves something else than asked
 NO_INDEX = IndexSettings(dir=None, revision=None, embedding={})
@@ -167,6 +169,51 @@ async def test_a_prover_that_keeps_changing_the_statement_is_unproved_and_says_w
     assert (entry["proved"], entry["success_at"], entry["model"]) == (False, None, "configured-prover")
     assert entry["reason"].startswith("attempt 3: error: ") and "different statement" in entry["reason"]
     assert len(entry["attempts"]) == 3 and script.used_up()
+
+
+def environment_counts(file: str) -> list[int]:
+    """How many commands of `file` say each environment line, up to layout."""
+    commands = [layout_free(command.text) for command in read_commands(file)]
+    return [commands.count(layout_free(line)) for line in ENV_LINES]
+
+
+def test_environment_lines_the_model_repeats_appear_once_and_its_comments_stay():
+    body = ("import Mathlib\nimport Aesop\nset_option  maxHeartbeats 0 -- no limit\n"
+            "open BigOperators Real\n  Nat Topology Rat\n\n-- the target\n" + PROOF)
+    file = with_environment(ENV_LINES, body)
+    assert environment_counts(file) == [1, 1, 1, 1]
+    assert file == "\n".join(ENV_LINES) + "\n\n-- the target\n" + PROOF + "\n"
+    assert with_environment(ENV_LINES, file) == file, "a file already built is built again unchanged"
+
+
+class CopyingProver(Script):
+    """A prover whose repairs copy the previous attempt's whole file, environment lines included, as models do."""
+
+    async def ask(self, step: Ask) -> LLMResult:
+        if not step.history:
+            return await super().ask(step)
+        self.asked.append(step)
+        return answer(step.history[-1]["code"].replace("omega", "simp"), PROVE_MARKER)
+
+
+async def test_each_environment_line_appears_once_after_three_rounds_of_repairs():
+    first = answer("\n".join(ENV_LINES) + "\n\n" + PROOF.replace("simp", "omega"), PROVE_MARKER)
+    script = CopyingProver([UNKNOWN, UNKNOWN, COMPILES], [first])
+    entry = await prove(script)
+    assert (entry["proved"], entry["success_at"]) == (True, 2) and len(script.checked) == 3
+    assert [environment_counts(file) for file in script.checked] == [[1, 1, 1, 1]] * 3
+    assert entry["proof"] == script.checked[-1] == with_environment(ENV_LINES, PROOF)
+
+
+def test_an_old_runs_proof_is_exported_with_each_environment_line_once():
+    repeated = "".join(f"{line}\n" for line in ENV_LINES[2:]) * 2  # the model's copy, then a repair's
+    stored = "\n".join(ENV_LINES) + "\n\n" + repeated + "\n" + PROOF + "\n"
+    attempts = [{"code": stored, "status": "passed", "diagnostics": [], "response": "..."}]
+    proof = {"role": "prover", "model": "m", "proved": True, "proof": stored, "success_at": 0, "attempts": attempts}
+    row = {**discovered_row(), "status": "proved", "statement": STATEMENT, "proofs": [proof]}
+    (pair,) = pair_rows(row, "train", ENV_LINES)
+    assert environment_counts(pair["proof"]) == [1, 1, 1, 1]
+    assert pair["proof"] == with_environment(ENV_LINES, PROOF)
 
 
 async def test_a_refused_proof_is_repaired_unlike_a_refused_statement():
