@@ -23,8 +23,9 @@ import psutil
 import ray
 from ray.data import Dataset
 
+from conf import package_dir
 from pipelines import mine
-from pipelines.job import MiningJob, load_config, package_dir
+from pipelines.job import MiningJob, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10

@@ -16,7 +16,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, open_dict
-from omegaconf.errors import MissingMandatoryValue
 
 from lean_pool.launch import LeanNotFound
 from operators.autoformalize import AutoformalizeOperator, AutoformalizeSettings
@@ -33,8 +32,8 @@ from operators.rows.formalizations import (
     with_unique_ids,
 )
 from pipelines import mine
-from pipelines.cli import compose_config
-from pipelines.job import MiningJob, SetupError
+from pipelines.cli import SetupError, compose_config, run_job
+from pipelines.job import MiningJob
 from pipelines.run_dir import PARQUET_SUFFIX, filesystem_of
 
 TABLE = "formalizations"
@@ -139,15 +138,13 @@ def summary(job: AutoformalizeJob, sent: int) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume an autoformalization; exit 0 when it finished, 2 when it could not start."""
-    try:
-        cfg = load_config(sys.argv[1:] if argv is None else argv)
-        with AutoformalizeJob(cfg) as job:
+
+    def run() -> None:
+        with AutoformalizeJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
             sent = autoformalize(job)
             print("\n".join(summary(job, sent)), flush=True)
-    except (SetupError, LeanNotFound, LLMConfigError, MissingMandatoryValue) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_job(run, (LeanNotFound, LLMConfigError))
 
 
 if __name__ == "__main__":

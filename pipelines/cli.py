@@ -1,22 +1,40 @@
-"""What every `python -m pipelines.X key=value ...` entry point shares: composing its Hydra config from `conf/`.
+"""What every `python -m pipelines.X key=value ...` entry point shares: its config, and how it ends.
 
-The mining pipeline composes `conf/mine.yaml`; evaluate, report and export compose their own file the
-same way, with the same `${package_dir:...}` resolver, so overrides read alike on every command line.
+Each job composes `conf/<job>.yaml` with the command line (`conf.compose_config`) and runs through `run_job`,
+so every job answers a mistake the same way: one `error:` line and exit 2 for anything that stops it from
+starting (a config typo, a missing path or key), exit 130 and one line on Ctrl-C.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable
 
-from hydra import compose, initialize_config_module
-from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
-from pipelines.job import package_dir
+from conf import ConfigError, compose_config
+
+__all__ = ["SetupError", "compose_config", "run_job"]
+
+# Exit statuses: the job could not start as configured; the user stopped it.
+SETUP_FAILED = 2
+INTERRUPTED = 130
 
 
-def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
-    """`conf/<name>.yaml` composed with command-line overrides (`run_dir=...`, `format=jsonl`)."""
-    if not OmegaConf.has_resolver("package_dir"):
-        OmegaConf.register_new_resolver("package_dir", package_dir)
-    with initialize_config_module(config_module="conf", version_base=None):
-        return compose(config_name=name, overrides=list(overrides))
+class SetupError(RuntimeError):
+    """The run cannot start as configured; the message says what is missing."""
+
+
+def run_job(job: Callable[[], None], setup_errors: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a job's body: 0 when it finished; one `error:` line and 2 when it could not start (a `SetupError`, a
+    config that does not compose, a mandatory value left out, or one of `setup_errors`); 130 on Ctrl-C."""
+    try:
+        job()
+    except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return SETUP_FAILED
+    except KeyboardInterrupt:
+        print("interrupted: rows already written are kept; run the same command again to resume", file=sys.stderr,
+              flush=True)
+        return INTERRUPTED
+    return 0

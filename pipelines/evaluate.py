@@ -19,7 +19,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import MissingMandatoryValue
 
 from lean_pool.launch import LeanNotFound
 from operators.llm.client import LLMConfigError
@@ -34,8 +33,8 @@ from operators.rows.benchmark_items import (
 )
 from operators.rows.candidates import candidates_table, funnel
 from pipelines import mine, report, stats
-from pipelines.cli import compose_config
-from pipelines.job import MiningJob, SetupError
+from pipelines.cli import SetupError, compose_config, run_job
+from pipelines.job import MiningJob
 from pipelines.run_data import load_run
 from pipelines.run_dir import PARQUET_SUFFIX, filesystem_of
 
@@ -135,16 +134,15 @@ def summary(job: EvaluationJob) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume an evaluation; exit 0 when it finished, 2 when it could not start."""
-    try:
+
+    def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         statements = read_benchmark(cfg)
         with EvaluationJob(cfg) as job:
             evaluate(job, statements)
             print("\n".join(summary(job)), flush=True)
-    except (SetupError, LeanNotFound, LLMConfigError, MissingMandatoryValue, BenchmarkLayoutError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_job(run, (LeanNotFound, LLMConfigError, BenchmarkLayoutError))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 
 from operators.rows.candidates import PROVED
 from pipelines import corpora
-from pipelines.cli import compose_config
+from pipelines.cli import compose_config, run_job
 from pipelines.run_data import RunData, RunNotFound, load_run
 from pipelines.run_dir import RunDir
 from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
@@ -127,19 +126,18 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Export a run's corpora; exit 2 when there is no run or the export is refused."""
-    try:
+
+    def run_export() -> None:
         cfg: DictConfig = compose_config("export", sys.argv[1:] if argv is None else argv)
         run = load_run(str(cfg.run_dir))
         manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
-    except (RunNotFound, ExportRefused, MissingMandatoryValue) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    lines = [f"export: {run.uri}/{cfg.out_subdir}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
-    lines += [f"  {name:<13} train={c['train']} test={c['test']} duplicates_dropped={c['duplicates_dropped']}"
-              for name, c in manifest["corpora"].items()]
-    lines.append(f"  lean files    {len(manifest['lean_files'])}")
-    print("\n".join(lines), flush=True)
-    return 0
+        lines = [f"export: {run.uri}/{cfg.out_subdir}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
+        lines += [f"  {name:<13} train={c['train']} test={c['test']} duplicates_dropped={c['duplicates_dropped']}"
+                  for name, c in manifest["corpora"].items()]
+        lines.append(f"  lean files    {len(manifest['lean_files'])}")
+        print("\n".join(lines), flush=True)
+
+    return run_job(run_export, (RunNotFound, ExportRefused))
 
 
 if __name__ == "__main__":

@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import ray
-from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 
 from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import (
@@ -36,12 +34,12 @@ from operators.retrieval.declaration_index import (
 )
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
+from pipelines.cli import compose_config, run_job
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
     """Compose `conf/index.yaml` with command-line overrides."""
-    with initialize_config_module(config_module="conf", version_base=None):
-        return compose(config_name="index", overrides=list(overrides))
+    return compose_config("index", overrides)
 
 
 def lean_files(root: Path, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
@@ -162,16 +160,15 @@ def summary_lines(manifest: Mapping[str, Any], out: str) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build or confirm the index; exit 0 when it is there, 2 when it could not be built as configured."""
-    try:
+
+    def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         if not ray.is_initialized():
             ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False)
         manifest = build(cfg)
-    except (MissingMandatoryValue, FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(summary_lines(manifest, str(cfg.out))), flush=True)
-    return 0
+        print("\n".join(summary_lines(manifest, str(cfg.out))), flush=True)
+
+    return run_job(run, (FileNotFoundError, ValueError))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from omegaconf.errors import MissingMandatoryValue
 from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
@@ -28,7 +27,8 @@ from operators.prove import ProveOperator
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import drop_finished, explode_seeds
 from operators.trivial import TrivialOperator
-from pipelines.job import MiningJob, SetupError, load_config
+from pipelines.cli import run_job
+from pipelines.job import MiningJob, load_config
 from pipelines.progress import report_batch
 from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
 
@@ -122,16 +122,14 @@ def report(job: MiningJob) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume a mining run; exit 0 when it finished, 2 when it could not start."""
-    try:
-        cfg = load_config(sys.argv[1:] if argv is None else argv)
-        with MiningJob(cfg) as job:
+
+    def run() -> None:
+        with MiningJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
             discover(job)
             verify(job)
             print("\n".join(report(job)), flush=True)
-    except (SetupError, LeanNotFound, LLMConfigError, MissingMandatoryValue) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_job(run, (LeanNotFound, LLMConfigError))
 
 
 if __name__ == "__main__":

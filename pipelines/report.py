@@ -23,12 +23,11 @@ from typing import Any
 import polars as pl
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
-from omegaconf.errors import MissingMandatoryValue
 
 from operators.rows.candidates import CANDIDATE, MATHLIB
 from pipelines import formalization_stats as fstats
 from pipelines import plots, stats
-from pipelines.cli import compose_config
+from pipelines.cli import compose_config, run_job
 from pipelines.run_data import FormalizationRun, RunData, RunNotFound, load_any
 from pipelines.run_dir import RunDir
 
@@ -331,17 +330,16 @@ def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the report of a run (mining, evaluate or autoformalize); exit 2 when there is no run to report on."""
-    try:
+
+    def run_report() -> None:
         cfg: DictConfig = compose_config("report", sys.argv[1:] if argv is None else argv)
         run = load_any(str(cfg.run_dir))
-    except (RunNotFound, MissingMandatoryValue) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots", "formalizations")}
-    rendered = render(run, settings) if isinstance(run, RunData) else render_formalizations(run, settings)
-    location = write(run.uri, rendered, str(cfg.out_subdir), int(cfg.plots.dpi))
-    print(f"report: {location}" + (" (simulated run)" if run.simulated else ""), flush=True)
-    return 0
+        settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots", "formalizations")}
+        rendered = render(run, settings) if isinstance(run, RunData) else render_formalizations(run, settings)
+        location = write(run.uri, rendered, str(cfg.out_subdir), int(cfg.plots.dpi))
+        print(f"report: {location}" + (" (simulated run)" if run.simulated else ""), flush=True)
+
+    return run_job(run_report, (RunNotFound,))
 
 
 if __name__ == "__main__":

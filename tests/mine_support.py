@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 import yaml
 
+from conf import package_dir
 from operators.llm.simulator import success_attempt, unit
-from pipelines.job import package_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_CONF = REPO / "conf" / "llm" / "sim.yaml"
