@@ -20,6 +20,11 @@ from omegaconf import DictConfig
 from lean_pool.launch import LeanNotFound
 from lean_pool.pool import LeanPool
 from lean_pool.session_check import CheckResult
+from lean_pool.verdict import precheck
+
+PASSED = "passed"
+# The field that must be true of every file for exit status 0, per mode.
+GOAL = {"statement": "compiles", "proof": "verified"}
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -44,12 +49,22 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
         return compose(config_name="check", overrides=list(overrides))
 
 
-def result_line(path: Path, result: CheckResult) -> dict[str, Any]:
-    """The JSON object printed for one file."""
+def compiles(result: CheckResult, text_decided: bool) -> bool | None:
+    """Whether Lean reported no error for the file; None when Lean gave no answer to read: the text alone
+    decided (a refusal, or a proof's written `sorry`), or the checker failed (timeout, crash)."""
+    if text_decided or result.infra_failure:
+        return None
+    return not any(message.get("severity") == "error" for message in result.messages)
+
+
+def result_line(path: Path, snippet: str, result: CheckResult, mode: str) -> dict[str, Any]:
+    """The JSON object printed for one file: each field says one thing, whatever the mode (`status` the verdict
+    word, `compiles` Lean's errors, `verified` a proof the kernel accepted sorry-free and axiom-clean)."""
     return {
         "path": str(path),
-        "ok": result.ok,
         "status": result.status,
+        "compiles": compiles(result, precheck(snippet, mode) is not None),
+        "verified": mode == "proof" and result.status == PASSED,
         "reasons": result.reasons,
         "messages": result.messages,
         "seconds": round(result.seconds, 3),
@@ -59,31 +74,37 @@ def result_line(path: Path, result: CheckResult) -> dict[str, Any]:
 
 
 async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) -> int:
-    """Check every file concurrently, print each line as its verdict arrives; return how many failed."""
+    """Check every file concurrently, print each line as its verdict arrives; return how many fell short of the
+    mode's goal (statement: it compiles; proof: it is verified)."""
+    goal = GOAL[cfg.mode]
 
     async def one(path: Path) -> dict[str, Any]:
         try:
             snippet = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
-            return {"path": str(path), "ok": False, "status": "error", "reasons": [f"unreadable file: {error}"],
-                    "messages": [], "seconds": 0.0}
-        return result_line(path, await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode))
+            return {"path": str(path), "status": "error", "compiles": None, "verified": False,
+                    "reasons": [f"unreadable file: {error}"], "messages": [], "seconds": 0.0}
+        return result_line(path, snippet, await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode), cfg.mode)
 
     failed = 0
     for finished in asyncio.as_completed([one(path) for path in files]):
         line = await finished
-        failed += not line["ok"]
+        failed += line[goal] is not True
         print(json.dumps(line, ensure_ascii=False), flush=True)
     return failed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status 0 when every file is ok, 1 when some are not, 2 when nothing could be checked."""
+    """Exit status 0 when every file reached the mode's goal (statement: compiles; proof: verified), 1 when some
+    did not, 2 when nothing could be checked."""
     paths, overrides = split_arguments(sys.argv[1:] if argv is None else argv)
     if not paths:
         print("usage: python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [overrides]", file=sys.stderr)
         return 2
     cfg = load_config(overrides)
+    if cfg.mode not in GOAL:
+        print(f"error: mode={cfg.mode} is not one of {sorted(GOAL)}", file=sys.stderr)
+        return 2
     files = list(lean_files(paths))
     ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
              log_to_driver=False, configure_logging=False)
