@@ -119,7 +119,8 @@ def autoformalize(job: AutoformalizeJob) -> int:
     table = formalizations_table(rows)
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    mine.write(job, mine.streamed(ds, stages(job)), TABLE, min_rows_per_file=int(job.cfg.output.rows_per_file))
+    mine.write(job, mine.streamed(ds, stages(job), job.board), TABLE,
+               min_rows_per_file=int(job.cfg.output.rows_per_file))
     return len(rows)
 
 

@@ -29,7 +29,7 @@ from operators.split import drop_finished, explode_seeds
 from operators.trivial import TrivialOperator
 from pipelines.cli import run_job
 from pipelines.job import MiningJob, load_config
-from pipelines.progress import report_batch
+from pipelines.progress import counted, report_batch
 from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
 
 
@@ -77,10 +77,11 @@ def verify_stages(job: MiningJob, finished: ray.ObjectRef) -> list[Stage]:
     ]
 
 
-def streamed(ds: Dataset, stages: Sequence[Stage]) -> Dataset:
-    """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them."""
+def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
+    """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them.
+    Each stage reports the statuses of the rows it hands on to the status `board`."""
     for stage in stages:
-        ds = ds.map_batches(stage.operator, **stage.options)
+        ds = ds.map_batches(counted(stage.operator, board, stage.name), **stage.options)
     return ds
 
 
@@ -95,7 +96,7 @@ def discover(job: MiningJob) -> None:
     units = job.pending_units()
     if units:
         ds = ray.data.from_items(units, override_num_blocks=len(units))
-        write(job, streamed(ds, discover_stages(job)), "discoveries")
+        write(job, streamed(ds, discover_stages(job), job.board), "discoveries")
 
 
 def verify(job: MiningJob) -> None:
@@ -104,7 +105,7 @@ def verify(job: MiningJob) -> None:
     finished = job.finished_candidates()
     if seeds:
         ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
-        write(job, streamed(ds, verify_stages(job, finished)), "candidates",
+        write(job, streamed(ds, verify_stages(job, finished), job.board), "candidates",
               min_rows_per_file=int(job.cfg.output.rows_per_file))
 
 

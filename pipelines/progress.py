@@ -1,15 +1,21 @@
-"""Live counts while a run goes: how many discoveries and candidates have settled in each status.
+"""Live counts while a run goes: what each stage made of its rows, and what was written, by status.
 
-Ray Data's progress bars say how many rows each operator has passed; this says what happened to them.
-The last step before each write reports its batch to a small actor, and the driver prints the totals
-every few seconds, so an overnight run shows its funnel as it fills.
+Ray Data's progress bars say how many rows each operator has passed, not what happened to them, and their
+dumps drown a run's own output; so they are off, Ray's logs go to a file in the run directory, and each
+stage reports the statuses of the rows it hands on to a small actor. The driver prints one line per stage
+whose counts moved every few seconds, so an overnight run shows its funnel as it fills.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -37,25 +43,71 @@ def status_counts(batch: pa.Table) -> dict[str, int]:
 
 
 def report_batch(batch: pa.Table, board: Any, table: str) -> pa.Table:
-    """`map_batches` step: tell the board what this batch holds, pass the batch on unchanged."""
+    """`map_batches` step before a write: tell the board what this batch holds, and stamp `finished_at` on rows
+    that have none (every row written has its final status)."""
     board.add.remote(table, status_counts(batch))
+    if "finished_at" in batch.column_names and batch.column("finished_at").null_count:
+        column = batch.column("finished_at")
+        now = pa.scalar(datetime.now(timezone.utc), type=column.type)
+        batch = batch.set_column(batch.schema.get_field_index("finished_at"), "finished_at", pc.fill_null(column, now))
     return batch
 
 
-def format_counts(snapshot: Mapping[str, Mapping[str, int]]) -> str:
-    """One line per table: `table: status=n status=n ...`, largest first."""
-    return "\n".join(
-        f"{table}: " + " ".join(f"{status}={count}" for status, count in sorted(counts.items(), key=lambda kv: -kv[1]))
-        for table, counts in sorted(snapshot.items())
-    )
+def counted(operator: Callable[..., Any], board: Any, stage: str) -> Callable[..., Any]:
+    """The stage's `map_batches` callable (an operator class, sync or async, or a function), reporting the statuses
+    of every batch it returns to the board under the stage's name; Ray Data sees the same name and kind."""
+    if not isinstance(operator, type):
+        @functools.wraps(operator)
+        def counted_function(batch: pa.Table, *args: Any, **kwargs: Any) -> pa.Table:
+            out = operator(batch, *args, **kwargs)
+            board.add.remote(stage, status_counts(out))
+            return out
+
+        return counted_function
+    if inspect.iscoroutinefunction(operator.__call__):
+        async def call(self: Any, batch: pa.Table) -> pa.Table:
+            out = await operator.__call__(self, batch)
+            board.add.remote(stage, status_counts(out))
+            return out
+    else:
+        def call(self: Any, batch: pa.Table) -> pa.Table:
+            out = operator.__call__(self, batch)
+            board.add.remote(stage, status_counts(out))
+            return out
+    return type(operator.__name__, (operator,), {"__call__": call, "__module__": operator.__module__})
+
+
+def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
+    """Send the driver's Ray and Ray Data log records to `path` instead of the terminal (Ray Data's progress
+    dumps and notices included), so a run prints its own lines; the file keeps them for a post-mortem."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("ray", "ray.data"):
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):
+            if type(old) is not logging.FileHandler:
+                logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def format_counts(snapshot: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """One line per stage or table: `name  status=n status=n ...`, largest first, in the order they first reported."""
+    width = max((len(name) for name in snapshot), default=0)
+    return [f"{name:<{width}}  " + " ".join(f"{status}={count}"
+                                           for status, count in sorted(counts.items(), key=lambda kv: -kv[1]))
+            for name, counts in snapshot.items()]
 
 
 class Ticker:
-    """A driver thread that prints the board every `every_s` seconds until stopped."""
+    """A driver thread that prints, every `every_s` seconds, the line of each stage whose counts moved."""
 
     def __init__(self, board: Any, every_s: float) -> None:
         self._board = board
         self._every_s = every_s
+        self._shown: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status-ticker", daemon=True)
 
@@ -69,6 +121,8 @@ class Ticker:
 
     def _run(self) -> None:
         while not self._stop.wait(self._every_s):
-            line = format_counts(ray.get(self._board.snapshot.remote()))
-            if line:
-                print(f"[status]\n{line}", flush=True)
+            snapshot = ray.get(self._board.snapshot.remote())
+            moved = {name: counts for name, counts in snapshot.items() if self._shown.get(name) != counts}
+            self._shown = snapshot
+            for line in format_counts(moved):
+                print(f"[status] {line}", flush=True)
