@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from lean_pool import verdict
 from lean_pool.lean_source import layout_free, read_commands
@@ -15,7 +16,9 @@ from lean_pool.session_check import CheckResult
 from operators.discover import NO_ANSWER, answered
 from operators.formalize import formalized, keep_imports, rejection
 from operators.judge import judged
+from operators.llm import prompts
 from operators.llm.client import LLMResult
+from operators.llm.simulator import RequestMeta, scripted_reply
 from operators.prove import proof_entry, proved, with_environment
 from operators.repair import INFRA, Ask, RepairLoop, run_loop
 from operators.retrieval.settings import IndexSettings
@@ -314,6 +317,19 @@ def test_each_step_gets_only_its_settings_and_retrieval_is_off_by_default():
     assert "import Aesop" in steps.prove.env_lines and not steps.prove.include_trivial
     demo = step_settings(load_config(["preset=demo"]), NO_INDEX)
     assert demo.dedup is not None and demo.dedup.index == NO_INDEX and demo.discover.min_lemmas == 6
+
+
+def test_the_demo_judge_accepts_every_lemma_0_that_aesop_closes_and_draws_the_others():
+    cfg = load_config(["preset=demo"])
+    sim = OmegaConf.to_container(cfg.llm.sim, resolve=True)
+
+    def verdict(index: int, snippet: int) -> str:
+        statement = f"import Mathlib\n\ntheorem x_sim_{index:06d}_{snippet} (n : ℕ) : n + 0 = n := by sorry"
+        meta = RequestMeta("judge", f"Mathlib.X/s0/c{index}.{snippet}", 1)
+        return scripted_reply(prompts.judge_messages(cfg.prompts, statement), meta, "judge", "-", sim).split()[-1]
+
+    assert {verdict(index, 0) for index in range(40)} == {"correct"}
+    assert {verdict(index, 1) for index in range(40)} == {"correct", "wrong"}
 
 
 def test_evaluate_checks_a_benchmark_statement_as_given():

@@ -168,8 +168,12 @@ def discover_reply(prompt: str, key: str, script: Mapping[str, Any], error_mark:
     return f"{plan}\n\n{script['marker']}\n\n```lean\n" + "\n".join(lines).rstrip() + "\n```\n"
 
 
-def judge_reply(accepts: bool) -> str:
-    """Simulated reasoning, then the verdict alone on the last line."""
+def judge_reply(statement: str, u: float, script: Mapping[str, Any]) -> str:
+    """Simulated reasoning, then the verdict alone on the last line: `correct` for a statement the script's
+    `accept_pattern` matches (so a run can make sure some candidates go on, e.g. the demo's trivial ones), else
+    when the candidate's draw `u` is under `correct_rate`."""
+    pattern = script["accept_pattern"]
+    accepts = (pattern is not None and re.search(pattern, statement) is not None) or u < script["correct_rate"]
     verdict = "correct" if accepts else "wrong"
     return f"Reasoning (simulated): the verdict below is scripted, not a judgement of the mathematics.\n{verdict}\n"
 
@@ -264,7 +268,7 @@ def scripted_reply(
     if meta.stage == "discover":
         return discover_reply(prompt, f"{unit(seed, digest):.17f}"[2:], script["discover"], script["error_mark"])
     if meta.stage == "judge":
-        return judge_reply(unit(seed, model, "judge", subject) < script["judge"]["correct_rate"])
+        return judge_reply(last_lean_block(prompt), unit(seed, model, "judge", subject), script["judge"])
     if meta.stage == "formalize":
         k = success_attempt(script["formalize"]["fixed_at_attempt"], unit(seed, model, "formalize", subject))
         fixed = k is not None and meta.attempt >= k
