@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import yaml
+from omegaconf import OmegaConf
 
 from conf import package_dir
 from operators.llm.simulator import success_attempt, unit
+from pipelines.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_CONF = REPO / "conf" / "llm" / "sim.yaml"
@@ -26,9 +27,10 @@ BAD_SEEDS = {
 MAX_SEED_TOKENS = 1500  # above every demo seed, below Huge.lean
 
 
-def sim_server_config(median_s: float) -> dict[str, Any]:
-    """The `sim:` block of conf/llm/sim.yaml with the given latency (a deterministic server)."""
-    sim = yaml.safe_load(SIM_CONF.read_text())["sim"]
+def sim_server_config(median_s: float, *overrides: str) -> dict[str, Any]:
+    """The `sim:` block a mining job composed with `overrides` would serve (`preset=demo`: the demo's script), with
+    the given latency (a deterministic server)."""
+    sim = OmegaConf.to_container(load_config(["llm=sim", *overrides]).llm.sim, resolve=True)
     sim["latency"] = {"median_s": median_s, "sigma": 0.3}
     return sim
 
@@ -83,14 +85,16 @@ def sibling_duplicates(rows: list[dict[str, Any]]) -> set[str]:
 
 def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max_repairs: int, proof_repairs: int,
                      duplicates: set[str]) -> str:
-    """What the sims were scripted to do with one candidate (demo preset's Lean rules, conf/llm/sim.yaml's script):
-    a sibling restatement is dropped by dedup; judge by rate; lemma 5 restates Mathlib; a broken lemma is fixed at
-    its scripted repair if within T; lemma 0 is closed by `aesop`; a proof lands at its scripted attempt if within
-    K + 1."""
+    """What the sims were scripted to do with one candidate (demo preset's Lean rules and sim script): a sibling
+    restatement is dropped by dedup; the judge accepts a statement its `accept_pattern` matches (the demo: lemma 0),
+    the others by rate; lemma 5 restates Mathlib; a broken lemma is fixed at its scripted repair if within T; lemma 0
+    is closed by `aesop`; a proof lands at its scripted attempt if within K + 1."""
     cid = row["candidate_id"]
     if cid in duplicates:
         return "duplicate"
-    if unit(seed, "judge", "judge", cid) >= script["judge"]["correct_rate"]:
+    pattern = script["judge"]["accept_pattern"]
+    accepted = pattern is not None and re.search(pattern, row["statement_raw"]) is not None
+    if not accepted and unit(seed, "judge", "judge", cid) >= script["judge"]["correct_rate"]:
         return "rejected_by_judge"
     if row["snippet_index"] == 5:
         return "not_compilable"

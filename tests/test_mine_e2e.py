@@ -15,7 +15,6 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 import ray
-import yaml
 
 from operators.llm.simulator import SimServer
 from operators.rows.candidates import STATUSES
@@ -23,7 +22,6 @@ from pipelines import mine
 from tests.mine_support import (
     BAD_SEEDS,
     REPO,
-    SIM_CONF,
     calls_by_stage,
     make_seeds,
     overrides,
@@ -40,6 +38,7 @@ KILLED_RUN_LATENCY_S = 0.2  # slow enough that the kill lands while candidates a
 WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (the first block written)
 POLL_S = 0.05
 GRACE_S = 20  # for the killed driver's Ray processes to go away
+DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine preset=demo` would
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def finished_run(tmp_path_factory):
     seed_list = make_seeds(root / "seeds")
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        with SimServer(sim_server_config(median_s=0.01)) as server:
+        with SimServer(sim_server_config(0.01, DEMO)) as server:
             args = overrides(root / "run", root / "seeds", seed_list, server.base_url, SAMPLES)
             assert mine.main(args) == 0
             stats = server.stats.snapshot()
@@ -71,7 +70,7 @@ def test_every_candidate_has_exactly_one_final_status(finished_run):
 
 def test_funnel_matches_what_the_sims_were_scripted_to_do(finished_run):
     run_dir, _ = finished_run
-    script = yaml.safe_load(SIM_CONF.read_text())["sim"]["script"]
+    script = sim_server_config(0.01, DEMO)["script"]
     candidates = read_table(run_dir, "candidates").to_dicts()
     duplicates = sibling_duplicates(candidates)
     predicted = {row["candidate_id"]: predicted_status(row, script, 0, 10, 2, duplicates) for row in candidates}
@@ -79,6 +78,7 @@ def test_funnel_matches_what_the_sims_were_scripted_to_do(finished_run):
     assert actual == predicted
     counts = Counter(actual.values())
     assert counts["duplicate"] and counts["proved"] and counts["rejected_by_judge"] and counts["not_compilable"]
+    assert counts["trivial"] and counts["compiled"], "the demo shows every status it claims"
     across_samples = [row for row in candidates if row["status"] == "duplicate" and row["sample"] == 1
                       and row["dedup_match"].split("/")[-2] == "s0"]
     assert across_samples, "a sample's candidate restating another sample's is found: dedup sees whole seeds"
@@ -187,7 +187,7 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
     whole_dir, whole_stats = finished_run
     whole_requests = Counter(whole_stats["received_by_stage"])
     seed_list = make_seeds(tmp_path / "seeds")
-    with SimServer(sim_server_config(median_s=KILLED_RUN_LATENCY_S)) as server:
+    with SimServer(sim_server_config(KILLED_RUN_LATENCY_S, DEMO)) as server:
         args = overrides(tmp_path / "killed", tmp_path / "seeds", seed_list, server.base_url, SAMPLES)
         kill_when_written(args, tmp_path / "killed" / "candidates", tmp_path / "killed.log")
         before_resume = Counter(server.stats.snapshot()["received_by_stage"])
