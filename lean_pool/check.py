@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
+from conf import ConfigError, compose_config
 from lean_pool.launch import LeanNotFound
 from lean_pool.pool import LeanPool
 from lean_pool.session_check import CheckResult
@@ -45,8 +45,8 @@ def lean_files(paths: Sequence[str]) -> Iterator[Path]:
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
-    with initialize_config_module(config_module="conf", version_base=None):
-        return compose(config_name="check", overrides=list(overrides))
+    """`conf/check.yaml` with the command line's overrides; a `ConfigError` (one line) when they do not compose."""
+    return compose_config("check", overrides)
 
 
 def compiles(result: CheckResult, text_decided: bool) -> bool | None:
@@ -101,7 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not paths:
         print("usage: python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [overrides]", file=sys.stderr)
         return 2
-    cfg = load_config(overrides)
+    try:
+        cfg = load_config(overrides)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if cfg.mode not in GOAL:
         print(f"error: mode={cfg.mode} is not one of {sorted(GOAL)}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lean_pool import check
 from pipelines import autoformalize, evaluate, export, index, mine, report
 
 
@@ -22,3 +23,9 @@ def test_a_config_mistake_is_one_error_line_with_the_hint(main, override, hint, 
     assert main([override]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and hint in err, err
+
+
+def test_the_check_cli_answers_a_config_mistake_the_same_way(tmp_path, capsys):
+    assert check.main([str(tmp_path), "lean=simm"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: In 'check': Could not find 'lean/simm'; Available options in 'lean': repl, sim\n"
