@@ -28,7 +28,7 @@ from operators.faithfulness import FaithfulnessSettings
 from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
-from operators.llm.client import LLMClients, start_usage_ledger, usage_report
+from operators.llm.client import start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
@@ -179,8 +179,10 @@ class MiningJob:
             ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
                      configure_logging=False)
         ray.data.DataContext.get_current().execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
+        # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
+        # endpoint unreachable, refusing the key or not serving a role's model.
         self.settings = self.backend.__enter__()
-        LLMClients(self.settings)  # raises LLMConfigError when an API key variable is not set
+        self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # None (with a warning) for a remote run_dir
         self.board = StatusBoard.remote()
         self.ledger = start_usage_ledger()
         manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
@@ -291,10 +293,11 @@ class MiningJob:
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`operator_options` for an operator on `operators.llm.client.LLMOperator` (settings, actors, usage ledger)."""
+        """`operator_options` for an operator on `operators.llm.client.LLMOperator` (settings, actors, usage ledger,
+        the run's answer cache)."""
         actors = int(self.cfg.stages[stage].actors)
         return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
-                                     **constructor_kwargs)
+                                     cache_dir=self.llm_cache_dir, **constructor_kwargs)
 
     def usage(self) -> str:
         """Per-stage LLM calls, failures, tokens and latency so far."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from operators.llm.client import (
+    EndpointDown,
     LLMClient,
     LLMClients,
     LLMConfigError,
@@ -20,6 +22,7 @@ from operators.llm.client import (
     classify_status,
     create_kwargs,
     parse_retry_after,
+    public_url,
     redact,
     settings_from_config,
 )
@@ -116,7 +119,8 @@ def test_retry_after_forms() -> None:
 
 
 def test_backoff_grows_exponentially_with_jitter_and_obeys_retry_after() -> None:
-    policy = RetryPolicy(max_attempts=10, backoff_base_s=1.0, backoff_max_s=8.0, max_retry_after_s=30.0)
+    policy = RetryPolicy(max_attempts=10, backoff_base_s=1.0, backoff_max_s=8.0, max_retry_after_s=30.0,
+                         max_consecutive_failures=20, report_every_s=30.0)
     assert backoff_delay(1, policy, None, 0.0) == 0.5 and backoff_delay(1, policy, None, 0.999) < 1.0
     assert backoff_delay(3, policy, None, 0.0) == 2.0
     assert backoff_delay(9, policy, None, 0.999) <= 8.0
@@ -131,6 +135,11 @@ def test_status_classification() -> None:
     assert classify_status(400, "context_length_exceeded", "") == "context_too_long"
     assert classify_status(400, None, "This model's maximum context length is 10 tokens") == "context_too_long"
     assert classify_status(400, None, "bad temperature") == "bad_request"
+
+
+def test_public_url_leaves_out_credentials() -> None:
+    assert public_url("https://api.example.com/v1") == "https://api.example.com/v1"
+    assert public_url("https://user:secret@api.example.com:8443/v1") == "https://api.example.com:8443/v1"
 
 
 def test_redact_hides_the_key_and_key_shaped_strings() -> None:
@@ -268,3 +277,71 @@ async def test_results_carry_usage_model_and_sim_marking() -> None:
     assert result.text.strip().splitlines()[-1] in ("correct", "wrong")
     fields = result.row_fields("judge")
     assert fields["judge_response"] == result.text and fields["judge_error_kind"] is None
+
+
+# --- an endpoint that fails for the endpoint's reasons ------------------------------------------------------------
+
+
+def dead_url() -> str:
+    """The base URL of a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+
+
+async def test_a_connection_failure_names_the_url_and_enough_in_a_row_raise_endpoint_down() -> None:
+    cfg = sim_config()
+    cfg["retry"].update(max_attempts=3, max_consecutive_failures=5)
+    url = dead_url()
+    settings = settings_from_config(cfg).with_base_url("sim", url)
+    clients = LLMClients(settings, sleep=RecordingSleep())
+    first = await clients.complete(settings.request("judge", "judge", user("q1"), "c1"))
+    assert (first.error_kind, first.tries, first.error) == ("connection", 3, f"Connection error. ({url})")
+    expected = (f"llm endpoint sim ({url}, model judge) is down: 5 tries in a row failed, the last with "
+                "connection: Connection error.")
+    with pytest.raises(EndpointDown) as second:
+        await clients.complete(settings.request("judge", "judge", user("q2"), "c2"))
+    assert str(second.value) == expected
+    with pytest.raises(EndpointDown, match="is down"):  # every later request, without trying
+        await clients.complete(settings.request("judge", "judge", user("q3"), "c3"))
+    await clients.aclose()
+
+
+async def test_any_other_answer_restarts_the_count_of_endpoint_failures() -> None:
+    cfg = sim_config(models=["judge"])
+    cfg["models"]["formalize"]["model"] = "not-served"  # every formalize request gets 404 (not_found)
+    cfg["retry"]["max_consecutive_failures"] = 5
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+
+        async def missing(i: int) -> Any:
+            return await clients.complete(settings.request("formalize", "formalize", user(f"f{i}"), f"c{i}"))
+
+        first = [await missing(i) for i in range(4)]
+        assert (await clients.complete(settings.request("judge", "judge", user("j"), "cj"))).ok
+        assert [(await missing(i)).error_kind for i in range(4, 8)] == ["not_found"] * 4
+        with pytest.raises(EndpointDown, match="model not-served"):
+            await missing(8)
+        await clients.aclose()
+    assert [r.error_kind for r in first] == ["not_found"] * 4 and first[0].tries == 1
+    assert first[0].error.endswith(f"({server.base_url})")
+
+
+async def test_waiting_retries_are_reported_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="operators.llm.client")
+    for every_s, expect_many in ((30.0, False), (0.0, True)):
+        cfg = sim_config()
+        cfg["retry"]["report_every_s"] = every_s
+        caplog.clear()
+        with SimServer(cfg["sim"]) as server:
+            settings, clients = client_for(server, cfg, sleep=RecordingSleep())
+            requests = [settings.request("judge", "judge", user(f"q{i} sim:fail=500x2"), f"c{i}") for i in range(10)]
+            results = await asyncio.gather(*(clients.complete(r) for r in requests))
+            await clients.aclose()
+        assert all(r.ok and r.tries == 3 for r in results)
+        lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+        assert (len(lines) > 1) == expect_many and lines
+        assert re.fullmatch(rf"llm: endpoint sim \({re.escape(server.base_url)}\) retrying: \d+ requests waiting, "
+                            r"last error server_error: Error code: 500 - internal error \(simulated\)", lines[0])

@@ -1,4 +1,5 @@
-"""The Ray Data LLM operator: every row answered despite faults, per-row error kinds, bounded concurrency, usage totals."""
+"""The Ray Data LLM operator: every row answered despite faults, per-row error kinds, bounded concurrency, usage
+totals."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def map_messages(ds: Any, settings: LLMSettings, *, actors: int = 1, batch_size:
 
 
 def rows(count: int, text: str = "question {i}") -> list[dict[str, Any]]:
-    return [{"candidate_id": f"c{i}", "messages": [{"role": "user", "content": text.format(i=i)}]} for i in range(count)]
+    return [{"candidate_id": f"c{i}", "messages": [{"role": "user", "content": text.format(i=i)}]}
+            for i in range(count)]
 
 
 def test_thousand_rows_with_a_fifth_of_requests_failing_are_all_answered(ray_cluster: Any) -> None:

@@ -1,19 +1,30 @@
 """Bring up what the `llm=` config names (the sim server, a Ray Serve LLM application, or nothing for a
-plain OpenAI-compatible URL) for the length of a job, and stop what was started."""
+plain OpenAI-compatible URL) for the length of a job, check that its endpoints can serve the run, and stop
+what was started."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from operators.llm.client import LLMSettings, plain_config, settings_from_config
+from operators.llm.cache import cache_dir
+from operators.llm.client import (
+    LLMClients,
+    LLMConfigError,
+    LLMSettings,
+    plain_config,
+    probe_endpoints,
+    settings_from_config,
+)
 
 
 class LLMBackend:
     """What a job holds while it talks to LLMs: resolved settings, and what it started to stop at the end.
 
-    `llm=sim` starts the sim server (a subprocess on loopback); `llm=vllm` starts a Ray Serve LLM
-    application or attaches to a running one by name (modules imported only then); `llm=openai`
-    starts nothing. Use as a context manager around the job.
+    `llm=sim` starts the sim server (a subprocess on loopback) serving the roles' models; `llm=vllm` starts a
+    Ray Serve LLM application or attaches to a running one by name (modules imported only then); `llm=openai`
+    starts nothing. Then every endpoint's key variable must be set and, with `probe.enabled`, every endpoint must
+    pass `probe_endpoints`, else `LLMConfigError` (after stopping what was started): a dead URL, a wrong key or a
+    misspelt model is one error line within seconds, not hours of failing rows. Use as a context manager.
     """
 
     def __init__(self, cfg: Any) -> None:
@@ -26,9 +37,13 @@ class LLMBackend:
         if backend == "sim":
             from operators.llm.simulator import SimProcess
 
-            sim = SimProcess(self._cfg["sim"]).start()
-            self._stop = sim.stop
-            self.settings = self.settings.with_base_url(self._cfg["sim_endpoint"], sim.base_url)
+            endpoint = self._cfg["sim_endpoint"]
+            sim = dict(self._cfg["sim"])
+            sim["models"] = sim.get("models") or sorted(
+                {role.model for role in self.settings.roles.values() if role.endpoint == endpoint})
+            process = SimProcess(sim).start()
+            self._stop = process.stop
+            self.settings = self.settings.with_base_url(endpoint, process.base_url)
         elif backend == "vllm":
             from operators.llm.serve import ServeApp
 
@@ -36,7 +51,24 @@ class LLMBackend:
             base_url = app.start_or_attach()
             self._stop = app.shutdown
             self.settings = self.settings.with_base_url(self._cfg["serve"]["endpoint"], base_url)
+        try:
+            self._check()
+        except BaseException:
+            self.__exit__()
+            raise
         return self.settings
+
+    def _check(self) -> None:
+        """Raise `LLMConfigError` naming every endpoint that cannot serve the run."""
+        LLMClients(self.settings)  # an unset key variable is an LLMConfigError
+        probe = self._cfg["probe"]
+        problems = probe_endpoints(self.settings, float(probe["timeout_s"])) if probe["enabled"] else []
+        if problems:
+            raise LLMConfigError(f"{'; '.join(problems)} (checked before the run; llm.probe.enabled=false skips this)")
+
+    def cache_dir(self, run_uri: str) -> str | None:
+        """Where the LLM operators keep and replay answers for a run living at `run_uri` (None: no cache)."""
+        return cache_dir(run_uri, bool(self._cfg["cache"]["enabled"]))
 
     def __exit__(self, *exc: object) -> None:
         if self._stop is not None:

@@ -2,14 +2,20 @@
 
 Every stage (discover, judge, formalize, prove, ...) sends `LLMRequest`s through `LLMClient`
 (the `openai` package's `AsyncOpenAI`) and gets `LLMResult`s back: a failed call is a result
-with an `error_kind`, never an exception that kills a batch. Transient failures (429, 5xx,
+with an `error_kind`, never an exception that kills a batch (but see `EndpointDown`). Transient failures (429, 5xx,
 connection errors, timeouts) are retried with exponential backoff and jitter, honouring
 Retry-After; the number of requests in flight to an endpoint is bounded. API keys are read
 only from the environment variables the config names and are never logged or stored.
 
+An endpoint that cannot be reached, refuses the key or lacks the model is not left to fail row after
+row: `probe_endpoints` checks every endpoint before a job starts, and a client whose endpoint fails for
+such reasons `retry.max_consecutive_failures` times in a row raises `EndpointDown`, which fails the
+operator's block and so the job. Stored errors of that kind name the endpoint's URL.
+
 `LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
 for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
-keeps hundreds of requests in flight.
+keeps hundreds of requests in flight. With a cache directory it replays answers a killed run
+already received (`operators.llm.cache`).
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 import pyarrow as pa
+
+from operators.llm.cache import CacheKey, RequestCache
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +48,9 @@ CONTENT_KINDS = frozenset({"empty_messages", "context_too_long", "bad_request", 
 # failure (`error_infra`), never a mathematical one, and a resumed run asks again.
 RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed_response"})
 OPERATOR_ERROR = "operator_error"
+# Kinds that say the endpoint itself is unusable (unreachable, key refused, model or route missing), whatever the
+# request: `retry.max_consecutive_failures` of them in a row stop the job instead of failing every row.
+DOWN_KINDS = frozenset({"connection", "auth", "not_found"})
 
 # Headers that tell the sim server (and request logs) which stage, candidate and attempt a request is for.
 STAGE_HEADER = "X-Folklore-Stage"
@@ -46,10 +58,44 @@ CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
 
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
+# How an `EndpointDown` reads inside the text of whatever exception Ray raises on the driver for it.
+_ENDPOINT_DOWN_LINE = re.compile(r"EndpointDown: (.+)")
+# How many of an endpoint's listed models the probe names when a role's model is not among them.
+_LISTED_EXAMPLES = 8
 
 
 class LLMConfigError(ValueError):
-    """The llm config cannot work (a missing key variable, an unknown role or endpoint)."""
+    """The llm config cannot work (a missing key variable, an unknown role or endpoint, an endpoint the probe found
+    unreachable, refusing the key or not serving a model)."""
+
+
+class EndpointDown(RuntimeError):
+    """An endpoint failed for connection or auth reasons too many times in a row: raised out of the operator so the
+    job stops (its block is not written, so a resumed run redoes those rows) instead of failing every row.
+    Its str is one line naming the endpoint, its URL, the model and the last error."""
+
+
+def endpoint_down_message(exc: BaseException) -> str | None:
+    """The one-line message of the `EndpointDown` behind `exc`, or None. Ray Data raises a `RayTaskError(
+    UserCodeException)` on the driver whose cause chain does not hold the actor's exception, only its text, so the
+    chain (`__cause__`, `__context__`, Ray's `cause`) is searched first, then the exceptions' text."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    texts = []
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, EndpointDown):
+            return str(current)
+        texts.append(str(current))
+        pending += [current.__cause__, current.__context__, getattr(current, "cause", None)]
+    for text in texts:
+        found = _ENDPOINT_DOWN_LINE.search(text)
+        if found:
+            return found.group(1).strip()
+    return None
 
 
 def plain_config(cfg: Any) -> Any:
@@ -103,6 +149,8 @@ class RetryPolicy:
     backoff_base_s: float
     backoff_max_s: float
     max_retry_after_s: float
+    max_consecutive_failures: int  # tries in a row failing with a DOWN_KINDS error before EndpointDown
+    report_every_s: float  # at most one "retrying" warning per endpoint client per this many seconds
 
 
 @dataclass(frozen=True)
@@ -116,7 +164,8 @@ class ModelRole:
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """One chat-completion call with what it is for (stage, candidate, attempt) so answers can be traced and replayed."""
+    """One chat-completion call with what it is for (stage, candidate, attempt), so answers can be traced and
+    replayed."""
 
     messages: list[dict[str, Any]]
     model: str
@@ -142,6 +191,7 @@ class LLMResult:
     tries: int = 0
     error_kind: str | None = None
     error: str | None = None
+    cached: bool = False  # replayed from the run's cache: no request was sent (tries is 0)
 
     @property
     def ok(self) -> bool:
@@ -224,7 +274,8 @@ class LLMSettings:
             "llm_backend": self.backend,
             "llm_simulated": self.simulated,
             "models": {role: bound.model for role, bound in self.roles.items()},
-            "sampling": {stage: {k: v for k, v in asdict(s).items() if v is not None} for stage, s in self.sampling.items()},
+            "sampling": {stage: {k: v for k, v in asdict(s).items() if v is not None}
+                         for stage, s in self.sampling.items()},
         }
 
 
@@ -253,6 +304,13 @@ def settings_from_config(cfg: Any) -> LLMSettings:
         sampling={stage: Sampling.from_mapping(values or {}) for stage, values in cfg["sampling"].items()},
         retry=RetryPolicy(**cfg["retry"]),
     )
+
+
+def cache_key(request: LLMRequest) -> CacheKey:
+    """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
+    messages, the model, the sampling)."""
+    payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling)}
+    return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
 
 
 def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
@@ -333,6 +391,59 @@ def redact(message: str, secret: str | None) -> str:
     return _SECRET_LIKE.sub("sk-***", message)
 
 
+def public_url(url: str) -> str:
+    """A base URL fit for logs and rows: any user name or password in it left out."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
+
+
+def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
+    """What makes the endpoints unusable for this run, one line each (empty when all is well); raises
+    `LLMConfigError` when a key variable is not set.
+
+    One `GET /models` per endpoint a role uses, `timeout_s` and no retries. A listing costs no tokens, is
+    authenticated on OpenAI, vLLM and Ray Serve (so a wrong key shows), and names the models served (so a
+    misspelt model shows), where a 1-token chat completion per model would spend tokens and can be refused for
+    reasons of its own (reasoning models' minimum budgets). An endpoint that answers the listing with 404 or an
+    empty list is not checked for model names, and one answering 429 or 5xx is left to the run's retries: only
+    what retrying cannot fix is a problem here.
+    """
+    problems = []
+    for name in sorted({role.endpoint for role in settings.roles.values()}):
+        models = sorted({role.model for role in settings.roles.values() if role.endpoint == name})
+        problems += _probe(settings.endpoints[name], models, timeout_s)
+    return problems
+
+
+def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> list[str]:
+    """The problems `probe_endpoints` finds at one endpoint serving `models`."""
+    if endpoint.base_url is None:
+        raise LLMConfigError(f"endpoint {endpoint.name}: base_url is not set (is its backend started?)")
+    url = public_url(endpoint.base_url)
+    where = f"endpoint {endpoint.name} ({url}, model {', '.join(models)})"
+    key = _api_key(endpoint)
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0, timeout=timeout_s)
+    try:
+        listed = sorted(model.id for model in client.models.list())
+    except openai.APITimeoutError:
+        return [f"{where} is unreachable: no answer within {timeout_s:g} s (llm.probe.timeout_s)"]
+    except openai.APIConnectionError as exc:
+        return [f"{where} is unreachable: {exc}"]
+    except openai.APIStatusError as exc:
+        if exc.status_code not in (401, 403):
+            return []
+        sent = f"the key in {endpoint.api_key_env}" if endpoint.api_key_env else "a request without a key"
+        return [f"{where} refused {sent}: HTTP {exc.status_code} {redact(exc.message, key)}"]
+    finally:
+        client.close()
+    examples = ", ".join(listed[:_LISTED_EXAMPLES]) + (", ..." if len(listed) > _LISTED_EXAMPLES else "")
+    return [f"endpoint {endpoint.name} ({url}) does not serve model {model} (it lists {examples})"
+            for model in models if listed and model not in listed]
+
+
 def _api_key(endpoint: Endpoint) -> str:
     """The endpoint's key from its configured environment variable (a placeholder when none is needed)."""
     if endpoint.api_key_env is None:
@@ -346,7 +457,8 @@ def _api_key(endpoint: Endpoint) -> str:
 
 
 class LLMClient:
-    """Async chat completions against one endpoint: bounded in flight, retried, never raising for API failures."""
+    """Async chat completions against one endpoint: bounded in flight, retried, never raising for API failures
+    except `EndpointDown` once the endpoint has failed for its own reasons too many times in a row."""
 
     def __init__(
         self,
@@ -367,6 +479,11 @@ class LLMClient:
         self._rng = rng or random.Random()
         self._client: openai.AsyncOpenAI | None = None
         self._slots: asyncio.Semaphore | None = None
+        self.url = public_url(endpoint.base_url)
+        self._failures_in_a_row = 0
+        self._down: str | None = None  # EndpointDown's message once the endpoint is found down
+        self._waiting = 0  # requests sleeping before a retry
+        self._last_report = -math.inf
 
     def _ensure(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         # Created on first use so they belong to the event loop that runs the requests.
@@ -381,7 +498,8 @@ class LLMClient:
         return self._client, self._slots
 
     async def complete(self, request: LLMRequest) -> LLMResult:
-        """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`."""
+        """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`, except that
+        an endpoint found down raises `EndpointDown` (for this request and every later one)."""
         if not request.messages:
             return LLMResult(text=None, error_kind="empty_messages", error="request has no messages")
         client, slots = self._ensure()
@@ -390,6 +508,8 @@ class LLMClient:
         kind, message = "connection", ""
         for attempt in range(1, self.retry.max_attempts + 1):
             retry_after: float | None = None
+            if self._down is not None:
+                raise EndpointDown(self._down)
             async with slots:
                 try:
                     response = await client.chat.completions.create(**kwargs)
@@ -404,16 +524,47 @@ class LLMClient:
                 except openai.APIResponseValidationError as exc:
                     kind, message = "malformed_response", str(exc)
                 else:
+                    self._failures_in_a_row = 0
                     return _success(response, time.monotonic() - started, attempt)
             message = redact(message, self._key)
+            self._count_failure(request, kind, message)
             if kind not in RETRYABLE_KINDS or attempt == self.retry.max_attempts:
+                stored = message if kind in CONTENT_KINDS else f"{message} ({self.url})"
                 return LLMResult(
-                    text=None, latency_s=time.monotonic() - started, tries=attempt, error_kind=kind, error=message
+                    text=None, latency_s=time.monotonic() - started, tries=attempt, error_kind=kind, error=stored
                 )
             delay = backoff_delay(attempt, self.retry, retry_after, self._rng.random())
             logger.debug("%s %s: %s, retry %d in %.2fs", self.endpoint.name, request.stage, kind, attempt, delay)
-            await self._sleep(delay)
+            self._waiting += 1
+            self._report_waiting(kind, message)
+            try:
+                await self._sleep(delay)
+            finally:
+                self._waiting -= 1
         raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    def _count_failure(self, request: LLMRequest, kind: str, message: str) -> None:
+        """Count a failed try; the `max_consecutive_failures`-th endpoint failure in a row marks the endpoint down
+        and raises. Any other answer shows the endpoint reachable and the key accepted, and restarts the count."""
+        if kind not in DOWN_KINDS:
+            self._failures_in_a_row = 0
+            return
+        self._failures_in_a_row += 1
+        if self._failures_in_a_row >= self.retry.max_consecutive_failures and self._down is None:
+            last = " ".join(message.split())
+            self._down = (f"llm endpoint {self.endpoint.name} ({self.url}, model {request.model}) is down: "
+                          f"{self._failures_in_a_row} tries in a row failed, the last with {kind}: {last}")
+        if self._down is not None:
+            raise EndpointDown(self._down)
+
+    def _report_waiting(self, kind: str, message: str) -> None:
+        """One warning line per `report_every_s` while requests wait to retry, so a struggling endpoint shows."""
+        now = time.monotonic()
+        if now - self._last_report < self.retry.report_every_s:
+            return
+        self._last_report = now
+        logger.warning("llm: endpoint %s (%s) retrying: %d requests waiting, last error %s: %s",
+                       self.endpoint.name, self.url, self._waiting, kind, message)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
@@ -476,10 +627,12 @@ class LLMClients:
 
 @dataclass
 class StageUsage:
-    """Totals of one stage's LLM calls: results by kind, tries, tokens, latency."""
+    """Totals of one stage's LLM calls: results by kind, tries, tokens, latency; answers replayed from the run's
+    cache are counted apart (`cached`), since no request was sent for them."""
 
     calls: int = 0
     ok: int = 0
+    cached: int = 0
     tries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -488,6 +641,9 @@ class StageUsage:
 
     def add(self, result: LLMResult) -> None:
         """Count one result."""
+        if result.cached:
+            self.cached += 1
+            return
         self.calls += 1
         self.ok += result.ok
         self.tries += result.tries
@@ -501,6 +657,7 @@ class StageUsage:
         """Add another total into this one."""
         self.calls += other.calls
         self.ok += other.ok
+        self.cached += other.cached
         self.tries += other.tries
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -510,14 +667,15 @@ class StageUsage:
 
 
 def usage_report(totals: Mapping[str, StageUsage]) -> str:
-    """One line per stage for the end-of-job log: calls, failures by kind, tokens, mean latency."""
+    """One line per stage for the end-of-job log: calls, answers replayed from the cache, failures by kind, tokens,
+    mean latency."""
     lines = []
     for stage in sorted(totals):
         u = totals[stage]
         mean = u.latency_s / u.calls if u.calls else 0.0
         errors = ", ".join(f"{k}={v}" for k, v in sorted(u.errors.items())) or "none"
         lines.append(
-            f"llm {stage}: calls={u.calls} ok={u.ok} tries={u.tries} errors[{errors}] "
+            f"llm {stage}: calls={u.calls} ok={u.ok} cached={u.cached} tries={u.tries} errors[{errors}] "
             f"prompt_tokens={u.prompt_tokens} completion_tokens={u.completion_tokens} mean_latency_s={mean:.3f}"
         )
     return "\n".join(lines)
@@ -568,13 +726,18 @@ class LLMOperator:
     an actor run concurrently (`max_concurrent_calls_per_actor`), and the endpoint's concurrency
     bound is shared by all of them. A row whose processing raises is returned with
     `{prefix}_error_kind = "operator_error"`: per-row failures are row fields, never a failed block.
+    The one exception is `EndpointDown`: it fails the block, so the job stops and its rows are redone on resume.
+    With `cache_dir`, successful answers are stored there and a request already answered (in this run or a killed
+    one) is answered from it.
     """
 
     stage: str = ""
 
-    def __init__(self, settings: LLMSettings, *, actors: int = 1, ledger: Any = None, **client_kwargs: Any) -> None:
+    def __init__(self, settings: LLMSettings, *, actors: int = 1, ledger: Any = None, cache_dir: str | None = None,
+                 **client_kwargs: Any) -> None:
         self.settings = settings
         self.clients = LLMClients(settings, share=actors, **client_kwargs)
+        self.cache = None if cache_dir is None else RequestCache(cache_dir)
         self._ledger = ledger
         self._pending: dict[str, StageUsage] = {}
 
@@ -588,14 +751,24 @@ class LLMOperator:
         raise NotImplementedError
 
     async def complete(self, request: LLMRequest) -> LLMResult:
-        """Send a request and count its usage for the end-of-job report."""
-        result = await self.clients.complete(request)
+        """The cached answer to a request, else send it (caching a success); usage counted for the end-of-job
+        report."""
+        key = cache_key(request)
+        stored = None if self.cache is None else self.cache.get(key)
+        if stored is not None:
+            result = LLMResult(**{**stored, "texts": tuple(stored["texts"]), "tries": 0, "cached": True})
+        else:
+            result = await self.clients.complete(request)
+            if self.cache is not None and result.ok:
+                self.cache.put(key, asdict(result))
         self._pending.setdefault(request.stage, StageUsage()).add(result)
         return result
 
     async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:
         try:
             return await self.process_row(row)
+        except EndpointDown:
+            raise
         except Exception as exc:  # a bug or a bad row must not fail the block: it becomes the row's error
             logger.warning("%s: row failed in the operator: %s", type(self).__name__, exc)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -603,10 +776,18 @@ class LLMOperator:
             return {**row, **failed.row_fields(self.prefixes[0])}
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
-        """Process a batch: all rows concurrently, usage reported to the ledger before the batch is returned."""
-        rows = await asyncio.gather(*(self._guarded(row) for row in batch.to_pylist()))
-        if self._ledger is not None and self._pending:
-            delta, self._pending = self._pending, {}
-            await self._ledger.add.remote(delta)
+        """Process a batch: all rows concurrently, usage reported to the ledger before the batch is returned (or
+        before `EndpointDown` fails it, the batch's other rows cancelled)."""
+        tasks = [asyncio.ensure_future(self._guarded(row)) for row in batch.to_pylist()]
+        try:
+            rows = await asyncio.gather(*tasks)
+        except EndpointDown:
+            for task in tasks:
+                task.cancel()
+            raise
+        finally:
+            if self._ledger is not None and self._pending:
+                delta, self._pending = self._pending, {}
+                await self._ledger.add.remote(delta)
         return rows_to_table(rows, self.prefixes)
 

@@ -7,7 +7,9 @@ formalize, prove; think, draft, diagnose, decompose, faithfulness for autoformal
 deterministic function of the request content and the sim seed.
 Latency, capacity (requests served at once; the rest queue), injected 429/500/timeouts and a
 context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
-simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim.
+simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim. Like vLLM it
+lists the models it serves at `GET /v1/models` (`sim.models`; the job's backend fills in the roles'
+models) and answers another model name with 404; `require_api_key` guards both routes.
 
 Run standalone: `python -m operators.llm.simulator --config JSON` prints one JSON line with its
 base URL, then serves until stdin closes or it is terminated.
@@ -323,6 +325,12 @@ def error_body(message: str, error_type: str, code: str | None = None) -> dict[s
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
+def models_body(models: list[str]) -> dict[str, Any]:
+    """The `GET /v1/models` answer in the OpenAI wire shape, listing `models`."""
+    return {"object": "list",
+            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "folklore-sim"} for name in models]}
+
+
 def context_error(prompt: int, completion: int, limit: int) -> dict[str, Any]:
     """The 400 body vLLM and OpenAI send when prompt plus requested completion exceed the context."""
     message = (
@@ -468,11 +476,20 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(length) or b"null")
 
+    def _authorized(self) -> bool:
+        """False (after answering 401 like OpenAI) when the sim requires a key and the request lacks it."""
+        key = self.server.sim["require_api_key"]
+        if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+            self._send_json(401, error_body("invalid API key (simulated)", "authentication_error", "invalid_api_key"))
+            return False
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         if self.path == "/sim/stats":
             self._send_json(200, self.server.stats.snapshot())
         elif self.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": []})
+            if self._authorized():
+                self._send_json(200, models_body(self.server.sim.get("models") or []))
         else:
             self._send_json(404, error_body(f"no route {self.path}", "not_found_error"))
 
@@ -512,14 +529,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stats.depart(meta.stage, status)
 
     def _answer(self, body: Any, meta: RequestMeta, digest: str, delivery: int, sim: Mapping[str, Any]) -> int | None:
-        key = sim["require_api_key"]
-        if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
-            self._send_json(401, error_body("invalid API key (simulated)", "authentication_error", "invalid_api_key"))
+        if not self._authorized():
             return 401
         messages = body.get("messages") if isinstance(body, Mapping) else None
         if not isinstance(messages, list) or not messages:
             self._send_json(400, error_body("'messages' must be a non-empty list", "invalid_request_error"))
             return 400
+        served = sim.get("models")
+        if served and body.get("model") not in served:
+            self._send_json(404, error_body(f"The model `{body.get('model')}` does not exist (simulated).",
+                                            "NotFoundError", "model_not_found"))
+            return 404
         prompt = prompt_tokens(messages, sim["chars_per_token"])
         completion = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
         if prompt + completion > sim["max_context_tokens"]:
