@@ -10,38 +10,49 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lean_pool.repl import ReplLaunch
+from lean_pool.sandbox import README_SECTION, SandboxUnavailable, sandbox_from_config
 
 GIB = 1024**3
-README_SECTION = 'README.md, section "Real Lean + Mathlib"'
-# Variables a REPL may see; everything else in the caller's environment (API keys included) is dropped.
-PASSED_ENV_VARS = ("PATH", "HOME", "ELAN_HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
 
 
 class LeanNotFound(RuntimeError):
-    """The `lean=repl` configuration points at something that is not there."""
+    """The Lean configuration points at something that is not there (a project, a binary, a required sandbox)."""
 
 
-def scrubbed_env() -> dict[str, str]:
-    """The caller's environment reduced to what Lean (or the simulator) needs to start."""
-    return {name: os.environ[name] for name in PASSED_ENV_VARS if name in os.environ}
+def scrubbed_env(allowlist: Sequence[str]) -> dict[str, str]:
+    """The caller's environment reduced to the allowlisted variables, so API keys never reach a REPL."""
+    return {name: os.environ[name] for name in allowlist if name in os.environ}
 
 
 def build_launch(lean_cfg: Mapping[str, Any]) -> ReplLaunch:
     """Translate a `conf/lean/*.yaml` mapping into the command that starts one REPL."""
     memory_limit_bytes = int(float(lean_cfg["memory_limit_gb"]) * GIB)
+    env = scrubbed_env(lean_cfg["sandbox"]["env_allowlist"])
     if lean_cfg["backend"] == "sim":
         argv = [sys.executable, "-m", "lean_pool.simulator", "--config", json.dumps(dict(lean_cfg["sim"]))]
-        return ReplLaunch(argv=argv, cwd=None, env=scrubbed_env(), memory_limit_bytes=memory_limit_bytes)
-    if lean_cfg["backend"] == "repl":
+        cwd = None
+    elif lean_cfg["backend"] == "repl":
         project_dir, repl_binary, lake = _real_lean_paths(lean_cfg)
-        argv = [lake, "env", str(repl_binary)]
-        return ReplLaunch(argv=argv, cwd=str(project_dir), env=scrubbed_env(), memory_limit_bytes=memory_limit_bytes)
-    raise ValueError(f"unknown lean backend {lean_cfg['backend']!r}: expected 'sim' or 'repl'")
+        # A sandboxed REPL runs in its private directory, so lake is told the project and elan the toolchain
+        # (elan otherwise reads lean-toolchain from the working directory, and ELAN_HOME from HOME).
+        argv = [lake, "--dir", str(project_dir), "env", str(repl_binary)]
+        cwd = str(project_dir)
+        env["ELAN_TOOLCHAIN"] = (project_dir / "lean-toolchain").read_text().strip()
+        elan_home = Path(lake).parent.parent
+        if "ELAN_HOME" not in env and (elan_home / "toolchains").is_dir():
+            env["ELAN_HOME"] = str(elan_home)
+    else:
+        raise ValueError(f"unknown lean backend {lean_cfg['backend']!r}: expected 'sim' or 'repl'")
+    try:
+        sandbox = sandbox_from_config(lean_cfg["sandbox"])
+    except SandboxUnavailable as error:
+        raise LeanNotFound(str(error)) from error
+    return ReplLaunch(argv=argv, cwd=cwd, env=env, memory_limit_bytes=memory_limit_bytes, sandbox=sandbox)
 
 
 def _real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
@@ -50,10 +61,13 @@ def _real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
         raise LeanNotFound(f"lean=repl needs lean.project_dir=/path/to/lake/project; see {README_SECTION}")
     project_dir = Path(str(lean_cfg["project_dir"])).expanduser().resolve()
     if not (project_dir / "lean-toolchain").is_file():
-        raise LeanNotFound(f"no Lake project at {project_dir} (missing {project_dir / 'lean-toolchain'}); see {README_SECTION}")
+        missing = project_dir / "lean-toolchain"
+        raise LeanNotFound(f"no Lake project at {project_dir} (missing {missing}); see {README_SECTION}")
     repl_binary = project_dir / str(lean_cfg["repl_binary"])
     if not repl_binary.is_file():
-        raise LeanNotFound(f"REPL binary not built: {repl_binary} is missing (run `lake build repl`); see {README_SECTION}")
+        raise LeanNotFound(
+            f"REPL binary not built: {repl_binary} is missing (run `lake build repl`); see {README_SECTION}"
+        )
     lake = shutil.which(str(lean_cfg["lake"]))
     if lake is None:
         raise LeanNotFound(f"`{lean_cfg['lake']}` not found on PATH (install elan); see {README_SECTION}")

@@ -28,7 +28,11 @@ DEFAULT_POOL_NAME = "folklore-lean-pool"
 
 @ray.remote
 class LeanWorker:
-    """Owns REPL sessions on one node and runs checks on the slot the router names."""
+    """Owns REPL sessions on one node and runs checks on the slot the router names.
+
+    An async actor: its REPLs are started from its one event-loop thread, which lives as long as the
+    actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py).
+    """
 
     def __init__(self, lean_cfg: dict[str, Any]) -> None:
         launch = build_launch(lean_cfg)
@@ -119,7 +123,8 @@ class LeanRouter:
         }
 
     async def close(self) -> None:
-        await asyncio.gather(*(worker.close.remote() for worker in self._workers))
+        """Close every worker's REPLs, then kill the workers; REPLs die with their worker whatever its state."""
+        await asyncio.gather(*(worker.close.remote() for worker in self._workers), return_exceptions=True)
         for worker in self._workers:
             ray.kill(worker)
 

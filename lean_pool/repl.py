@@ -5,18 +5,27 @@ caller that gives up. Each request therefore ends in exactly one classified `Rep
 failure kills the REPL's whole process group and reaps it, so nothing is left behind and the same
 object can `start()` again.
 
-The address-space limit is set by a tiny exec wrapper (`python -c ...` that calls setrlimit and
-then execs the REPL), not by `preexec_fn`, which is unsafe in multi-threaded callers such as Ray
-actors, nor by `prlimit` on the child after spawn, which races with the child's own forks. The
-wrapper keeps the pid, so the process we watch is the REPL itself.
+Each REPL starts under a tiny supervisor (`python -c _SUPERVISOR`) that leads its process group and
+dies with the worker that started it (a parent-death signal). A guard it forks outside the group then
+SIGKILLs the whole group and removes the REPL's private directory, so the REPL dies with its worker
+even when it runs under `lake env` (a death signal on `lake` alone would miss Lean) and even when Ray
+SIGKILLs the supervisor itself. The supervisor forks the REPL with the resource limits set; limits are
+set there rather than by `preexec_fn`, which is unsafe in multi-threaded callers such as Ray actors, or
+by `prlimit` after spawn, which races with the child's own forks. The death signal fires when the
+*thread* that started the supervisor exits: asyncio starts processes from the thread running the event
+loop, and a REPL can only be reached through that loop, so a REPL outliving it would be orphaned
+anyway (in a Ray actor that thread lives as long as the actor).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +34,7 @@ from typing import Any, Literal
 import psutil
 
 from lean_pool import protocol
+from lean_pool.sandbox import Sandbox
 
 ReplyKind = Literal["ok", "repl_error", "timeout", "crashed", "malformed"]
 
@@ -34,28 +44,84 @@ STDERR_TAIL_BYTES = 8192
 STDERR_READ_BYTES = 65536
 # After the REPL is killed, how long its pipes may take to reach EOF before we stop waiting for them.
 PIPES_CLOSE_SECONDS = 1.0
+# A REPL that closed its stdout is let this long to exit on its own, so its exit code is reported rather than
+# our SIGKILL (the supervisor is still passing the code on when stdout reaches EOF).
+EXIT_GRACE_SECONDS = 1.0
 # Longest single answer line accepted; info trees and goals can run to megabytes.
 ANSWER_LINE_LIMIT_BYTES = 64 * 1024 * 1024
 # Characters of a non-JSON answer quoted in the failure detail.
 MALFORMED_EXCERPT_CHARS = 500
 
-# Runs in the child before the REPL: argv = [limit, program, args...].
-_RLIMIT_EXEC = (
-    "import os, resource, sys\n"
-    "limit = int(sys.argv[1])\n"
-    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
+# Prefix of each REPL's private directory (HOME, TMPDIR and cwd of a sandboxed REPL).
+PRIVATE_DIR_PREFIX = "lean-repl-"
+# Exit code of the supervisor when the REPL's program cannot be executed (as a shell reports it).
+EXEC_FAILED_CODE = 127
+
+# The supervisor: argv = [spec, program, args...], spec = {"parent": pid, "private_dir": path or None,
+# "limits": {"RLIMIT_AS": n, ...}}. It dies with its parent and otherwise exits as its REPL did. Its guard, in
+# a process group of its own, waits for the end of a pipe only the supervisor holds to close, however the
+# supervisor died (Ray SIGKILLs a worker's direct children when it exits), then kills what is left of the
+# group and removes the private directory.
+_SUPERVISOR = f"""\
+import ctypes, json, os, resource, shutil, signal, sys
+PR_SET_PDEATHSIG = 1
+spec = json.loads(sys.argv[1])
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+if os.getppid() != spec["parent"]:
+    sys.exit({EXEC_FAILED_CODE})
+group = os.getpgid(0)
+supervisor_gone, supervisor_alive = os.pipe()
+if os.fork() == 0:
+    os.setpgid(0, 0)
+    os.close(supervisor_alive)
+    null = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):  # the REPL's pipes must reach EOF when the REPL and supervisor are gone
+        os.dup2(null, stream)
+    os.read(supervisor_gone, 1)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if spec["private_dir"] is not None:
+        shutil.rmtree(spec["private_dir"], ignore_errors=True)
+    os._exit(0)
+os.close(supervisor_gone)
+child = os.fork()
+if child == 0:
+    for name, limit in spec["limits"].items():
+        resource.setrlimit(getattr(resource, name), (limit, limit))
+    for restored in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; exec would keep that
+        signal.signal(restored, signal.SIG_DFL)
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as error:
+        sys.stderr.write(f"lean_pool: cannot start {{sys.argv[2]}}: {{error}}\\n")
+        os._exit({EXEC_FAILED_CODE})
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+if code < 0:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
 
 
 @dataclass(frozen=True)
 class ReplLaunch:
-    """How to start one REPL: command, working directory, the whole environment it gets, memory cap."""
+    """How to start one REPL: command, working directory, the whole environment it gets, memory cap, fences.
+
+    With a sandbox, the REPL runs in a fresh private directory (its cwd, HOME and TMPDIR) instead of `cwd`.
+    """
 
     argv: Sequence[str]
     cwd: str | None
     env: Mapping[str, str]
     memory_limit_bytes: int
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +143,7 @@ class ReplProcess:
         self._stderr_task: asyncio.Task[None] | None = None
         self._stderr_tail = bytearray()
         self._stderr_total = 0
+        self._private_dir: str | None = None
         self.uses = 0
 
     @property
@@ -86,7 +153,7 @@ class ReplProcess:
 
     @property
     def pid(self) -> int | None:
-        """The REPL's pid (also its process group id), None when no process is running."""
+        """The pid of the REPL's supervisor (also the process group id), None when no process is running."""
         return self._proc.pid if self.alive else None
 
     async def start(self) -> None:
@@ -96,16 +163,28 @@ class ReplProcess:
         self._stderr_total = 0
         self.uses = 0
         launch = self._launch
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", "-c", _RLIMIT_EXEC, str(launch.memory_limit_bytes), *launch.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=launch.cwd,
-            env=dict(launch.env),
-            start_new_session=True,
-            limit=ANSWER_LINE_LIMIT_BYTES,
-        )
+        argv, env, cwd = list(launch.argv), dict(launch.env), launch.cwd
+        limits = {"RLIMIT_AS": launch.memory_limit_bytes}
+        if launch.sandbox is not None:
+            self._private_dir = cwd = tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX)
+            argv = launch.sandbox.command(argv, cwd)
+            env = launch.sandbox.environment(env, cwd)
+            limits.update(launch.sandbox.limits())
+        spec = json.dumps({"parent": os.getpid(), "private_dir": self._private_dir, "limits": limits})
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", "-S", "-c", _SUPERVISOR, spec, *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                limit=ANSWER_LINE_LIMIT_BYTES,
+            )
+        except BaseException:
+            self._remove_private_dir()
+            raise
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
 
     async def request(self, payload: dict[str, Any], timeout: float) -> ReplReply:
@@ -128,7 +207,7 @@ class ReplProcess:
             await self._kill()
             raise
         if frame is None:
-            returncode = await self._kill()
+            returncode = await self._kill(grace=EXIT_GRACE_SECONDS)
             return self._failure("crashed", f"REPL exited (code {returncode}) without answering", started)
         try:
             answer = protocol.parse_answer(frame)
@@ -143,7 +222,7 @@ class ReplProcess:
         await self._kill()
 
     def rss_bytes(self) -> int:
-        """Resident memory of the REPL and all its descendants (Lean may run under `lake env`)."""
+        """Resident memory of the whole process tree: supervisor, REPL and whatever it runs (Lean under `lake env`)."""
         if not self.alive:
             return 0
         try:
@@ -176,25 +255,41 @@ class ReplProcess:
                 return "".join(lines)
         return None
 
-    async def _kill(self) -> int | None:
-        """SIGKILL the whole process group, reap the leader, finish reading stderr; the exit code."""
+    async def _kill(self, grace: float = 0.0) -> int | None:
+        """After `grace` seconds for the leader to exit by itself, SIGKILL the whole process group, reap the
+        leader, finish reading stderr, remove the private directory; the exit code. A caller cancelled meanwhile
+        still kills and cleans up."""
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         # wait() also waits for stdout/stderr to close, which a process that escaped the group could
         # hold open forever; the leader itself is reaped by asyncio's child watcher regardless.
-        closing = {asyncio.ensure_future(proc.wait())}
+        exited = asyncio.ensure_future(proc.wait())
+        closing = {exited}
         if self._stderr_task is not None:
             closing.add(self._stderr_task)
             self._stderr_task = None
-        await asyncio.wait(closing, timeout=PIPES_CLOSE_SECONDS)
-        for task in closing:
-            task.cancel()
+        try:
+            if grace:
+                await asyncio.wait({exited}, timeout=grace)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                await asyncio.wait(closing, timeout=PIPES_CLOSE_SECONDS)
+            finally:
+                for task in closing:
+                    task.cancel()
+                self._remove_private_dir()
         return proc.returncode
+
+    def _remove_private_dir(self) -> None:
+        """Delete the REPL's private directory and everything it wrote there."""
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         """Keep reading stderr so a chatty REPL never blocks on a full pipe; keep only the tail."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import re
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +18,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from lean_pool.pool import LeanPool
+from lean_pool.repl import PRIVATE_DIR_PREFIX
 
 CHEATS_DIR = Path(__file__).resolve().parent / "cheats"
 
@@ -120,7 +123,10 @@ def test_cheat_corpus_fails_and_honest_proofs_pass_through_the_pool(pool: LeanPo
     async def check_all(pairs: list[tuple[str, str]]):
         return await asyncio.gather(*(pool.check(code, statement=statement(target)) for code, target in pairs))
 
-    cheat_pairs = [(p.read_text(), re.search(r"^-- target: (.*)$", p.read_text(), re.MULTILINE).group(1)) for p in cheats]
+    def target(path: Path) -> str:
+        return re.search(r"^-- target: (.*)$", path.read_text(), re.MULTILINE).group(1)
+
+    cheat_pairs = [(p.read_text(), target(p)) for p in cheats]
     for path, result in zip(cheats, asyncio.run(check_all(cheat_pairs))):
         assert not result.ok and result.status in {"refused", "sorry", "error"}, (path.name, result)
     honest_results = asyncio.run(check_all([(p.read_text(), p.stem) for p in honest]))
@@ -145,16 +151,57 @@ def test_many_ray_callers_share_one_pool(pool: LeanPool):
     assert all(s == ["passed"] * 5 for s in statuses)
 
 
-def test_shutdown_leaves_no_process_behind(ray_cluster, lean_cfg):
-    marker = f"shutdown-test-{uuid.uuid4().hex}"
+def own_pool(ray_cluster, lean_cfg) -> tuple[LeanPool, str]:
+    """A one-worker pool whose REPL processes carry a unique marker on their command line."""
+    marker = f"pool-test-{uuid.uuid4().hex}"
     own = copy.deepcopy(lean_cfg)
     own["workers"] = 1
     own["sim"]["error_rules"].append({"pattern": marker, "message": "unused marker rule"})
     handle = LeanPool.start(own)
     assert asyncio.run(handle.check(theorem("x"))).ok
-    assert our_repl_processes(marker)
-    handle.shutdown()
+    return handle, marker
+
+
+def alive(pids: list[int]) -> list[int]:
+    """Those of `pids` still running (a zombie is dead, only waiting to be reaped)."""
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return running
+
+
+def wait_until_dead(pids: list[int]) -> list[int]:
     deadline = time.monotonic() + 10
-    while our_repl_processes(marker) and time.monotonic() < deadline:
+    while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.2)
+    return alive(pids)
+
+
+def test_shutdown_leaves_no_process_behind(ray_cluster, lean_cfg):
+    handle, marker = own_pool(ray_cluster, lean_cfg)
+    before = [proc.pid for proc in our_repl_processes(marker)]
+    assert before
+    handle.shutdown()
+    assert wait_until_dead(before) == []
     assert our_repl_processes(marker) == []
+
+
+def test_a_killed_worker_takes_its_repls_with_it(ray_cluster, lean_cfg):
+    """kill -9 of a worker actor's process: its REPLs (started by that process) die with it."""
+    handle, marker = own_pool(ray_cluster, lean_cfg)
+    repls = our_repl_processes(marker)
+    pids = [proc.pid for proc in repls]
+    (worker,) = {proc.ppid() for proc in repls} - set(pids)
+    private_dirs = {Path(proc.cwd()) for proc in repls}
+    assert all(path.name.startswith(PRIVATE_DIR_PREFIX) for path in private_dirs)
+    os.kill(worker, signal.SIGKILL)
+    assert wait_until_dead(pids) == []
+    deadline = time.monotonic() + 10
+    while any(path.exists() for path in private_dirs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [path for path in private_dirs if path.exists()] == []
+    handle.shutdown()

@@ -4,13 +4,31 @@ and no process of the old one is left behind (leader, its group, or an unreaped 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import os
+import pickle
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
-from repl_launches import MIB, TEST_MEMORY_LIMIT, leftovers, sim_launch
+from omegaconf import OmegaConf
+from repl_launches import (
+    GONE_DEADLINE_S,
+    GONE_POLL_S,
+    MIB,
+    REPO_DIR,
+    TEST_MEMORY_LIMIT,
+    leftovers,
+    sim_launch,
+)
 
-from lean_pool.repl import STDERR_TAIL_BYTES, ReplLaunch, ReplProcess
+from lean_pool.launch import build_launch
+from lean_pool.repl import PRIVATE_DIR_PREFIX, STDERR_TAIL_BYTES, ReplLaunch, ReplProcess
 
 # Per-request timeout for requests that must answer; generous so a slow machine never trips it.
 ANSWER_TIMEOUT_S = 30.0
@@ -25,6 +43,26 @@ FLOODING_REPL = (
     "while sys.stdin.readline().strip(): pass\n"
     "sys.stdout.write('{\"env\": 0}\\n\\n'); sys.stdout.flush()\n"
     "sys.stdin.read()\n"
+)
+# A REPL driver in its own process: starts the pickled launch (hex in argv[1]), waits for an answer, sends a
+# request that hangs (so the REPL is busy, not waiting for a stdin that would reach EOF when the driver dies),
+# prints the pids of the REPL's process tree as JSON and waits for the answer that never comes.
+DRIVER = (
+    "import asyncio, json, pickle, sys\n"
+    "import psutil\n"
+    "from lean_pool.repl import ReplProcess\n"
+    "async def main():\n"
+    "    repl = ReplProcess(pickle.loads(bytes.fromhex(sys.argv[1])))\n"
+    "    await repl.start()\n"
+    f"    assert (await repl.request({GOOD!r}, {ANSWER_TIMEOUT_S})).kind == 'ok'\n"
+    "    hang = asyncio.create_task(repl.request({'cmd': 'theorem t : True := sim:hang'}, 3600))\n"
+    "    while repl.uses < 2:\n"
+    "        await asyncio.sleep(0)\n"
+    f"    await asyncio.sleep({HANG_TIMEOUT_S})\n"
+    "    root = psutil.Process(repl.pid)\n"
+    "    print(json.dumps([p.pid for p in [root, *root.children(recursive=True)]]), flush=True)\n"
+    "    await hang\n"
+    "asyncio.run(main())\n"
 )
 
 
@@ -154,10 +192,73 @@ async def test_address_space_limit_is_set_on_the_repl_itself() -> None:
     repl = await started(sim_launch())
     try:
         assert (await repl.request(GOOD, ANSWER_TIMEOUT_S)).kind == "ok"
-        proc = Path(f"/proc/{repl.pid}")
-        assert "lean_pool.simulator" in (proc / "cmdline").read_text().split("\0")
+        children = psutil.Process(repl.pid).children()  # the REPL and the supervisor's guard
+        (simulator,) = [child for child in children if child.cmdline()[1:3] == ["-m", "lean_pool.simulator"]]
+        proc = Path(f"/proc/{simulator.pid}")
         limits = (proc / "limits").read_text().splitlines()
         line = next(line for line in limits if line.startswith("Max address space"))
         assert line.split()[3:5] == [str(TEST_MEMORY_LIMIT), str(TEST_MEMORY_LIMIT)]
+    finally:
+        await repl.close()
+
+
+def sandboxed_sim_launch() -> ReplLaunch:
+    """The simulator as the pool starts it: conf/lean/sim.yaml, sandbox included."""
+    cfg = OmegaConf.to_container(OmegaConf.load(REPO_DIR / "conf" / "lean" / "sim.yaml"), resolve=True)
+    cfg["sim"].update(import_s=0.0, check_s=0.0, burn_cpu=False)
+    return build_launch(cfg)
+
+
+def dead(pid: int) -> bool:
+    """True once `pid` is gone or a zombie (killed, waiting for init to reap it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("make_launch", "private_dir"),
+    [(sim_launch, False), (lambda: sim_launch(via_parent=True), False), (sandboxed_sim_launch, True)],
+    ids=["direct", "under-a-parent-like-lake-env", "sandboxed"],
+)
+def test_repl_dies_with_the_process_that_drives_it(make_launch, private_dir: bool) -> None:
+    """kill -9 of a driver (as of a Ray worker) takes its REPL process tree, and its private directory, with it."""
+    launch = pickle.dumps(make_launch()).hex()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, launch], stdout=subprocess.PIPE, text=True)
+    try:
+        tree = json.loads(driver.stdout.readline())
+        assert len(tree) >= 2, tree  # supervisor, simulator (and its parent or bwrap's processes)
+        assert not any(dead(pid) for pid in tree)
+        cwd = Path(os.readlink(f"/proc/{tree[0]}/cwd"))
+        assert cwd.name.startswith(PRIVATE_DIR_PREFIX) == private_dir
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + GONE_DEADLINE_S
+    while not (all(dead(pid) for pid in tree) and cwd.exists() != private_dir) and time.monotonic() < deadline:
+        time.sleep(GONE_POLL_S)
+    assert [pid for pid in tree if not dead(pid)] == []
+    assert cwd.exists() != private_dir
+
+
+async def test_a_killed_supervisor_still_takes_the_repl_tree_and_private_dir_with_it() -> None:
+    """Ray SIGKILLs a worker's direct children when the worker exits: the REPL's supervisor is one of them."""
+    # No network fence: bwrap's --die-with-parent would take the tree down by itself.
+    sandbox = dataclasses.replace(sandboxed_sim_launch().sandbox, fence=None)
+    launch = dataclasses.replace(sim_launch(via_parent=True), sandbox=sandbox)
+    repl = await started(launch)
+    try:
+        assert (await repl.request(GOOD, ANSWER_TIMEOUT_S)).kind == "ok"
+        root = psutil.Process(repl.pid)
+        tree = [root.pid, *(p.pid for p in root.children(recursive=True))]
+        private = Path(root.cwd())
+        assert private.name.startswith(PRIVATE_DIR_PREFIX)
+        os.kill(repl.pid, signal.SIGKILL)
+        deadline = time.monotonic() + GONE_DEADLINE_S
+        while not (all(dead(pid) for pid in tree) and not private.exists()) and time.monotonic() < deadline:
+            await asyncio.sleep(GONE_POLL_S)
+        assert [pid for pid in tree if not dead(pid)] == []
+        assert not private.exists()
     finally:
         await repl.close()
