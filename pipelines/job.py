@@ -11,16 +11,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 import ray
-from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
-from lean_pool.launch import build_launch, provenance as lean_provenance
+from lean_pool.launch import build_launch
+from lean_pool.launch import provenance as lean_provenance
 from lean_pool.pool import LeanPool
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
@@ -35,28 +34,18 @@ from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.trivial import TrivialSettings
-from pipelines.progress import StatusBoard, Ticker
+from pipelines.cli import SetupError, compose_config
+from pipelines.progress import StatusBoard, Ticker, route_ray_logs
 from pipelines.run_dir import RunDir
 
 PROJECT = "folklore"
-
-
-class SetupError(RuntimeError):
-    """The run cannot start as configured; the message says what is missing."""
-
-
-def package_dir(relative: str) -> str:
-    """Absolute path of a directory shipped inside an installed package (`pipelines/demo_seeds`)."""
-    package, _, rest = relative.partition("/")
-    return str(files(package).joinpath(rest))
+# Where a run started here keeps Ray's own log lines, under its run directory.
+RAY_LOG = "logs/ray.log"
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
     """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
-    if not OmegaConf.has_resolver("package_dir"):
-        OmegaConf.register_new_resolver("package_dir", package_dir)
-    with initialize_config_module(config_module="conf", version_base=None):
-        return compose(config_name="mine", overrides=list(overrides))
+    return compose_config("mine", overrides)
 
 
 def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
@@ -175,10 +164,15 @@ class MiningJob:
             raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 
     def __enter__(self) -> MiningJob:
-        if not ray.is_initialized():
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            if "://" not in self.run.uri:
+                route_ray_logs(Path(self.run.path) / RAY_LOG)
             ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
                      configure_logging=False)
-        ray.data.DataContext.get_current().execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
+        context = ray.data.DataContext.get_current()
+        context.execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
+        context.enable_progress_bars = False  # the per-stage status lines say more, in fewer lines
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
         # endpoint unreachable, refusing the key or not serving a role's model.
         self.settings = self.backend.__enter__()
@@ -195,6 +189,8 @@ class MiningJob:
         if self._pool is not None:
             self._pool.shutdown()
         self.backend.__exit__(*exc)
+        if self._started_ray:
+            ray.shutdown()  # the job's actors and workers end with it, not minutes later
 
     @property
     def pool(self) -> LeanPool:

@@ -4,6 +4,7 @@ and resuming after the driver is killed."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -207,5 +208,11 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
         already_paid.update(call["stage"] for call in row["llm_calls"])
     already_paid["discover"] = sum(row["status"] != "error_infra" for row in discovered)
     expected = whole_requests - already_paid
-    assert resumed_requests == expected, "finished rows (and written discoveries) were not asked again"
+    usage = re.finditer(r"^llm (\w+): calls=\d+ ok=\d+ cached=(\d+)", (tmp_path / "resumed.log").read_text(),
+                        re.MULTILINE)
+    replayed = Counter({m.group(1): int(m.group(2)) for m in usage})
+    assert resumed_requests + replayed == expected, (
+        "finished rows (and written discoveries) were not asked again, and rows in flight at the kill replayed "
+        "the answers already paid for")
+    assert resumed_requests <= expected
     assert calls_by_stage(resumed) == calls_by_stage(whole)
