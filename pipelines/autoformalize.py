@@ -34,7 +34,7 @@ from operators.rows.formalizations import (
 from pipelines import mine
 from pipelines.cli import SetupError, compose_config, run_job
 from pipelines.job import MiningJob
-from pipelines.run_dir import PARQUET_SUFFIX, filesystem_of
+from pipelines.run_dir import PARQUET_SUFFIX, data_files, filesystem_of
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"
@@ -55,8 +55,7 @@ def input_files(location: str) -> tuple[pafs.FileSystem, list[str]]:
     if info.type == pafs.FileType.File:
         files = [path]
     elif info.type == pafs.FileType.Directory:
-        files = sorted(entry.path for entry in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
-                       if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
+        files = data_files(filesystem, path)
     else:
         raise SetupError(f"input={location} does not exist")
     usable = [file for file in files if file.endswith((JSONL_SUFFIX, PARQUET_SUFFIX))]

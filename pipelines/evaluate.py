@@ -36,7 +36,7 @@ from pipelines import mine, report, stats
 from pipelines.cli import SetupError, compose_config, run_job
 from pipelines.job import MiningJob
 from pipelines.run_data import load_run
-from pipelines.run_dir import PARQUET_SUFFIX, filesystem_of
+from pipelines.run_dir import PARQUET_SUFFIX, data_files, filesystem_of
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -60,8 +60,7 @@ def read_benchmark(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
         return _table_statements(filesystem, PurePosixPath(root).parent.as_posix(), [root], cfg)
     if info.type != pafs.FileType.Directory:
         raise SetupError(f"benchmark_dir={location} is neither a directory nor a Parquet file")
-    files = sorted(entry.path for entry in filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
-                   if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
+    files = data_files(filesystem, root)
     lean = [path for path in files if path.endswith(LEAN_SUFFIX)]
     if lean:
         items = []

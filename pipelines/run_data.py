@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -18,7 +17,7 @@ import pyarrow.fs as pafs
 from operators.discover import DISCOVERY_SCHEMA
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
-from pipelines.run_dir import MANIFEST, RunDir
+from pipelines.run_dir import MANIFEST, RunDir, filesystem_of
 from pipelines.stats import is_simulated
 
 
@@ -81,8 +80,7 @@ class FormalizationRun:
 
 def _run_dir(location: str) -> RunDir:
     """The run directory at `location`, which must exist: RunDir would create it, leaving an empty run behind."""
-    filesystem, path = (pafs.FileSystem.from_uri(location) if "://" in location
-                        else (pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())))
+    filesystem, path = filesystem_of(location)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
         raise RunNotFound(f"{location} is not a directory: no run to read")
     return RunDir(location)

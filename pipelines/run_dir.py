@@ -33,6 +33,14 @@ def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
 
 
+def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
+    """The files under `directory`, recursively and sorted, without the hidden and temporary ones (`.x`, `_x`)
+    that writers and editors leave beside data."""
+    entries = filesystem.get_file_info(pafs.FileSelector(directory, recursive=True))
+    return sorted(entry.path for entry in entries
+                  if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
+
+
 @dataclass(frozen=True)
 class Repair:
     """What preparing a table for a resumed run did."""
