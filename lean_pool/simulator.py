@@ -18,20 +18,26 @@ project's one Lean reader, so comments and string literals never count):
   The sim cannot know real axiom use: a proof that cheats through another lemma is not traced.
 - tactic mode is scripted: a tactic with `sorry`/`admit` leaves "Incomplete: contains sorry", a tactic
   matching an error rule is a REPL error, anything else is "Completed".
+
+Faults, for the pool's failure handling and chaos benchmarks: a request containing a trigger pattern
+crashes, hangs, answers garbage, writes noise or grows on purpose; and `faults:` makes a share of all
+checks crash or hang at random (see `FaultRates` for how the draws stay reproducible yet let a retry pass).
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import hashlib
 import json
 import re
+import secrets
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 from lean_pool.lean_lexer import code_only
 from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, signature_type
@@ -65,6 +71,11 @@ PICKLE_KIND_PROOF_STATE = "folklore-sim-proof-state"
 SORRY_TOKENS = ("sorry", "admit")
 UNNAMED_KINDS = ("example",)
 
+CRASH = "crash"
+HANG = "hang"
+FAULT_SEED_BITS = 63  # a seed drawn from the OS fits a signed 64-bit config integer
+DRAW_BYTES = 8        # bytes of a SHA-256 digest turned into one draw in [0, 1)
+
 
 @dataclass(frozen=True)
 class ErrorRule:
@@ -72,6 +83,65 @@ class ErrorRule:
 
     pattern: str
     message: str
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Random faults for chaos runs: a share `crash_rate` of checks exits without answering, a share `hang_rate`
+    never answers (the pool's timeout ends it). A check is any command, file or tactic request except a header
+    import, which is the REPL starting rather than a check.
+
+    Each delivery of a check draws once, from (seed, its position among this process's checks, its text): one
+    process fed the same requests misbehaves the same way, while a check the pool retries on a fresh REPL lands at
+    another position and draws anew. A fixed `seed` is for tests: every REPL restarted after a crash would replay
+    the same draws, so a check that crashed as the first of its process would crash again as the first of the
+    next. With `seed` null each process takes its own seed from the OS and says it on stderr, so any process's
+    draws can be replayed by setting that seed.
+    """
+
+    crash_rate: float
+    hang_rate: float
+    seed: int | None
+
+    def __post_init__(self) -> None:
+        rates = (self.crash_rate, self.hang_rate)
+        if any(rate < 0 for rate in rates) or sum(rates) > 1:
+            raise ValueError(f"sim.faults: crash_rate={self.crash_rate} and hang_rate={self.hang_rate} must be "
+                             "shares: each at least 0, together at most 1")
+
+    @property
+    def enabled(self) -> bool:
+        return self.crash_rate > 0 or self.hang_rate > 0
+
+
+def fault_draw(seed: int, position: int, text: str) -> float:
+    """A number in [0, 1) that depends only on its arguments: the random faults' only source of chance."""
+    digest = hashlib.sha256(f"{seed}\x1f{position}\x1f{text}".encode()).digest()
+    return int.from_bytes(digest[:DRAW_BYTES], "big") / 2 ** (8 * DRAW_BYTES)
+
+
+def drawn_fault(rates: FaultRates, seed: int, position: int, text: str) -> str | None:
+    """`crash`, `hang` or None for the check delivered at `position` (1-based) of a process, with text `text`."""
+    draw = fault_draw(seed, position, text)
+    if draw < rates.crash_rate:
+        return CRASH
+    if draw < rates.crash_rate + rates.hang_rate:
+        return HANG
+    return None
+
+
+def is_check(request: dict[str, Any] | None) -> bool:
+    """Whether random faults may hit this request: a command, file or tactic, but not a header import (a command
+    of imports only) nor an environment or proof state being pickled."""
+    if request is None:
+        return False
+    if "tactic" in request or "path" in request:
+        return True
+    command = request.get("cmd")
+    if not isinstance(command, str):
+        return False
+    kinds = {parsed.kind for parsed in read_commands(command)}
+    return kinds != {"import"}
 
 
 @dataclass(frozen=True)
@@ -87,12 +157,14 @@ class SimConfig:
     noise_pattern: str
     grow_pattern: str
     grow_mb: int
+    faults: FaultRates
     error_rules: tuple[ErrorRule, ...] = ()
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> SimConfig:
         """Build from the JSON given on the command line."""
         values = dict(raw)
+        values["faults"] = FaultRates(**values["faults"])
         values["error_rules"] = tuple(ErrorRule(**rule) for rule in values.get("error_rules") or ())
         return cls(**values)
 
@@ -262,6 +334,9 @@ class Simulator:
         self.proof_states: list[list[str]] = []
         self.kept_memory: list[bytearray] = []
         self.error_rules = [(re.compile(rule.pattern), rule.message) for rule in config.error_rules]
+        faults = config.faults
+        self.fault_seed = faults.seed if faults.seed is not None else secrets.randbits(FAULT_SEED_BITS)
+        self.checks_drawn = 0  # checks that drew against the fault rates so far: the next one's position - 1
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -480,18 +555,33 @@ class Simulator:
 
     # -- fault triggers -------------------------------------------------------------------------
 
-    def misbehave(self, text: str, out: BinaryIO) -> bool:
-        """Apply the configured fault triggers; True if the request must not be answered normally."""
+    def fault_notice(self) -> str:
+        """The stderr line that says random faults are on and with which seed ("" when they are off)."""
+        faults = self.config.faults
+        if not faults.enabled:
+            return ""
+        return (f"lean_pool.simulator: random faults on: crash_rate={faults.crash_rate} hang_rate={faults.hang_rate} "
+                f"seed={self.fault_seed} (sim.faults.seed={self.fault_seed} replays this process's draws)\n")
+
+    def draw_fault(self, text: str, request: dict[str, Any] | None) -> str | None:
+        """The random fault this delivery suffers, if any; only checks draw (and count)."""
+        if not self.config.faults.enabled or not is_check(request):
+            return None
+        self.checks_drawn += 1
+        return drawn_fault(self.config.faults, self.fault_seed, self.checks_drawn, text)
+
+    def misbehave(self, text: str, request: dict[str, Any] | None, out: BinaryIO) -> bool:
+        """Apply the fault triggers, then the random faults; True if the request must not be answered normally."""
         config = self.config
         if config.crash_pattern and config.crash_pattern in text:
-            sys.stderr.write(f"lean_pool.simulator: crash trigger {config.crash_pattern!r} seen; exiting\n")
-            sys.stderr.flush()
-            sys.exit(CRASH_EXIT_CODE)
+            _crash(f"crash trigger {config.crash_pattern!r} seen")
         if config.hang_pattern and config.hang_pattern in text:
-            sys.stderr.write(f"lean_pool.simulator: hang trigger {config.hang_pattern!r} seen; never answering\n")
-            sys.stderr.flush()
-            while True:
-                time.sleep(HANG_SLEEP_S)
+            _hang(f"hang trigger {config.hang_pattern!r} seen")
+        fault = self.draw_fault(text, request)
+        if fault == CRASH:
+            _crash(f"random crash at check {self.checks_drawn} (seed {self.fault_seed})")
+        if fault == HANG:
+            _hang(f"random hang at check {self.checks_drawn} (seed {self.fault_seed})")
         if config.garbage_pattern and config.garbage_pattern in text:
             _write(out, GARBAGE_TEXT + "\n")
             return True
@@ -512,6 +602,21 @@ class Simulator:
             sys.stderr.flush()
             sys.exit(CRASH_EXIT_CODE)
         self.kept_memory.append(block)
+
+
+def _crash(reason: str) -> NoReturn:
+    """Exit without answering, as a REPL that died would; stderr says why."""
+    sys.stderr.write(f"lean_pool.simulator: {reason}; exiting\n")
+    sys.stderr.flush()
+    sys.exit(CRASH_EXIT_CODE)
+
+
+def _hang(reason: str) -> NoReturn:
+    """Never answer, as a REPL stuck in elaboration would; stderr says why."""
+    sys.stderr.write(f"lean_pool.simulator: {reason}; never answering\n")
+    sys.stderr.flush()
+    while True:
+        time.sleep(HANG_SLEEP_S)
 
 
 # --- the process ------------------------------------------------------------------------------
@@ -563,7 +668,7 @@ def serve(simulator: Simulator, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The read-answer loop: one answer per request, each ended by a blank line and flushed."""
     for raw in read_requests(stdin):
         request, failure = parse_request(raw)
-        if simulator.misbehave(request_text(raw, request), stdout):
+        if simulator.misbehave(request_text(raw, request), request, stdout):
             continue
         answer = {"message": failure} if request is None else simulator.handle(request)
         _write(stdout, render_answer(answer) + FRAME_END)
@@ -575,9 +680,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="the sim: block of conf/lean/sim.yaml as JSON")
     args = parser.parse_args(argv)
     config = SimConfig.from_dict(json.loads(args.config))
-    sys.stderr.write(BANNER)
+    simulator = Simulator(config)
+    sys.stderr.write(BANNER + simulator.fault_notice())
     sys.stderr.flush()
-    serve(Simulator(config), sys.stdin.buffer, sys.stdout.buffer)
+    serve(simulator, sys.stdin.buffer, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ BASE_CONFIG: dict[str, Any] = {
     "noise_pattern": "sim:noise",
     "grow_pattern": "sim:grow",
     "grow_mb": 64,
+    "faults": {"crash_rate": 0.0, "hang_rate": 0.0, "seed": 0},
     "error_rules": [{"pattern": "sim:error", "message": "simulated error (rule sim:error)"}],
 }
 
@@ -327,6 +328,7 @@ def test_config_block_of_sim_yaml_is_accepted() -> None:
     block = OmegaConf.to_container(OmegaConf.load(REPO_DIR / "conf" / "lean" / "sim.yaml"))["sim"]
     config = SimConfig.from_dict(block)
     assert config.error_rules and config.grow_mb > 0
+    assert not config.faults.enabled, "random faults are for chaos runs only"
 
 
 def test_indented_open_in_stays_inside_the_proof(sim: Sim) -> None:
