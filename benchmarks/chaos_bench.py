@@ -1,0 +1,388 @@
+"""Chaos benchmark: the demo mining run with its driver killed, its REPLs crashing and hanging and its LLM endpoint
+failing, compared row by row with an undisturbed run of the same config.
+
+Run: `python benchmarks/chaos_bench.py [--kills 5] [--repl-fault-rate 0.1] [--llm-fault-rate 0.2] [--seeds 3]
+[--keep DIR]`.
+
+Both runs are `python -m pipelines.mine preset=demo ...` subprocesses, each in its own session, against LLM sim
+servers that live in this process (so their request counts span every driver) and the Lean simulator. The sims
+answer deterministically per request, so an undisturbed run and a disturbed one must end with the same table.
+
+- Reference: one run without faults, resumed only if it left `error_infra` rows.
+- Chaos: the LLM sim answers 429 or 500 (half each) to `--llm-fault-rate` of deliveries; the Lean sim crashes or
+  hangs (half each) on `--repl-fault-rate` of checks (`lean.sim.faults`, a fresh seed per REPL process so a retry
+  draws anew); a hang costs `LEAN_TIMEOUT_S`, then the pool answers `timeout` and the row is `error_infra`. The
+  driver is SIGKILLed `--kills` times, each time in a new run. A run's clock starts at its first request to the LLM
+  sim (Ray is up, rows flow; Ray's start-up takes longer than the demo's work, so a clock from the launch would
+  mostly kill start-ups); the kill comes after a delay drawn uniformly (with `KILL_SEED`) within the time the
+  reference took for the same share of its work, that share being the answers the chaos run still misses. So kills
+  land mid-discover as well as mid-verify, and each run leaves work for the next. After a kill, whatever the driver
+  started and is still alive `KILL_GRACE_S` later is listed and killed. Then the run is resumed until no
+  `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs).
+
+The last line is machine-readable:
+- lost: candidate ids of the reference missing from the chaos table;
+- duplicated: ids written more than once, in candidates/ (candidate_id) or discoveries/ (unit_id);
+- status_mismatch: ids whose final status differs from the reference's (a leftover `error_infra` counts), plus ids
+  only the chaos table has;
+- llm_calls_redone: requests the chaos sim answered (200) over all its drivers, minus those the reference sim
+  answered: answers paid for twice. Requests failed by injected 429/500 are not answers and do not count;
+- inflight_at_kills: LLM requests in flight at the sim (received, not yet answered) at the moments of the kills,
+  summed: what a kill can make a resumed run pay again. Goal: llm_calls_redone <= inflight_at_kills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow.parquet as pq
+from omegaconf import OmegaConf
+
+from conf import package_dir
+from operators.llm.simulator import SimServer
+from pipelines.job import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_SEEDS = REPO.parent / "shared" / "fixtures" / "mathlib-sample"
+
+DEFAULT_KILLS = 5
+DEFAULT_REPL_FAULT_RATE = 0.1
+DEFAULT_LLM_FAULT_RATE = 0.2
+DEFAULT_SEEDS = 3              # the demo's seed files; more are the smallest files of the Mathlib sample
+KILL_SEED = 0                  # draws the kill moments, so two bench runs kill at the same moments
+KILL_GRACE_S = 5.0             # how long the killed driver's processes get to go away on their own
+MAX_RESUME_ROUNDS = 4          # runs after the last kill to clear error_infra rows
+RUN_TIMEOUT_S = 300.0          # one driver run; past it the bench gives up
+LEAN_TIMEOUT_S = 5             # per check (both runs): what a hung REPL costs before the pool restarts it
+POLL_S = 0.05
+ERROR_INFRA = "error_infra"
+INJECTED_STATUSES = ("429", "500")
+
+
+@dataclass
+class Kill:
+    """What one SIGKILL of the driver caught."""
+
+    after_s: float             # since the driver started
+    working_s: float           # since the run's first request to the sim
+    in_flight: int             # LLM requests received by the sim and not answered yet
+    unfinished_rows: int       # candidates of seeds with a written discovery, not yet written finished
+    leftovers: list[str]       # what the driver started, still alive KILL_GRACE_S after the kill
+    sent_after_kill: int = 0   # LLM requests that reached the sim from the dead driver's workers
+
+
+@dataclass
+class Side:
+    """One side of the comparison: its run directory, its LLM sim and what happened to it."""
+
+    name: str
+    run_dir: Path
+    server: SimServer
+    runs: int = 0
+    working_s: float = 0.0     # from each run's first request to the sim to the run's end, summed
+    seconds: float = 0.0
+    failed_runs: int = 0
+    retried_infra: list[int] = field(default_factory=list)
+    kills: list[Kill] = field(default_factory=list)
+
+    def answered(self) -> int:
+        return sum(self.server.stats.snapshot()["answered_by_stage"].values())
+
+    def received(self) -> int:
+        return self.server.stats.snapshot()["requests"]
+
+
+def seed_files(root: Path, count: int) -> list[str]:
+    """Copy `count` seed files under `root`: the demo's, then the smallest files of the Mathlib sample."""
+    demo = Path(package_dir("pipelines/demo_seeds"))
+    chosen = [(demo, path.relative_to(demo)) for path in sorted(demo.rglob("*.lean"))][:count]
+    if count > len(chosen):
+        taken = {relative for _, relative in chosen}
+        sample = sorted(SAMPLE_SEEDS.rglob("*.lean"), key=lambda path: (path.stat().st_size, str(path)))
+        extra = [path.relative_to(SAMPLE_SEEDS) for path in sample if path.relative_to(SAMPLE_SEEDS) not in taken]
+        chosen += [(SAMPLE_SEEDS, relative) for relative in extra[:count - len(chosen)]]
+    for source, relative in chosen:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / relative, root / relative)
+    return sorted(str(relative) for _, relative in chosen)
+
+
+def sim_config(llm_fault_rate: float) -> dict[str, Any]:
+    """The demo's LLM sim block, failing `llm_fault_rate` of deliveries (half 429, half 500)."""
+    sim = OmegaConf.to_container(load_config(["preset=demo"]).llm.sim, resolve=True)
+    sim["faults"].update(rate_429=llm_fault_rate / 2, rate_500=llm_fault_rate / 2)
+    return sim
+
+
+def overrides(side: Side, seeds_root: Path, seeds: list[str], repl_fault_rate: float) -> list[str]:
+    """The demo on the side's own sim server, a file per candidate row, with REPL faults at `repl_fault_rate`."""
+    return [
+        "preset=demo",
+        f"run_dir={side.run_dir}",
+        f"seeds.root={seeds_root}",
+        "seeds.list=[" + ",".join(seeds) + "]",
+        "llm.backend=openai",
+        f"llm.endpoints.sim.base_url={side.server.base_url}",
+        "lean.sim.burn_cpu=false",
+        f"lean.timeout_s={LEAN_TIMEOUT_S}",
+        f"lean.sim.faults.crash_rate={repl_fault_rate / 2}",
+        f"lean.sim.faults.hang_rate={repl_fault_rate / 2}",
+        "output.rows_per_file=1",
+        "output.status_every_s=1",
+    ]
+
+
+def readable_rows(directory: Path, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows of the table's files that can be read (a file cut by a kill is skipped, as a resumed run deletes it)."""
+    rows = []
+    for path in sorted(directory.glob("*.parquet")):
+        try:
+            rows.extend(pq.read_table(path, columns=columns).to_pylist())
+        except OSError:
+            continue
+    return rows
+
+
+def unfinished_rows(run_dir: Path) -> int:
+    """Candidates the pipeline knows of but has not finished: those of seeds with a written discovery, minus the
+    rows written with a final status. A kill interrupts these (the queued ones included)."""
+    discovered = sum(len(row["snippets"] or []) for row in readable_rows(run_dir / "discoveries", ["status", "snippets"])
+                     if row["status"] != ERROR_INFRA)
+    finished = sum(row["status"] != ERROR_INFRA for row in readable_rows(run_dir / "candidates", ["status"]))
+    return discovered - finished
+
+
+def infra_rows(run_dir: Path) -> int:
+    """Rows a resumed run will retry: `error_infra` in candidates/ or discoveries/."""
+    return sum(row["status"] == ERROR_INFRA for table in ("candidates", "discoveries")
+               for row in readable_rows(run_dir / table, ["status"]))
+
+
+def session_processes(leader: int) -> list[psutil.Process]:
+    """Live processes of the session `leader` started (the driver runs in its own)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if os.getsid(process.pid) == leader:
+                found.append(process)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            continue
+    return found
+
+
+def name_of(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return "?"
+
+
+def reap(driver: subprocess.Popen[bytes], known: list[psutil.Process]) -> list[str]:
+    """After the driver died: wait up to KILL_GRACE_S for everything it started (its descendants as last seen, and
+    its session) to exit, then SIGKILL what is left, one pid at a time. The names of what was left."""
+    driver.wait()
+    candidates = {process.pid: process for process in [*known, *session_processes(driver.pid)]}
+    _, alive = psutil.wait_procs(list(candidates.values()), timeout=KILL_GRACE_S)
+    names = sorted(name_of(process) for process in alive)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=KILL_GRACE_S)
+    return names
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@contextmanager
+def driver_process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m pipelines.mine ARGS` in its own session, output to `log`; killed with its session on the way out
+    if it is still running (a timeout, Ctrl-C)."""
+    with log.open("ab") as out:
+        driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield driver
+    finally:
+        if driver.poll() is None:
+            known = descendants(driver.pid)
+            driver.kill()
+            reap(driver, known)
+
+
+def wait_until(driver: subprocess.Popen[bytes], started: float, ready: Callable[[], bool]) -> bool:
+    """Poll until `ready()`; False when the driver exits first. A run past RUN_TIMEOUT_S is an error."""
+    while not ready():
+        if driver.poll() is not None:
+            return False
+        if time.monotonic() - started > RUN_TIMEOUT_S:
+            raise TimeoutError(f"a driver ran past {RUN_TIMEOUT_S:g}s")
+        time.sleep(POLL_S)
+    return True
+
+
+def run(side: Side, args: list[str], logs: Path, kill_after_s: float | None = None) -> bool:
+    """One driver run, to its end, or SIGKILLed `kill_after_s` after its first request to the sim. True when it
+    was killed; a run that ended with a non-zero exit is counted as failed (the next round resumes it)."""
+    side.runs += 1
+    started = time.monotonic()
+    received = side.received()
+    working_from: float | None = None
+    killed = False
+    with driver_process(args, logs / f"{side.name}-{side.runs:02d}.log") as driver:
+        if wait_until(driver, started, lambda: side.received() > received):
+            working_from = time.monotonic()
+            if kill_after_s is not None:
+                deadline = working_from + kill_after_s
+                killed = wait_until(driver, started, lambda: time.monotonic() >= deadline)
+        if killed:
+            side.kills.append(kill_now(side, driver, started, working_from))
+        driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
+    ended = time.monotonic()
+    side.seconds += ended - started
+    side.working_s += ended - (working_from or ended)
+    side.failed_runs += not killed and driver.returncode != 0
+    return killed
+
+
+def kill_now(side: Side, driver: subprocess.Popen[bytes], started: float, working_from: float) -> Kill:
+    """SIGKILL the driver, note what was in flight, clean up after it."""
+    known = descendants(driver.pid)
+    os.kill(driver.pid, signal.SIGKILL)
+    at_kill = side.server.stats.snapshot()
+    kill = Kill(after_s=time.monotonic() - started, working_s=time.monotonic() - working_from,
+                in_flight=at_kill["in_flight"], unfinished_rows=0, leftovers=[])
+    kill.unfinished_rows = unfinished_rows(side.run_dir)
+    kill.leftovers = reap(driver, known)
+    kill.sent_after_kill = side.received() - at_kill["requests"]
+    return kill
+
+
+def resume_until_clean(side: Side, args: list[str], logs: Path) -> None:
+    """Run to the end, then again while rows wait to be retried, at most MAX_RESUME_ROUNDS times in all."""
+    for _ in range(MAX_RESUME_ROUNDS):
+        run(side, args, logs)
+        left = infra_rows(side.run_dir)
+        side.retried_infra.append(left)
+        if not left:
+            return
+
+
+def final_rows(run_dir: Path, table: str, id_column: str) -> list[tuple[str, str]]:
+    return [(row[id_column], row["status"]) for row in readable_rows(run_dir / table, [id_column, "status"])]
+
+
+def compare(reference: Side, chaos: Side) -> dict[str, Any]:
+    """The figures of the last line, and the ids behind them."""
+    expected = dict(final_rows(reference.run_dir, "candidates", "candidate_id"))
+    written = final_rows(chaos.run_dir, "candidates", "candidate_id")
+    actual = dict(written)
+    counts = Counter(cid for cid, _ in written)
+    counts_units = Counter(uid for uid, _ in final_rows(chaos.run_dir, "discoveries", "unit_id"))
+    duplicated = sorted(i for i, n in (counts + counts_units).items() if n > 1)
+    lost = sorted(set(expected) - set(actual))
+    mismatched = sorted(cid for cid in actual if expected.get(cid) != actual[cid])
+    return {
+        "lost": lost,
+        "duplicated": duplicated,
+        "status_mismatch": [(cid, expected.get(cid), actual[cid]) for cid in mismatched],
+        "llm_calls_redone": chaos.answered() - reference.answered(),
+        "inflight_at_kills": sum(kill.in_flight for kill in chaos.kills),
+        "rows": len(expected),
+        "statuses": Counter(expected.values()),
+    }
+
+
+def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argparse.Namespace) -> list[str]:
+    """The human part of the output."""
+    stats = chaos.server.stats.snapshot()
+    injected = {code: stats["status_counts"].get(code, 0) for code in INJECTED_STATUSES}
+    lines = [
+        f"workload: {options.seeds} seed files, {figures['rows']} candidates "
+        f"({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
+        f"reference: {reference.runs} run(s), {reference.seconds:.0f}s, {reference.answered()} LLM answers",
+        f"chaos: {chaos.runs} runs ({len(chaos.kills)} killed, {chaos.failed_runs} failed), {chaos.seconds:.0f}s, "
+        f"{chaos.answered()} LLM answers; injected LLM faults: 429={injected['429']} 500={injected['500']} "
+        f"(of {stats['requests']} deliveries); REPL faults at {options.repl_fault_rate:.0%} of checks",
+        f"error_infra rows left after each resume round: {chaos.retried_infra}",
+    ]
+    for number, kill in enumerate(chaos.kills, start=1):
+        left = ", ".join(kill.leftovers) or "nothing"
+        lines.append(f"  kill {number}: {kill.after_s:5.1f}s into run {number} ({kill.working_s:4.1f}s after its first "
+                     f"LLM request): {kill.unfinished_rows} rows unfinished, {kill.in_flight} LLM requests in flight, "
+                     f"{kill.sent_after_kill} sent after the kill; alive {KILL_GRACE_S:g}s later: {left}")
+    if len(chaos.kills) < options.kills:
+        lines.append(f"  only {len(chaos.kills)} of {options.kills} kills: a run finished before its kill moment")
+    for cid, expected, actual in figures["status_mismatch"]:
+        lines.append(f"  status mismatch: {cid}: reference {expected}, chaos {actual}")
+    lines += [f"  lost: {cid}" for cid in figures["lost"]] + [f"  duplicated: {i}" for i in figures["duplicated"]]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=DEFAULT_KILLS, help="SIGKILLs of the driver")
+    parser.add_argument("--repl-fault-rate", type=float, default=DEFAULT_REPL_FAULT_RATE,
+                        help="share of Lean checks that crash or hang the REPL (half each)")
+    parser.add_argument("--llm-fault-rate", type=float, default=DEFAULT_LLM_FAULT_RATE,
+                        help="share of LLM deliveries answered 429 or 500 (half each)")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seed files to mine")
+    parser.add_argument("--keep", type=Path, default=None, help="keep run directories and logs here")
+    options = parser.parse_args(argv)
+
+    work = options.keep or Path(tempfile.mkdtemp(prefix="chaos_bench_"))
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    seeds = seed_files(work / "seeds", options.seeds)
+    started = time.monotonic()
+    try:
+        with SimServer(sim_config(0.0)) as clean, SimServer(sim_config(options.llm_fault_rate)) as faulty:
+            reference = Side("reference", work / "reference", clean)
+            resume_until_clean(reference, overrides(reference, work / "seeds", seeds, 0.0), logs)
+            chaos = Side("chaos", work / "chaos", faulty)
+            args = overrides(chaos, work / "seeds", seeds, options.repl_fault_rate)
+            draws = random.Random(KILL_SEED)
+            finished = False
+            for _ in range(options.kills):
+                share_left = max(0, reference.answered() - chaos.answered()) / max(1, reference.answered())
+                finished = not run(chaos, args, logs, kill_after_s=draws.uniform(0, reference.working_s * share_left))
+                if finished:
+                    break
+            if not finished or infra_rows(chaos.run_dir):
+                resume_until_clean(chaos, args, logs)
+            figures = compare(reference, chaos)
+            print("\n".join(summary(reference, chaos, figures, options)))
+            print(f"total: {time.monotonic() - started:.0f}s; run directories and logs in {work}"
+                  + ("" if options.keep else " (deleted)"))
+    finally:
+        if options.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"lost={len(figures['lost'])} duplicated={len(figures['duplicated'])} "
+          f"status_mismatch={len(figures['status_mismatch'])} llm_calls_redone={figures['llm_calls_redone']} "
+          f"inflight_at_kills={figures['inflight_at_kills']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
