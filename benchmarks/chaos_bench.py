@@ -15,10 +15,10 @@ answer deterministically per request, so an undisturbed run and a disturbed one 
   driver is SIGKILLed `--kills` times, each time in a new run. A run's clock starts at its first request to the LLM
   sim (Ray is up, rows flow; Ray's start-up takes longer than the demo's work, so a clock from the launch would
   mostly kill start-ups); the kill comes after a delay drawn uniformly (with `KILL_SEED`) within the time the
-  reference took for the same share of its work, that share being the answers the chaos run still misses. So kills
-  land mid-discover as well as mid-verify, and each run leaves work for the next. After a kill, whatever the driver
-  started and is still alive `KILL_GRACE_S` later is listed and killed. Then the run is resumed until no
-  `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs).
+  reference took for the same share of its work, that share being the candidate rows the chaos run has not written
+  yet. So kills land mid-discover as well as mid-verify, and a run slowed by faults usually leaves work for the
+  next. After a kill, whatever the driver started and is still alive `KILL_GRACE_S` later is listed and killed.
+  Then the run is resumed until no `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs).
 
 The last line is machine-readable:
 - lost: candidate ids of the reference missing from the chaos table;
@@ -27,8 +27,10 @@ The last line is machine-readable:
   only the chaos table has;
 - llm_calls_redone: requests the chaos sim answered (200) over all its drivers, minus those the reference sim
   answered: answers paid for twice. Requests failed by injected 429/500 are not answers and do not count;
-- inflight_at_kills: LLM requests in flight at the sim (received, not yet answered) at the moments of the kills,
-  summed: what a kill can make a resumed run pay again. Goal: llm_calls_redone <= inflight_at_kills.
+- inflight_at_kills: rows in flight at the kills, summed: candidates of seeds whose discovery was written, not yet
+  written with a final status at the moment of the kill (queued rows included: the streaming plan starts them all
+  at once on this workload). The summary also gives the LLM requests in flight at the sim (received, not yet
+  answered) at the kills: the answers a kill can make a resumed run pay again. Goal: llm_calls_redone at most those.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class Side:
     working_s: float = 0.0     # from each run's first request to the sim to the run's end, summed
     seconds: float = 0.0
     failed_runs: int = 0
-    retried_infra: list[int] = field(default_factory=list)
+    infra_left: list[int] = field(default_factory=list)   # error_infra rows on disk after each run
     kills: list[Kill] = field(default_factory=list)
 
     def answered(self) -> int:
@@ -263,6 +265,7 @@ def run(side: Side, args: list[str], logs: Path, kill_after_s: float | None = No
     side.seconds += ended - started
     side.working_s += ended - (working_from or ended)
     side.failed_runs += not killed and driver.returncode != 0
+    side.infra_left.append(infra_rows(side.run_dir))
     return killed
 
 
@@ -283,9 +286,7 @@ def resume_until_clean(side: Side, args: list[str], logs: Path) -> None:
     """Run to the end, then again while rows wait to be retried, at most MAX_RESUME_ROUNDS times in all."""
     for _ in range(MAX_RESUME_ROUNDS):
         run(side, args, logs)
-        left = infra_rows(side.run_dir)
-        side.retried_infra.append(left)
-        if not left:
+        if not side.infra_left[-1]:
             return
 
 
@@ -308,7 +309,7 @@ def compare(reference: Side, chaos: Side) -> dict[str, Any]:
         "duplicated": duplicated,
         "status_mismatch": [(cid, expected.get(cid), actual[cid]) for cid in mismatched],
         "llm_calls_redone": chaos.answered() - reference.answered(),
-        "inflight_at_kills": sum(kill.in_flight for kill in chaos.kills),
+        "inflight_at_kills": sum(kill.unfinished_rows for kill in chaos.kills),
         "rows": len(expected),
         "statuses": Counter(expected.values()),
     }
@@ -321,16 +322,19 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
     lines = [
         f"workload: {options.seeds} seed files, {figures['rows']} candidates "
         f"({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
-        f"reference: {reference.runs} run(s), {reference.seconds:.0f}s, {reference.answered()} LLM answers",
+        f"reference: {reference.runs} run(s), {reference.seconds:.0f}s, {reference.answered()} LLM answers, "
+        f"error_infra rows left by each run: {reference.infra_left}",
         f"chaos: {chaos.runs} runs ({len(chaos.kills)} killed, {chaos.failed_runs} failed), {chaos.seconds:.0f}s, "
         f"{chaos.answered()} LLM answers; injected LLM faults: 429={injected['429']} 500={injected['500']} "
         f"(of {stats['requests']} deliveries); REPL faults at {options.repl_fault_rate:.0%} of checks",
-        f"error_infra rows left after each resume round: {chaos.retried_infra}",
+        f"error_infra rows left by each chaos run (retried by the next): {chaos.infra_left}",
+        f"LLM requests in flight at the kills: {sum(kill.in_flight for kill in chaos.kills)}, sent by the dead "
+        f"drivers' workers after the kills: {sum(kill.sent_after_kill for kill in chaos.kills)}",
     ]
     for number, kill in enumerate(chaos.kills, start=1):
         left = ", ".join(kill.leftovers) or "nothing"
         lines.append(f"  kill {number}: {kill.after_s:5.1f}s into run {number} ({kill.working_s:4.1f}s after its first "
-                     f"LLM request): {kill.unfinished_rows} rows unfinished, {kill.in_flight} LLM requests in flight, "
+                     f"LLM request): {kill.unfinished_rows} rows in flight, {kill.in_flight} LLM requests in flight, "
                      f"{kill.sent_after_kill} sent after the kill; alive {KILL_GRACE_S:g}s later: {left}")
     if len(chaos.kills) < options.kills:
         lines.append(f"  only {len(chaos.kills)} of {options.kills} kills: a run finished before its kill moment")
@@ -364,8 +368,11 @@ def main(argv: list[str] | None = None) -> int:
             args = overrides(chaos, work / "seeds", seeds, options.repl_fault_rate)
             draws = random.Random(KILL_SEED)
             finished = False
+            rows = len(final_rows(reference.run_dir, "candidates", "candidate_id"))
             for _ in range(options.kills):
-                share_left = max(0, reference.answered() - chaos.answered()) / max(1, reference.answered())
+                written = sum(status != ERROR_INFRA for _, status in final_rows(chaos.run_dir, "candidates",
+                                                                                   "candidate_id"))
+                share_left = max(0, rows - written) / max(1, rows)
                 finished = not run(chaos, args, logs, kill_after_s=draws.uniform(0, reference.working_s * share_left))
                 if finished:
                     break
