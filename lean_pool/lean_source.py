@@ -782,3 +782,139 @@ def opened_namespaces(text: str) -> list[str]:
             if word not in _OPEN_WORDS and _NAME.fullmatch(word) and word not in opened:
                 opened.append(word)
     return opened
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tokens: what Lean reads as one word, for rules that must not fire on part of a longer name.
+# ---------------------------------------------------------------------------------------------------------
+
+# `#` commands a token can start with (Lean reads `#evalIO.println` as `#eval IO.println`): the longest wins.
+_HASH_TOKENS = sorted(
+    {*_HASH_COMMANDS, "#check_tactic", "#check_simp", "#guard_expr", "#kernel_check", "#instances", "#widget",
+     "#html", "#test", "#sample", "#long_names", "#parse", "#discr_tree_key", "#discr_tree_simp_key", "#push_neg",
+     "#unfold?", "#whnf", "#whnfR", "#print", "#version", "#import_path", "#decompose", "#mex", "#leansearch",
+     "#loogle", "#moogle", "#statesearch", "#defeq_abuse", "#show_deps"},
+    key=len, reverse=True,
+)
+_TOKEN_NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART})*")
+_NUMBER = re.compile(r"\d[\d_]*(?:\.\d+)?|0[xXbBoO][0-9a-fA-F_]+")
+_BRACKETS = frozenset(_OPENERS + _CLOSERS)
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of code: `kind` is `name` (a possibly dotted identifier or keyword, `«»` kept as written),
+    `hash` (a `#` command such as `#eval`), `percent` (a name glued to `%`, the spelling of term elaborators
+    such as `eval%`), `number` or `symbol`; `start` its offset and `line` its 1-based line."""
+
+    text: str
+    kind: str
+    start: int
+    line: int
+
+    @property
+    def plain(self) -> str:
+        """The name without `«»` and without a leading `_root_.`: the constant it refers to."""
+        name = plain_name(self.text)
+        return name[len("_root_."):] if name.startswith("_root_.") else name
+
+
+def code_tokens(text: str) -> list[Token]:
+    """The tokens of `text` outside comments and literals, in order. A name is read whole (`Foo.axiom` is one
+    token, not the keyword `axiom`), as Lean reads it; a number does not glue to a name after it (`2axiom` is
+    `2` then `axiom`), and neither does a dot that follows no name (`(.run_cmd` has the keyword `run_cmd`)."""
+    lexed = lex(text)
+    code = lexed.blanked(COMMENTS_AND_LITERALS)
+    escaped = {span.start - 1 for span in lexed.spans if span.kind == "escaped_ident"}
+    tokens: list[Token] = []
+    line, i, n = 1, 0, len(code)
+    while i < n:
+        c = code[i]
+        if c == "\n":
+            line += 1
+            i += 1
+            continue
+        if c.isspace():
+            i += 1
+            continue
+        if c == "#":
+            hashed = next((h for h in _HASH_TOKENS if code.startswith(h, i)), None)
+            if hashed:
+                tokens.append(Token(hashed, "hash", i, line))
+                i += len(hashed)
+                continue
+        number = _NUMBER.match(code, i) if c.isdigit() else None
+        if number:
+            tokens.append(Token(number.group(), "number", i, line))
+            i = number.end()
+            continue
+        name = _TOKEN_NAME.match(code, i) if (c.isalpha() or c == "_" or i in escaped) else None
+        if name:
+            end = name.end()
+            if code.startswith("%", end) and "." not in name.group():
+                tokens.append(Token(name.group() + "%", "percent", i, line))
+                end += 1
+            else:
+                tokens.append(Token(name.group(), "name", i, line))
+            line += name.group().count("\n")
+            i = end
+            continue
+        j = i + 1
+        if c not in _BRACKETS:
+            while j < n and not code[j].isspace() and code[j] not in _BRACKETS and code[j] != "#" \
+                    and not (code[j].isalnum() or code[j] in "_«"):
+                j += 1
+        tokens.append(Token(code[i:j], "symbol", i, line))
+        i = j
+    return tokens
+
+
+# Words that may open a line at column 0 without starting a command: clauses of the command before them.
+_CLAUSE_WORDS = frozenset({"where", "termination_by", "decreasing_by", "deriving", "with", "then", "else", "at",
+                           "using", "from", "in", "by", "fun", "calc", "show", "if", "match", "do", "have", "let"})
+# Words that, ending a line, leave a term or tactic block open for the next line to continue.
+_OPEN_ENDINGS = frozenset({"by", "fun", "with", "then", "else", "do", "from", "using", "at", "in", "show", "calc",
+                           "have", "let", "match", "if", "where", "exact", "refine", "apply", "rw", "simp", "intro",
+                           "obtain", "rcases", "use", "λ"})
+_CLOSED_ENDINGS = frozenset(")]}⟩⦄⟫'!?_")
+
+
+def unread_command_lines(text: str) -> list[tuple[int, str]]:
+    """Lines that start at column 0 with a word (or `#word`) in a place where Lean would start a new command,
+    but where `read_commands` knows no command: `(line, word)` for each. Lean starts a command wherever a term
+    cannot go on, so a command keyword this reader has never heard of still starts one; a line counts as such a
+    place when the code line before it ends a complete term (a name, a number or a closing bracket) and the word
+    is not a clause of the command before (`where`, `termination_by`, ...)."""
+    spans = [(command.start, command.keyword_at) for command in read_commands(text)]
+    tokens = code_tokens(text)
+    reports: list[tuple[int, str]] = []
+    for index, token in enumerate(tokens):
+        at_column_zero = token.start == 0 or text[token.start - 1] == "\n"
+        if not at_column_zero or token.kind not in ("name", "hash", "percent") or "." in token.text:
+            continue
+        if token.text in _CLAUSE_WORDS or index == 0 or any(start <= token.start <= at for start, at in spans):
+            continue
+        before = tokens[index - 1]
+        if before.kind == "symbol" and before.text[-1] not in _CLOSED_ENDINGS:
+            continue
+        if before.kind == "name" and before.text in _OPEN_ENDINGS:
+            continue
+        reports.append((token.line, token.text))
+    return reports
+
+
+NOTATION_KINDS = frozenset({"notation", "notation3", "infix", "infixl", "infixr", "prefix", "postfix"})
+
+
+def notation_atoms(command: Command) -> list[str]:
+    """The symbols a notation-like command (`notation`, `infixl`, ...) adds to the parser: its string literals
+    before `=>`, stripped of the spaces that only say how to print them. Empty for other commands."""
+    if command.kind not in NOTATION_KINDS:
+        return []
+    lexed = lex(command.text)
+    arrow = next((t.start for t in code_tokens(command.text) if t.text == "=>"), len(command.text))
+    return [
+        command.text[span.start : span.end].strip()
+        for span in lexed.spans
+        if span.kind == "string" and span.end <= arrow and command.text[span.start : span.end].strip()
+    ]

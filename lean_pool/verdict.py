@@ -6,8 +6,8 @@ verdicts out) so that the rules can be read and tested apart from the processes 
 
 Checks happen in two phases. Before Lean: `refusal_reasons` rejects code that could run programs
 or change the checker, and in proof mode `precheck` also rejects textual `sorry`/`admit`, a
-missing target, a changed statement and a changed context (`context_reasons`). After Lean: `statement_verdict` / `proof_verdict` read
-the REPL's answer and the answers to `#print axioms NAME`.
+missing target, a changed statement and a changed context (`context_reasons`). After Lean:
+`statement_verdict` / `proof_verdict` read the REPL's answer and the answers to `#print axioms NAME`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lean_pool.lean_lexer import COMMENTS_AND_LITERALS, NOT_CODE, code_only, lex
-from lean_pool.lean_source import (DECLARATION_KINDS, THEOREM_KINDS, Command, attribute_names, identifiers, layout_free,
-                                   read_commands)
+from lean_pool.lean_lexer import code_only, lex
+from lean_pool.lean_source import (
+    DECLARATION_KINDS,
+    NOTATION_KINDS,
+    THEOREM_KINDS,
+    Command,
+    Token,
+    code_tokens,
+    identifiers,
+    layout_free,
+    notation_atoms,
+    read_commands,
+    unread_command_lines,
+)
 
 # The axioms every Mathlib proof may use; anything else (sorryAx, Lean.ofReduceBool, a user axiom)
 # means the kernel did not check a complete proof from the standard foundations.
@@ -45,90 +56,118 @@ class Verdict:
 # Refusals: checked on the text before anything reaches Lean.
 # ---------------------------------------------------------------------------------------------
 
-# Characters that continue a Lean identifier: a keyword followed by one of these is part of a name.
-_ID = r"[\w'!?\u2080-\u209c\u1d62-\u1d6a]"
-_ID_CHAR = re.compile(_ID)
-_AFTER = rf"(?!{_ID})"
+# The top-level commands an LLM-written file may contain: declarations, scoping and context, notation (whose
+# effect on the statement `context_reasons` checks against the reference), and the two commands that only
+# print. Anything else that `read_commands` finds, or that starts a line where Lean would read a command, is
+# refused by name.
+ALLOWED_COMMANDS = frozenset({
+    "theorem", "lemma", "example", "def", "abbrev", "instance", "structure", "class", "inductive",
+    "class inductive", "class abbrev", "namespace", "section", "end", "mutual", "universe", "variable", "include",
+    "omit", "open", "set_option", "attribute", "import", "notation", "infix", "infixl", "infixr", "prefix", "postfix",
+    "#check", "#print",
+})
 
-
-def _word(word: str) -> str:
-    return re.escape(word) + _AFTER
-
-
-def _glued_to_name(text: str, start: int) -> bool:
-    """True when the word at `start` continues an identifier (`my_axiom`, `Foo.axiom`, `«x».axiom`)
-    and so is no keyword. A number or a lone dot does not glue: Lean reads `2axiom` as `2` then
-    `axiom`, and after the error in `(.axiom` it resumes parsing at `axiom`."""
-    j = start
-    while j > 0:
-        c = text[j - 1]
-        if c == "»":
-            j = text.rfind("«", 0, j - 1)
-            if j < 0:
-                return False
-        elif _ID_CHAR.match(c) or c == ".":
-            j -= 1
-        else:
-            break
-    run = text[j:start]
-    return bool(run) and (run[0] == "«" or run[0] == "_" or run[0].isalpha())
-
-
-def _token_matches(pattern: str, text: str) -> list[re.Match[str]]:
-    """Matches of `pattern` that Lean would read as a token of their own. Only a match starting
-    with a letter can be glued to a name: `#eval`, `@[`, `+native` always stand alone."""
-    return [
-        m
-        for m in re.finditer(pattern, text)
-        if not (text[m.start()].isalpha() or text[m.start()] == "_") or not _glued_to_name(text, m.start())
-    ]
-
-
-# (pattern, reason). Each entry is one construct and why a proof has no business using it.
-_REFUSED_TEXT: tuple[tuple[str, str], ...] = (
-    # No end boundary for `#` commands: Lean reads `#evalfoo` as `#eval foo`.
-    ("#eval", "`#eval` runs programs while the file is checked"),
-    ("#exit", "`#exit` stops checking, so what follows is never checked"),
-    ("#guard_msgs", "`#guard_msgs` can swallow messages, including the sorry warning"),
-    ("#guard(?!_msgs)", "`#guard` evaluates programs while the file is checked"),
-    (_word("run_cmd"), "`run_cmd` runs a metaprogram that can change the environment"),
-    (_word("run_tac"), "`run_tac` runs a metaprogram that can close goals without a proof term check"),
-    (_word("run_elab"), "`run_elab` runs a metaprogram while the file is checked"),
-    (_word("run_meta"), "`run_meta` runs a metaprogram while the file is checked"),
-    (_word("elab"), "`elab` defines new elaboration code that runs while the file is checked"),
-    (_word("elab_rules"), "`elab_rules` defines new elaboration code that runs while the file is checked"),
-    (_word("macro"), "`macro` can rewrite any later text, including the statement"),
-    (_word("macro_rules"), "`macro_rules` can rewrite any later text, including the statement"),
-    (_word("syntax"), "`syntax` changes how later text, including the statement, is parsed"),
-    (_word("declare_syntax_cat"), "`declare_syntax_cat` changes how later text is parsed"),
-    (_word("notation"), "`notation` can redefine what the statement's symbols mean"),
-    (_word("notation3"), "`notation3` can redefine what the statement's symbols mean"),
-    (_word("infix"), "`infix` can redefine what the statement's operators mean"),
-    (_word("infixl"), "`infixl` can redefine what the statement's operators mean"),
-    (_word("infixr"), "`infixr` can redefine what the statement's operators mean"),
-    (_word("prefix"), "`prefix` can redefine what the statement's operators mean"),
-    (_word("postfix"), "`postfix` can redefine what the statement's operators mean"),
-    (_word("simproc"), "`simproc` registers code that `simp` runs while the file is checked"),
-    (_word("dsimproc"), "`dsimproc` registers code that `simp` runs while the file is checked"),
-    (_word("initialize"), "`initialize` runs IO actions when the environment is loaded"),
-    (_word("builtin_initialize"), "`builtin_initialize` runs IO actions when the environment is loaded"),
-    (_word("unsafe"), "`unsafe` code escapes the type system in compiled code"),
-    (_word("axiom"), "`axiom` assumes a statement without proof"),
-    (_word("native_decide"), "`native_decide` trusts the compiler instead of the kernel (Lean.ofReduceBool)"),
-    (r"\+native" + _AFTER, "`decide +native` trusts the compiler instead of the kernel"),
-    (r"native\s*:=\s*true" + _AFTER, "`native := true` trusts the compiler instead of the kernel"),
+# The options `set_option` may change, each a full name or a prefix ending in "." (`linter.` covers every
+# linter). They only bound resources, silence linters, change printing or tune tactics whose output the kernel
+# checks; options that switch checks off (`debug.*`, `warn.sorry`, `allowUnsafeReducibility`, ...) are not here.
+ALLOWED_OPTIONS: tuple[str, ...] = (
+    "maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats", "synthInstance.maxSize", "maxSynthPendingDepth",
+    "exponentiation.threshold", "autoImplicit", "relaxedAutoImplicit", "push_neg.use_distrib", "simprocs",
+    "linter.", "pp.",
+)
+# Why some options are off the list, for a clearer reason than "not allowed".
+_OPTION_REASONS: tuple[tuple[str, str], ...] = (
+    ("debug.", "debug options can switch off checks (e.g. `debug.skipKernelTC` skips the kernel)"),
+    ("warn.sorry", "`warn.sorry` hides the warning that a declaration uses `sorry`"),
+    ("allowUnsafeReducibility", "`allowUnsafeReducibility` lets a file change how library definitions unfold"),
+    ("compiler.", "compiler options change the code that `native_decide`-style evaluation trusts"),
 )
 
-# Names, not keywords: refused wherever they appear, even as the last part of a longer name.
-_REFUSED_NAMES: tuple[tuple[str, str], ...] = (
-    (r"(?<!\w)(?:ofReduceBool|ofReduceNat|reduceBool|reduceNat|trustCompiler)" + _AFTER,
-     "`Lean.ofReduceBool` and friends make the kernel trust compiled code"),
+# Keywords refused wherever they stand as a token of their own (in a command, a term or a tactic block); a
+# longer name that contains one (`my_elab_lemma`, `Foo.axiom`) is another token and is not refused.
+_REFUSED_KEYWORDS: tuple[tuple[str, str], ...] = (
+    ("by_elab", "runs a metaprogram in place of a proof term"),
+    ("run_tac", "runs a metaprogram that can close goals without a proof term check"),
+    ("run_cmd", "runs a metaprogram that can change the environment"),
+    ("run_elab", "runs a metaprogram while the file is checked"),
+    ("run_meta", "runs a metaprogram while the file is checked"),
+    ("elab", "defines elaboration code that runs while the file is checked"),
+    ("elab_rules", "defines elaboration code that runs while the file is checked"),
+    ("macro", "can rewrite any later text, including the statement"),
+    ("macro_rules", "can rewrite any later text, including the statement"),
+    ("syntax", "changes how later text, including the statement, is parsed"),
+    ("declare_syntax_cat", "changes how later text is parsed"),
+    ("notation3", "defines notation through Mathlib's elaborator; plain `notation` is enough for a proof"),
+    ("simproc", "registers code that `simp` runs while the file is checked"),
+    ("dsimproc", "registers code that `simp` runs while the file is checked"),
+    ("simproc_decl", "declares code that `simp` can run while the file is checked"),
+    ("dsimproc_decl", "declares code that `simp` can run while the file is checked"),
+    ("initialize", "runs IO actions when the environment is loaded"),
+    ("builtin_initialize", "runs IO actions when the environment is loaded"),
+    ("unsafe", "code escapes the type system in compiled code"),
+    ("partial", "definitions are compiled without a termination proof and hide their body from the kernel"),
+    ("axiom", "assumes a statement without proof"),
+    ("opaque", "declares a constant whose value the kernel never sees; a proof has no need for one"),
+    ("native_decide", "trusts the compiler instead of the kernel (Lean.ofReduceBool)"),
+    ("implemented_by", "replaces a definition's code with other code"),
+    ("extern", "replaces a definition's code with foreign code"),
 )
+
+# Term elaborators spelled `name%`. Only these are refused: a glued `n%2` is ordinary arithmetic.
+_REFUSED_ELABORATORS: tuple[tuple[str, str], ...] = (
+    ("eval%", "evaluates compiled code while the term is elaborated"),
+    ("compile_inductive%", "asks the compiler for code of a type"),
+    ("compile_def%", "asks the compiler for code of a definition"),
+)
+
+# `#` commands a proof may write; every other one is refused (they run programs, test, time or search).
+_ALLOWED_HASH = frozenset({"#check", "#print"})
+_HASH_REASONS: dict[str, str] = {
+    "#eval": "runs programs while the file is checked",
+    "#exit": "stops checking, so what follows is never checked",
+    "#guard_msgs": "can swallow messages, including the sorry warning",
+    "#guard": "evaluates programs while the file is checked",
+    "#reduce": "asks Lean to reduce a term, which a proof does not need and which can run for ever",
+}
+
+# Namespaces of Lean's metaprogramming, environment and compiler APIs: a name in one of them (however
+# written: `_root_.`, `«»`) means the file is a metaprogram or handles the environment the checker trusts.
+_REFUSED_NAMESPACES: tuple[tuple[str, str], ...] = (
+    ("Lean.Elab", "is Lean's elaborator API: a file that names it is a metaprogram"),
+    ("Lean.Meta", "is Lean's metaprogramming API: a file that names it is a metaprogram"),
+    ("Lean.Parser", "is Lean's parser API: a file that names it can change how text is read"),
+    ("Lean.PrettyPrinter", "is Lean's printing API: a file that names it can change what messages show"),
+    ("Lean.Core", "is Lean's core monad: a file that names it is a metaprogram"),
+    ("Lean.Macro", "is Lean's macro API: a file that names it is a metaprogram"),
+    ("Lean.Syntax", "is Lean's syntax tree: a file that names it is a metaprogram"),
+    ("Lean.Expr", "is Lean's term representation: a file that names it builds terms by hand"),
+    ("Lean.Declaration", "is what the kernel is given: a file that names it adds declarations by hand"),
+    ("Lean.ConstantInfo", "is what the environment stores: a file that names it forges constants"),
+    ("Lean.Environment", "is the environment the checker trusts: a file that names it can forge it"),
+    ("Lean.Kernel", "is the kernel's API: a file that names it can bypass or reconfigure it"),
+    ("Lean.Compiler", "is the compiler's API: a file that names it can change trusted compiled code"),
+    ("Lean.IR", "is the compiler's code representation: a file that names it can change trusted code"),
+    ("Lean.Server", "is the language server's API: a proof has no use for it"),
+)
+# Constants refused under any namespace (the last part of a name), with why.
+_REFUSED_CONSTANTS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler"}),
+     "makes the kernel trust compiled code (`Lean.ofReduceBool` and friends)"),
+    (frozenset({"unsafeCast", "unsafeBaseIO", "unsafeIO", "unsafeEIO", "lcProof", "lcUnreachable"}),
+     "escapes the type system"),
+    (frozenset({"modifyEnv", "setEnv", "addDecl", "addDeclCore", "addAndCompile", "addDeclWithoutChecking"}),
+     "changes the environment by hand, past the checks of ordinary declarations"),
+    (frozenset({"evalExpr", "evalConst", "evalDecl"}), "runs compiled code while the file is checked"),
+)
+# `open`/`namespace` of these puts the APIs above in reach under short names (`open Lean` makes `Elab.x` mean
+# `Lean.Elab.x`), so they are refused too.
+_META_ROOTS = ("Lean",)
 
 # Attributes whose effect is to run user code while checking, or to swap the code that runs.
 _REFUSED_ATTRIBUTES: dict[str, str] = {
     "extern": "`@[extern]` replaces a definition's code with foreign code",
     "implemented_by": "`@[implemented_by]` replaces a definition's code with other code",
+    "export": "`@[export]` exposes a definition to foreign code under a symbol name",
     "csimp": "`@[csimp]` replaces a definition's code with other code",
     "init": "`@[init]` runs IO actions when the environment is loaded",
     "tactic": "`@[tactic]` installs user code as a tactic that runs while the file is checked",
@@ -140,87 +179,135 @@ _REFUSED_ATTRIBUTES: dict[str, str] = {
     "simproc": "`@[simproc]` registers code that `simp` runs while the file is checked",
     "norm_num": "`@[norm_num]` registers code that `norm_num` runs while the file is checked",
     "positivity": "`@[positivity]` registers code that `positivity` runs while the file is checked",
+    "env_linter": "`@[env_linter]` installs user code that runs over the environment",
 }
-_ATTRIBUTE_BLOCK = r"@\[|attribute\s*\["
 _BUILTIN_ATTRIBUTE_REASON = "`@[builtin_...]` attributes install code into Lean itself"
 
-_SET_OPTION = _word("set_option") + r"\s+([^\s]+)"
-_REFUSED_OPTION_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("debug.", "debug options can switch off checks (e.g. `debug.skipKernelTC` skips the kernel)"),
-    ("warn.sorry", "`warn.sorry` hides the warning that a declaration uses `sorry`"),
-)
-
-_SORRY_TEXT: tuple[tuple[str, str], ...] = (
-    (_word("sorry"), "`sorry` leaves a goal unproved"),
-    (_word("admit"), "`admit` leaves a goal unproved"),
-)
-_SORRY_NAME = (r"(?<!\w)sorryAx" + _AFTER, "`sorryAx` is the axiom behind `sorry`")
+_SORRY_KEYWORDS = (("sorry", "`sorry` leaves a goal unproved"), ("admit", "`admit` leaves a goal unproved"))
+_SORRY_AXIOM = "`sorryAx` is the axiom behind `sorry`"
 
 
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
+def _in_namespace(name: str, namespace: str) -> bool:
+    return name == namespace or name.startswith(namespace + ".")
 
 
-def _bracket_body(text: str, open_at: int) -> str:
-    """The text inside the `[` at `open_at` up to its matching `]` (to the end if unmatched)."""
-    depth = 0
-    for i in range(open_at, len(text)):
-        if text[i] == "[":
-            depth += 1
-        elif text[i] == "]":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : i]
-    return text[open_at + 1 :]
+def _name_reason(token: Token) -> str | None:
+    """Why a name token is refused: a keyword of `_REFUSED_KEYWORDS` written as such (not `«escaped»`), a
+    name in a refused namespace, or a refused constant under any namespace."""
+    keyword = dict(_REFUSED_KEYWORDS).get(token.text)
+    if keyword:
+        return f"`{token.text}` {keyword}"
+    name = token.plain
+    for namespace, reason in _REFUSED_NAMESPACES:
+        if _in_namespace(name, namespace):
+            return f"`{name}`: `{namespace}` {reason}"
+    last = name.rsplit(".", 1)[-1]
+    for constants, reason in _REFUSED_CONSTANTS:
+        if last in constants:
+            return f"`{name}` {reason}"
+    return None
 
 
-def _attribute_names(masked: str) -> list[tuple[str, int]]:
-    """Names of the attributes in every `@[...]` and `attribute [...]`, with their offsets."""
-    return [
-        (name, m.start())
-        for m in _token_matches(_ATTRIBUTE_BLOCK, masked)
-        for name in attribute_names(_bracket_body(masked, masked.index("[", m.start())))
-    ]
+def _names_after(tokens: list[Token], index: int) -> list[Token]:
+    """The name tokens right after `tokens[index]` on its line (what an `open` or `namespace` names)."""
+    names = []
+    for token in tokens[index + 1 :]:
+        if token.kind != "name" or token.line != tokens[index].line or token.text in ("in", "hiding", "renaming"):
+            break
+        names.append(token)
+    return names
+
+
+def _option_reason(option: str) -> str | None:
+    if any(option == allowed or (allowed.endswith(".") and option.startswith(allowed)) for allowed in ALLOWED_OPTIONS):
+        return None
+    specific = next((reason for prefix, reason in _OPTION_REASONS if option.startswith(prefix)), None)
+    return specific or "only options that bound resources, linters or printing may be set (see ALLOWED_OPTIONS)"
+
+
+def _token_reasons(tokens: list[Token]) -> list[tuple[int, str]]:
+    """Refusals read off the tokens, wherever they stand: keywords, `#` commands, `name%` elaborators, refused
+    names, `+native`/`native := true`, `open private`, opening or entering Lean's own namespaces, options."""
+    found: list[tuple[int, str]] = []
+    for index, token in enumerate(tokens):
+        before = tokens[index - 1] if index else None
+        after = tokens[index + 1 : index + 3]
+        if token.kind == "hash" and token.text not in _ALLOWED_HASH:
+            why = _HASH_REASONS.get(token.text, "tests, searches or runs code; a proof has no use for it")
+            found.append((token.line, f"`{token.text}` {why}"))
+        elif token.kind == "percent":
+            why = dict(_REFUSED_ELABORATORS).get(token.text)
+            if why:
+                found.append((token.line, f"`{token.text}` {why}"))
+        elif token.kind != "name":
+            continue
+        elif token.text == "native" and before and before.text.endswith("+") and before.start + 1 == token.start:
+            found.append((token.line, "`decide +native` trusts the compiler instead of the kernel"))
+        elif token.text == "native" and [t.text for t in after] == [":=", "true"]:
+            found.append((token.line, "`native := true` trusts the compiler instead of the kernel"))
+        elif token.text == "open":
+            names = _names_after(tokens, index)
+            if names and names[0].text == "private":
+                found.append((token.line, "`open private` reaches declarations their module keeps private "
+                                          "(such as `Lean.Environment.mk`, which builds an environment by hand)"))
+            for name in names:
+                if any(_in_namespace(name.plain, root) for root in _META_ROOTS):
+                    found.append((token.line, f"`open {name.plain}` puts Lean's metaprogramming API in reach "
+                                              "under short names"))
+        elif token.text == "namespace":
+            names = _names_after(tokens, index)[:1]
+            if names and any(_in_namespace(names[0].plain, root) for root in _META_ROOTS):
+                found.append((token.line, f"`namespace {names[0].plain}` works inside Lean's own namespace, "
+                                          "where its metaprogramming API is in reach under short names"))
+        elif token.text == "set_option" and after and after[0].kind == "name":
+            option = after[0].plain
+            why = _option_reason(option)
+            if why:
+                found.append((token.line, f"`set_option {option}`: {why}"))
+        else:
+            why = _name_reason(token)
+            if why:
+                found.append((token.line, why))
+    return found
+
+
+def _command_reasons(code: str) -> list[tuple[int, str]]:
+    """Refusals read off the commands: any command off `ALLOWED_COMMANDS` (those refused as tokens already
+    are not repeated), declarations put in Lean's own namespace, refused attributes, and lines where Lean would
+    start a command that this reader does not know."""
+    token_refused = {word for word, _ in _REFUSED_KEYWORDS} | set(_HASH_REASONS)
+    found: list[tuple[int, str]] = []
+    for command in read_commands(code):
+        if command.kind not in ALLOWED_COMMANDS and command.kind not in token_refused:
+            if not command.kind.startswith("#"):
+                found.append((command.line, f"`{command.kind}` is not among the commands a proof may use "
+                                            "(declarations, scoping, `open`, `variable`, allowed options, notation)"))
+        if command.name and any(_in_namespace(command.name, root) for root in _META_ROOTS):
+            found.append((command.line, f"`{command.name}` is declared in Lean's own namespace"))
+        for name in command.attributes:
+            reason = _REFUSED_ATTRIBUTES.get(name)
+            if reason is None and name.startswith("builtin_"):
+                reason = _BUILTIN_ATTRIBUTE_REASON
+            if reason:
+                found.append((command.line, reason))
+    for line, word in unread_command_lines(code):
+        found.append((line, f"`{word}` starts a command that is not among the commands a proof may use"))
+    return found
 
 
 def refusal_reasons(code: str) -> list[str]:
-    """Why `code` must not reach Lean at all (empty: nothing refused).
+    """Why `code` must not reach Lean at all (empty: nothing refused), each reason naming its line.
 
-    Refused: constructs that run programs at check time, change the parser or the checker, trust
-    the compiler, or assume statements (`axiom`); also text our lexer cannot read the way Lean
-    does. Comments, string and character literals never trigger a refusal. `sorry` is not refused
-    here: statements legitimately contain it (see `textual_sorry_reasons` for proofs).
-
-    Deliberately allowed: `#print` and `#check` (they only print; the pool runs its own
-    `#print axioms` as a separate command), `opaque` and `partial def` (the kernel gets an opaque
-    constant of an inhabited type: nothing new can be proved), `decide` and `decide +kernel`
-    (checked by the kernel), `attribute [simp]` and friends (they only guide tactics whose result
-    the kernel checks), `set_option maxHeartbeats` and other non-debug options.
+    The commands a file may contain are an allowlist (`ALLOWED_COMMANDS`, `ALLOWED_OPTIONS` for `set_option`);
+    inside terms and tactic blocks, a denylist of metaprogramming entry points is matched as Lean tokens, so
+    `by_elab` or `Lean.Elab.Term.x` is refused and `my_elab_lemma` or `Foo.elaborate` is not. Text our lexer
+    cannot read the way Lean does is refused too. Comments, string and character literals never trigger a
+    refusal. `sorry` is not refused here: statements legitimately contain it (see `textual_sorry_reasons`).
     """
     lexed = lex(code)
     reasons = [f"unreadable text: {problem}; Lean might read it as code" for problem in lexed.problems]
-    masked = lexed.blanked(NOT_CODE)
-    # Attribute and option names may be written `«escaped»`: read them with those kept.
-    named = lexed.blanked(COMMENTS_AND_LITERALS)
-    for pattern, reason in _REFUSED_TEXT:
-        found = _token_matches(pattern, masked)
-        if found:
-            reasons.append(f"line {_line_of(masked, found[0].start())}: {reason}")
-    for pattern, reason in _REFUSED_NAMES:
-        m = re.search(pattern, masked)
-        if m:
-            reasons.append(f"line {_line_of(masked, m.start())}: {reason}")
-    for name, offset in _attribute_names(named):
-        reason = _REFUSED_ATTRIBUTES.get(name)
-        if reason is None and name.startswith("builtin_"):
-            reason = _BUILTIN_ATTRIBUTE_REASON
-        if reason:
-            reasons.append(f"line {_line_of(masked, offset)}: {reason}")
-    for m in _token_matches(_SET_OPTION, named):
-        option = m.group(1).replace("«", "").replace("»", "")
-        for prefix, reason in _REFUSED_OPTION_PREFIXES:
-            if option.startswith(prefix):
-                reasons.append(f"line {_line_of(masked, m.start())}: `set_option {option}`: {reason}")
+    found = _token_reasons(code_tokens(code)) + _command_reasons(code)
+    reasons += [f"line {line}: {reason}" for line, reason in sorted(found, key=lambda item: item[0])]
     return list(dict.fromkeys(reasons))
 
 
@@ -231,18 +318,16 @@ def textual_sorry_reasons(code: str) -> list[str]:
     `sorry` on purpose; proofs are checked with both. Lean would report these too; catching them in
     the text saves a Lean run and does not depend on how a Lean version words its warning.
     """
-    masked = code_only(code)
+    tokens = [token for token in code_tokens(code) if token.kind == "name"]
     reasons = []
-    for pattern, reason in _SORRY_TEXT:
-        found = _token_matches(pattern, masked)
-        if found:
-            reasons.append(f"line {_line_of(masked, found[0].start())}: {reason}")
-    pattern, reason = _SORRY_NAME
-    m = re.search(pattern, masked)
-    if m:
-        reasons.append(f"line {_line_of(masked, m.start())}: {reason}")
+    for word, reason in _SORRY_KEYWORDS:
+        first = next((token for token in tokens if token.text == word), None)
+        if first:
+            reasons.append(f"line {first.line}: {reason}")
+    axiom = next((token for token in tokens if token.plain.rsplit(".", 1)[-1] == "sorryAx"), None)
+    if axiom:
+        reasons.append(f"line {axiom.line}: {_SORRY_AXIOM}")
     return reasons
-
 
 # ---------------------------------------------------------------------------------------------
 # Declarations and statements.
@@ -292,8 +377,9 @@ def _hypothesis_context(command: Command) -> list[str]:
 def context_reasons(reference: str, candidate: str) -> list[str]:
     """How the candidate's text around the target could make the same-looking statement mean
     something else: extra `variable`/`include`/`omit` in scope (extra hypotheses), declarations the
-    reference also makes but with other text, new instances, or new declarations named like an
-    identifier of the statement (which could shadow it). `open` is not compared: proofs add opens.
+    reference also makes but with other text, new instances, new declarations named like an
+    identifier of the statement (which could shadow it), or new notation for symbols the reference uses.
+    `open` is not compared: proofs add opens.
     Empty when the reference or the candidate has no target (that is reported elsewhere)."""
     target = _target(reference)
     if target is None:
@@ -325,6 +411,26 @@ def context_reasons(reference: str, candidate: str) -> list[str]:
             reasons.append(f"new instance ({label}) before the target can change how the statement elaborates")
         if name and name not in ref_by_name and name.split(".")[-1] in statement_words:
             reasons.append(f"new declaration `{name}` shares its name with an identifier of the statement")
+    return reasons + _notation_reasons(reference, ref_texts, cand_commands)
+
+
+def _notation_reasons(reference: str, ref_texts: set[str], commands: list[Command]) -> list[str]:
+    """Notation the candidate adds (not copied from the reference) whose symbols the reference is written
+    with: it could make the statement, or a definition it depends on, parse as something else while its text
+    stays the same. A notation with no symbol of its own cannot be told apart from the statement's syntax."""
+    reference_code = code_only(reference)
+    reasons = []
+    for command in commands:
+        if command.kind not in NOTATION_KINDS or layout_free(command.text) in ref_texts:
+            continue
+        atoms = notation_atoms(command)
+        if not atoms:
+            reasons.append(f"line {command.line}: `{command.kind}` without a symbol of its own could take over "
+                           "the statement's syntax")
+        for atom in atoms:
+            if atom in reference_code:
+                reasons.append(f"line {command.line}: new notation for `{atom}`, which the statement or its "
+                               "context is written with: it could change what they mean")
     return reasons
 
 

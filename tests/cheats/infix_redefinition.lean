@@ -1,4 +1,4 @@
--- expect: refused: `infixl`
+-- expect: failed: new notation for `*`
 -- target: Folk.double_eq
 import Mathlib
 

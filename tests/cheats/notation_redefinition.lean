@@ -1,4 +1,4 @@
--- expect: refused: `notation`
+-- expect: failed: new notation for `≤`
 -- target: Folk.two_mul_le_sq_add_sq
 import Mathlib
 
