@@ -12,21 +12,23 @@ answer deterministically per request, so an undisturbed run and a disturbed one 
 - Chaos: the LLM sim answers 429 or 500 (half each) to `--llm-fault-rate` of deliveries; the Lean sim crashes or
   hangs (half each) on `--repl-fault-rate` of checks (`lean.sim.faults`, a fresh seed per REPL process so a retry
   draws anew); a hang costs `LEAN_TIMEOUT_S`, then the pool answers `timeout` and the row is `error_infra`. The
-  driver is SIGKILLed `--kills` times, each time in a new run. A run's clock starts at its first request to the LLM
-  sim (Ray is up, rows flow; Ray's start-up takes longer than the demo's work, so a clock from the launch would
-  mostly kill start-ups); the kill comes after a delay drawn uniformly (with `KILL_SEED`) within the time the
-  reference took for the same share of its work, that share being the candidate rows the chaos run has not written
-  yet. So kills land mid-discover as well as mid-verify, and a run slowed by faults usually leaves work for the
-  next. After a kill, whatever the driver started and is still alive `KILL_GRACE_S` later is listed and killed.
-  Then the run is resumed until no `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs).
+  driver is SIGKILLed `--kills` times, each time in a new run, at moments set by the run's progress rather than
+  by the clock (Ray's start-up takes longer than the demo's work and varies with the machine's load, so a clock
+  mostly kills start-ups or misses the run): the first kill as soon as the first discover request reaches the sim
+  (discover calls in flight); each later one once the run has written k new finished candidate rows, k drawn
+  uniformly (with `KILL_SEED`) from 1 to the rows in flight (see below) divided by the kills left plus one, so it
+  lands mid-verify, with rows in judge, formalize or prove, and leaves rows for the kills after it. After a kill,
+  whatever the driver started and is still alive `KILL_GRACE_S` later is listed and killed. Then the run is resumed
+  until no `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs). The reference runs meanwhile, in parallel.
 
 The last line is machine-readable:
 - lost: candidate ids of the reference missing from the chaos table;
 - duplicated: ids written more than once, in candidates/ (candidate_id) or discoveries/ (unit_id);
 - status_mismatch: ids whose final status differs from the reference's (a leftover `error_infra` counts), plus ids
   only the chaos table has;
-- llm_calls_redone: requests the chaos sim answered (200) over all its drivers, minus those the reference sim
-  answered: answers paid for twice. Requests failed by injected 429/500 are not answers and do not count;
+- llm_calls_redone: requests paid for by the chaos runs, minus those paid for by the reference: calls paid twice.
+  Paid: received by the sim and not failed by an injected 429/500 (a request in flight at a kill is paid, as a
+  provider bills it, even if its answer never reaches the dead driver);
 - inflight_at_kills: rows in flight at the kills, summed: candidates of seeds whose discovery was written, not yet
   written with a final status at the moment of the kill (queued rows included: the streaming plan starts them all
   at once on this workload). The summary also gives the LLM requests in flight at the sim (received, not yet
@@ -46,12 +48,14 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
@@ -66,20 +70,29 @@ DEFAULT_KILLS = 5
 DEFAULT_REPL_FAULT_RATE = 0.1
 DEFAULT_LLM_FAULT_RATE = 0.2
 DEFAULT_SEEDS = 3              # the demo's seed files; more are the smallest files of the Mathlib sample
-KILL_SEED = 0                  # draws the kill moments, so two bench runs kill at the same moments
-KILL_GRACE_S = 5.0             # how long the killed driver's processes get to go away on their own
+KILL_SEED = 0                  # draws the kill moments, so two bench runs kill at the same progress
+KILL_GRACE_S = 3.0             # how long the killed driver's processes get to go away on their own
 MAX_RESUME_ROUNDS = 4          # runs after the last kill to clear error_infra rows
 RUN_TIMEOUT_S = 300.0          # one driver run; past it the bench gives up
-LEAN_TIMEOUT_S = 5             # per check (both runs): what a hung REPL costs before the pool restarts it
-POLL_S = 0.05
+LEAN_TIMEOUT_S = 3             # per check (both runs): what a hung REPL costs before the pool restarts it
+POLL_S = 0.02                  # a kill lands within this of its moment
 ERROR_INFRA = "error_infra"
 INJECTED_STATUSES = ("429", "500")
+
+
+class QuietSimServer(SimServer):
+    """The LLM sim, without a traceback for each connection a killed driver resets (expected here)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
 class Kill:
     """What one SIGKILL of the driver caught."""
 
+    moment: str                # what the kill waited for
     after_s: float             # since the driver started
     working_s: float           # since the run's first request to the sim
     in_flight: int             # LLM requests received by the sim and not answered yet
@@ -96,14 +109,15 @@ class Side:
     run_dir: Path
     server: SimServer
     runs: int = 0
-    working_s: float = 0.0     # from each run's first request to the sim to the run's end, summed
     seconds: float = 0.0
     failed_runs: int = 0
     infra_left: list[int] = field(default_factory=list)   # error_infra rows on disk after each run
     kills: list[Kill] = field(default_factory=list)
 
-    def answered(self) -> int:
-        return sum(self.server.stats.snapshot()["answered_by_stage"].values())
+    def paid(self) -> int:
+        """Requests the sim received, less those it failed on purpose."""
+        stats = self.server.stats.snapshot()
+        return stats["requests"] - sum(stats["status_counts"].get(code, 0) for code in INJECTED_STATUSES)
 
     def received(self) -> int:
         return self.server.stats.snapshot()["requests"]
@@ -155,7 +169,7 @@ def readable_rows(directory: Path, columns: list[str]) -> list[dict[str, Any]]:
     for path in sorted(directory.glob("*.parquet")):
         try:
             rows.extend(pq.read_table(path, columns=columns).to_pylist())
-        except OSError:
+        except (OSError, pa.ArrowInvalid):
             continue
     return rows
 
@@ -244,37 +258,52 @@ def wait_until(driver: subprocess.Popen[bytes], started: float, ready: Callable[
     return True
 
 
-def run(side: Side, args: list[str], logs: Path, kill_after_s: float | None = None) -> bool:
-    """One driver run, to its end, or SIGKILLed `kill_after_s` after its first request to the sim. True when it
-    was killed; a run that ended with a non-zero exit is counted as failed (the next round resumes it)."""
+def finished_ids(run_dir: Path) -> set[str]:
+    """Candidates written with a final status."""
+    return {cid for cid, status in final_rows(run_dir, "candidates", "candidate_id") if status != ERROR_INFRA}
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """When to kill a run: at its first request to the sim (`rows` 0), or once it wrote `rows` new finished rows."""
+
+    rows: int
+
+    def describe(self) -> str:
+        return "first LLM request" if not self.rows else f"{self.rows} new rows written"
+
+    def reached(self, side: Side, before: set[str]) -> bool:
+        return not self.rows or len(finished_ids(side.run_dir) - before) >= self.rows
+
+
+def run(side: Side, args: list[str], logs: Path, plan: KillPlan | None = None) -> bool:
+    """One driver run, to its end or until SIGKILLed as `plan` says. True when it was killed; a run that ended with
+    a non-zero exit is counted as failed (the next round resumes it)."""
     side.runs += 1
     started = time.monotonic()
     received = side.received()
-    working_from: float | None = None
+    before = finished_ids(side.run_dir)
     killed = False
     with driver_process(args, logs / f"{side.name}-{side.runs:02d}.log") as driver:
-        if wait_until(driver, started, lambda: side.received() > received):
+        if wait_until(driver, started, lambda: side.received() > received) and plan is not None:
             working_from = time.monotonic()
-            if kill_after_s is not None:
-                deadline = working_from + kill_after_s
-                killed = wait_until(driver, started, lambda: time.monotonic() >= deadline)
-        if killed:
-            side.kills.append(kill_now(side, driver, started, working_from))
+            killed = wait_until(driver, started, lambda: plan.reached(side, before))
+            if killed:
+                side.kills.append(kill_now(side, driver, plan, started, working_from))
         driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
-    ended = time.monotonic()
-    side.seconds += ended - started
-    side.working_s += ended - (working_from or ended)
+    side.seconds += time.monotonic() - started
     side.failed_runs += not killed and driver.returncode != 0
     side.infra_left.append(infra_rows(side.run_dir))
     return killed
 
 
-def kill_now(side: Side, driver: subprocess.Popen[bytes], started: float, working_from: float) -> Kill:
+def kill_now(side: Side, driver: subprocess.Popen[bytes], plan: KillPlan, started: float, working_from: float
+             ) -> Kill:
     """SIGKILL the driver, note what was in flight, clean up after it."""
     known = descendants(driver.pid)
     os.kill(driver.pid, signal.SIGKILL)
     at_kill = side.server.stats.snapshot()
-    kill = Kill(after_s=time.monotonic() - started, working_s=time.monotonic() - working_from,
+    kill = Kill(moment=plan.describe(), after_s=time.monotonic() - started, working_s=time.monotonic() - working_from,
                 in_flight=at_kill["in_flight"], unfinished_rows=0, leftovers=[])
     kill.unfinished_rows = unfinished_rows(side.run_dir)
     kill.leftovers = reap(driver, known)
@@ -288,6 +317,20 @@ def resume_until_clean(side: Side, args: list[str], logs: Path) -> None:
         run(side, args, logs)
         if not side.infra_left[-1]:
             return
+
+
+def disturb(chaos: Side, args: list[str], logs: Path, kills: int) -> None:
+    """The chaos side: `kills` runs killed as their plans say (fewer if one finishes first), then resumed to the end."""
+    draws = random.Random(KILL_SEED)
+    finished = False
+    for number in range(kills):
+        in_flight = unfinished_rows(chaos.run_dir)
+        plan = KillPlan(0 if number == 0 else draws.randint(1, max(1, in_flight // (kills - number + 1))))
+        finished = not run(chaos, args, logs, plan)
+        if finished:
+            break
+    if not finished or infra_rows(chaos.run_dir):
+        resume_until_clean(chaos, args, logs)
 
 
 def final_rows(run_dir: Path, table: str, id_column: str) -> list[tuple[str, str]]:
@@ -308,7 +351,7 @@ def compare(reference: Side, chaos: Side) -> dict[str, Any]:
         "lost": lost,
         "duplicated": duplicated,
         "status_mismatch": [(cid, expected.get(cid), actual[cid]) for cid in mismatched],
-        "llm_calls_redone": chaos.answered() - reference.answered(),
+        "llm_calls_redone": chaos.paid() - reference.paid(),
         "inflight_at_kills": sum(kill.unfinished_rows for kill in chaos.kills),
         "rows": len(expected),
         "statuses": Counter(expected.values()),
@@ -322,10 +365,10 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
     lines = [
         f"workload: {options.seeds} seed files, {figures['rows']} candidates "
         f"({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
-        f"reference: {reference.runs} run(s), {reference.seconds:.0f}s, {reference.answered()} LLM answers, "
+        f"reference: {reference.runs} run(s), {reference.seconds:.0f}s, {reference.paid()} LLM calls paid, "
         f"error_infra rows left by each run: {reference.infra_left}",
         f"chaos: {chaos.runs} runs ({len(chaos.kills)} killed, {chaos.failed_runs} failed), {chaos.seconds:.0f}s, "
-        f"{chaos.answered()} LLM answers; injected LLM faults: 429={injected['429']} 500={injected['500']} "
+        f"{chaos.paid()} LLM calls paid; injected LLM faults: 429={injected['429']} 500={injected['500']} "
         f"(of {stats['requests']} deliveries); REPL faults at {options.repl_fault_rate:.0%} of checks",
         f"error_infra rows left by each chaos run (retried by the next): {chaos.infra_left}",
         f"LLM requests in flight at the kills: {sum(kill.in_flight for kill in chaos.kills)}, sent by the dead "
@@ -333,8 +376,8 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
     ]
     for number, kill in enumerate(chaos.kills, start=1):
         left = ", ".join(kill.leftovers) or "nothing"
-        lines.append(f"  kill {number}: {kill.after_s:5.1f}s into run {number} ({kill.working_s:4.1f}s after its first "
-                     f"LLM request): {kill.unfinished_rows} rows in flight, {kill.in_flight} LLM requests in flight, "
+        lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into run {number} ({kill.working_s:4.1f}s "
+                     f"after its first LLM request): {kill.unfinished_rows} rows in flight, {kill.in_flight} LLM requests in flight, "
                      f"{kill.sent_after_kill} sent after the kill; alive {KILL_GRACE_S:g}s later: {left}")
     if len(chaos.kills) < options.kills:
         lines.append(f"  only {len(chaos.kills)} of {options.kills} kills: a run finished before its kill moment")
@@ -361,23 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     seeds = seed_files(work / "seeds", options.seeds)
     started = time.monotonic()
     try:
-        with SimServer(sim_config(0.0)) as clean, SimServer(sim_config(options.llm_fault_rate)) as faulty:
+        with QuietSimServer(sim_config(0.0)) as clean, QuietSimServer(sim_config(options.llm_fault_rate)) as faulty, \
+                ThreadPoolExecutor(max_workers=1) as background:
             reference = Side("reference", work / "reference", clean)
-            resume_until_clean(reference, overrides(reference, work / "seeds", seeds, 0.0), logs)
+            referee = background.submit(resume_until_clean, reference,
+                                        overrides(reference, work / "seeds", seeds, 0.0), logs)
             chaos = Side("chaos", work / "chaos", faulty)
-            args = overrides(chaos, work / "seeds", seeds, options.repl_fault_rate)
-            draws = random.Random(KILL_SEED)
-            finished = False
-            rows = len(final_rows(reference.run_dir, "candidates", "candidate_id"))
-            for _ in range(options.kills):
-                written = sum(status != ERROR_INFRA for _, status in final_rows(chaos.run_dir, "candidates",
-                                                                                   "candidate_id"))
-                share_left = max(0, rows - written) / max(1, rows)
-                finished = not run(chaos, args, logs, kill_after_s=draws.uniform(0, reference.working_s * share_left))
-                if finished:
-                    break
-            if not finished or infra_rows(chaos.run_dir):
-                resume_until_clean(chaos, args, logs)
+            disturb(chaos, overrides(chaos, work / "seeds", seeds, options.repl_fault_rate), logs, options.kills)
+            referee.result()
             figures = compare(reference, chaos)
             print("\n".join(summary(reference, chaos, figures, options)))
             print(f"total: {time.monotonic() - started:.0f}s; run directories and logs in {work}"
