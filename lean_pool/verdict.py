@@ -149,7 +149,7 @@ _REFUSED_NAMESPACES: tuple[tuple[str, str], ...] = (
     ("Lean.IR", "is the compiler's code representation: a file that names it can change trusted code"),
     ("Lean.Server", "is the language server's API: a proof has no use for it"),
 )
-# Constants refused under any namespace (the last part of a name), with why.
+# Constants refused under any namespace and as any part of a name (`Lean.trustCompiler.elim`), with why.
 _REFUSED_CONSTANTS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"ofReduceBool", "ofReduceNat", "reduceBool", "reduceNat", "trustCompiler"}),
      "makes the kernel trust compiled code (`Lean.ofReduceBool` and friends)"),
@@ -181,6 +181,8 @@ _REFUSED_ATTRIBUTES: dict[str, str] = {
     "positivity": "`@[positivity]` registers code that `positivity` runs while the file is checked",
     "env_linter": "`@[env_linter]` installs user code that runs over the environment",
 }
+# Keywords that are also arguments of honest attributes: Aesop ranks its rules `safe`, `norm` or `unsafe`.
+_ATTRIBUTE_ARGUMENTS = frozenset({"unsafe"})
 _BUILTIN_ATTRIBUTE_REASON = "`@[builtin_...]` attributes install code into Lean itself"
 
 _SORRY_KEYWORDS = (("sorry", "`sorry` leaves a goal unproved"), ("admit", "`admit` leaves a goal unproved"))
@@ -201,9 +203,9 @@ def _name_reason(token: Token) -> str | None:
     for namespace, reason in _REFUSED_NAMESPACES:
         if _in_namespace(name, namespace):
             return f"`{name}`: `{namespace}` {reason}"
-    last = name.rsplit(".", 1)[-1]
+    parts = set(name.split("."))
     for constants, reason in _REFUSED_CONSTANTS:
-        if last in constants:
+        if parts & constants:
             return f"`{name}` {reason}"
     return None
 
@@ -225,11 +227,31 @@ def _option_reason(option: str) -> str | None:
     return specific or "only options that bound resources, linters or printing may be set (see ALLOWED_OPTIONS)"
 
 
+def _inside_attributes(tokens: list[Token]) -> set[int]:
+    """Indices of the tokens inside `@[...]` and `attribute [...]` brackets, where words are attribute
+    arguments (`@[aesop unsafe apply]` is an Aesop rule of low priority, not `unsafe` code)."""
+    inside: set[int] = set()
+    depth = 0
+    for index, token in enumerate(tokens):
+        opens = token.text == "[" and index > 0 and (
+            (tokens[index - 1].text == "@" and tokens[index - 1].start + 1 == token.start)
+            or tokens[index - 1].text in ("attribute", "local", "scoped"))
+        if depth:
+            inside.add(index)
+            depth += token.text.count("[") - token.text.count("]")
+        elif opens:
+            depth = 1
+    return inside
+
+
 def _token_reasons(tokens: list[Token]) -> list[tuple[int, str]]:
     """Refusals read off the tokens, wherever they stand: keywords, `#` commands, `name%` elaborators, refused
     names, `+native`/`native := true`, `open private`, opening or entering Lean's own namespaces, options."""
     found: list[tuple[int, str]] = []
+    in_attributes = _inside_attributes(tokens)
     for index, token in enumerate(tokens):
+        if index in in_attributes and token.text in _ATTRIBUTE_ARGUMENTS:
+            continue
         before = tokens[index - 1] if index else None
         after = tokens[index + 1 : index + 3]
         if token.kind == "hash" and token.text not in _ALLOWED_HASH:

@@ -4,6 +4,8 @@ target and context). Header lines:
 
     -- expect: refused|sorry|failed: <substring of a reason>
     -- target: <full name of the theorem to prove>   (its statement: reference/<name>.lean)
+    -- family: <one of FAMILIES: the kind of trick>
+    -- source: <where the pattern is described: a verifier's test suite, Lean's docs, a thread, an issue>
     -- decoy: <a construct written only in comments or strings: no reason may name it>
 
 Cheats that only Lean's answer can expose are run through the pool's fault and sim tests.
@@ -12,6 +14,7 @@ Cheats that only Lean's answer can expose are run through the pool's fault and s
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,8 +31,41 @@ def _header(code: str, key: str) -> list[str]:
     return re.findall(rf"^-- {key}: (.*)$", code, re.MULTILINE)
 
 
+# The kinds of trick the corpus covers, so that its size can be read family by family.
+FAMILIES = frozenset({
+    "metaprogramming", "environment-hacking", "axioms", "sorry", "unsafe-code", "compiler-trust", "checker-options",
+    "output-suppression", "statement-change", "context-change", "notation", "lexer-desync", "off-allowlist",
+})
+
+
+def corpus_by_family() -> dict[str, int]:
+    """How many cheats each family has."""
+    return dict(Counter(_header(path.read_text(), "family")[0] for path in CHEATS))
+
+
 def test_the_corpus_is_big_enough() -> None:
-    assert len(CHEATS) >= 30
+    assert len(CHEATS) >= 70
+
+
+@pytest.mark.parametrize("path", CHEATS, ids=[p.stem for p in CHEATS])
+def test_every_cheat_names_its_family_and_source(path: Path) -> None:
+    code = path.read_text()
+    [family] = _header(code, "family")
+    [source] = _header(code, "source")
+    assert family in FAMILIES
+    assert len(source.split()) >= 3, "a source names where the pattern is described"
+
+
+def test_every_family_has_several_cheats() -> None:
+    counts = corpus_by_family()
+    assert set(counts) == FAMILIES
+    assert min(counts.values()) >= 2, counts
+
+
+def test_the_issue_13_patterns_are_in_the_corpus() -> None:
+    bodies = "\n".join(path.read_text() for path in CHEATS)
+    for pattern in ("by_elab", "eval%", "open private mk from Lean.Environment", "decide +native", "native_decide"):
+        assert pattern in bodies, pattern
 
 
 @pytest.mark.parametrize("path", CHEATS, ids=[p.stem for p in CHEATS])

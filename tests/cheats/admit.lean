@@ -1,5 +1,7 @@
 -- expect: sorry: `admit`
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: sorry
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Sorry/Admit.lean
 import Mathlib
 
 namespace Folk

@@ -1,5 +1,7 @@
 -- expect: refused: debug.byAsSorry
 -- target: Folk.double_eq
+-- family: checker-options
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Sorry/ByAsSorry.lean
 import Mathlib
 
 /-- Placeholder that the statement below is about. -/

@@ -3,6 +3,8 @@
 -- decoy: #eval
 -- decoy: run_cmd
 -- decoy: axiom
+-- family: compiler-trust
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/NativeDecide/Axiom.lean
 import Mathlib
 
 -- #eval IO.println "this line is a comment"

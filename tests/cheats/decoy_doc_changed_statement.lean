@@ -2,6 +2,8 @@
 -- target: Folk.two_mul_le_sq_add_sq
 -- decoy: elab
 -- decoy: macro
+-- family: statement-change
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) README: the submission must declare each target with the same name, kind and type
 import Mathlib
 
 namespace Folk

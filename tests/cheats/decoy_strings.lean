@@ -2,6 +2,8 @@
 -- target: Folk.two_mul_le_sq_add_sq
 -- decoy: #exit
 -- decoy: axiom
+-- family: sorry
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Sorry/Direct.lean
 import Mathlib
 
 namespace Folk

@@ -1,5 +1,7 @@
 -- expect: refused: `elab`
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: metaprogramming
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) tests/addFalse/bad.lean (an `elab` command that forges the environment)
 import Mathlib
 
 open Lean Elab Tactic in

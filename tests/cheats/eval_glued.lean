@@ -1,5 +1,7 @@
 -- expect: refused: `#eval`
 -- target: Folk.pow_mod_seven
+-- family: metaprogramming
+-- source: Folklore DESIGN.md section 5, the list of code that can run programs or change the checker (`#eval`)
 import Mathlib
 
 -- Lean reads `#eval(...)` as `#eval (...)`: no space needed.

@@ -1,5 +1,7 @@
 -- expect: refused: extern
 -- target: Folk.pow_mod_seven
+-- family: compiler-trust
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Extern/Extern.lean
 import Mathlib
 
 @[extern "lean_nat_dec_eq"]

@@ -1,5 +1,7 @@
 -- expect: refused: #guard_msgs
 -- target: Folk.pow_mod_seven
+-- family: output-suppression
+-- source: Lean docs for #guard_msgs (leanprover-community.github.io/mathlib4_docs/Lean/Elab/InfoTrees.html): `drop warning` consumes the sorry warning
 import Mathlib
 
 /-- warning: declaration uses 'sorry' -/

@@ -1,5 +1,7 @@
 -- expect: refused: implemented_by
 -- target: Folk.pow_mod_seven
+-- family: compiler-trust
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Extern/ImplementedBy.lean
 import Mathlib
 
 def alwaysTrue (_ : Prop) [Decidable _] : Bool := true

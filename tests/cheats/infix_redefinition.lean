@@ -1,5 +1,7 @@
 -- expect: failed: new notation for `*`
 -- target: Folk.double_eq
+-- family: notation
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/SourcePatterns/NotationRedefinition.lean (an operator instead of a name)
 import Mathlib
 
 /-- Placeholder that the statement below is about. -/

@@ -1,5 +1,7 @@
 -- expect: failed: new instance
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: context-change
+-- source: Lean Zulip #lean4 'A better Lean checker' (Jason Rute, 2025-05-07): `local instance instNatAdd : Add Nat := Nat.mul` passes #print axioms
 import Mathlib
 
 namespace Folk

@@ -1,5 +1,7 @@
 -- expect: failed: new instance
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: context-change
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/SourcePatterns/LocalInstance.lean
 import Mathlib
 
 namespace Folk

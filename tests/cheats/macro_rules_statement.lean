@@ -1,5 +1,7 @@
 -- expect: refused: macro_rules
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: notation
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/SourcePatterns/LocalMacroRules.lean
 import Mathlib
 
 macro_rules

@@ -1,5 +1,7 @@
 -- expect: refused: `axiom`
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: axioms
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/CustomAxioms/ProveFalse.lean
 import Mathlib
 
 namespace Folk

@@ -1,5 +1,7 @@
 -- expect: failed: new notation for `≤`
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: notation
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/SourcePatterns/LocalNotation.lean
 import Mathlib
 
 local notation:50 a " ≤ " b => (a = a ∧ b = b)

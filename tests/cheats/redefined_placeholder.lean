@@ -1,5 +1,7 @@
 -- expect: failed: declared differently
 -- target: Folk.double_eq
+-- family: context-change
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) README: the submission must declare each target with the same name, kind and type (definitions included)
 import Mathlib
 
 /-- Placeholder that the statement below is about (quietly made trivial). -/

@@ -1,5 +1,7 @@
 -- expect: failed: is not declared
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: statement-change
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) README: the submission must declare each target with the same name, kind and type
 import Mathlib
 
 namespace Folk

@@ -1,5 +1,7 @@
 -- expect: refused: run_cmd
 -- target: Folk.pow_mod_seven
+-- family: environment-hacking
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/CustomAxioms/ForgeRunCmd.lean
 import Mathlib
 
 open Lean in

@@ -1,5 +1,7 @@
 -- expect: refused: run_tac
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: metaprogramming
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Axioms/RunTac.lean
 import Mathlib
 
 namespace Folk

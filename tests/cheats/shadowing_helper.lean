@@ -1,5 +1,7 @@
 -- expect: failed: shares its name with an identifier of the statement
 -- target: Folk.sqrt_le_self
+-- family: context-change
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) README: the submission must declare each target with the same name, kind and type
 import Mathlib
 
 open Real

@@ -1,5 +1,7 @@
 -- expect: refused: debug.skipKernelTC
 -- target: Folk.pow_mod_seven
+-- family: checker-options
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/DebugOptions/SkipKernelTC.lean
 import Mathlib
 
 set_option debug.skipKernelTC true in

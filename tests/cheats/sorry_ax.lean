@@ -1,5 +1,7 @@
 -- expect: sorry: `sorryAx`
 -- target: Folk.double_eq
+-- family: sorry
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Opaque/Sorry.lean (`sorryAx` written out)
 import Mathlib
 
 /-- Placeholder that the statement below is about. -/

@@ -1,5 +1,7 @@
 -- expect: refused: `@[tactic]`
 -- target: Folk.pow_mod_seven
+-- family: metaprogramming
+-- source: SafeVerify README: guards against manipulation via metaprogramming and exploitation of buggy tactics
 import Mathlib
 
 open Lean Elab Tactic in

@@ -1,5 +1,7 @@
 -- expect: refused: `unsafe`
 -- target: Folk.double_eq
+-- family: unsafe-code
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/Unsafe/UnsafeDefinition.lean
 import Mathlib
 
 /-- Placeholder that the statement below is about. -/

@@ -1,5 +1,7 @@
 -- expect: failed: it can add hypotheses
 -- target: Folk.two_mul_le_sq_add_sq
+-- family: context-change
+-- source: SafeVerify (github.com/GasStationManager/SafeVerify) README: the submission must declare each target with the same name, kind and type (hypotheses added through `variable`/`include`)
 import Mathlib
 
 namespace Folk

@@ -1,0 +1,7 @@
+-- expect: refused: `#eval`
+-- target: Folk.pow_mod_seven
+-- family: metaprogramming
+-- source: Folklore DESIGN.md section 5, the list of code that can run programs or change the checker (`#eval`, here after a proof on the same line)
+import Mathlib
+
+theorem Folk.pow_mod_seven : 2 ^ 30 % 7 = 1 := by decide #eval IO.FS.writeFile "/tmp/owned" "x"

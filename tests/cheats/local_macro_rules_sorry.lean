@@ -1,0 +1,17 @@
+-- expect: refused: `macro_rules`
+-- target: Folk.two_mul_le_sq_add_sq
+-- family: notation
+-- source: LeanParanoia (github.com/oOo0oOo/LeanParanoia) tests/lean_exploit_files/SourcePatterns/LocalMacroRules.lean
+import Mathlib
+
+namespace Folk
+
+theorem amgm (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by
+  nlinarith [sq_nonneg (a - b)]
+
+local macro_rules | `(tactic| positivity) => `(tactic| exact amgm _ _)
+
+theorem two_mul_le_sq_add_sq (a b : ℝ) : 2 * a * b ≤ a ^ 2 + b ^ 2 := by
+  positivity
+
+end Folk
