@@ -265,7 +265,7 @@ def _token_reasons(tokens: list[Token]) -> list[tuple[int, str]]:
             continue
         elif token.text == "native" and before and before.text.endswith("+") and before.start + 1 == token.start:
             found.append((token.line, "`decide +native` trusts the compiler instead of the kernel"))
-        elif token.text == "native" and [t.text for t in after] == [":=", "true"]:
+        elif token.text == "native" and before and before.text[-1:] in "{(," and [t.text for t in after] == [":=", "true"]:
             found.append((token.line, "`native := true` trusts the compiler instead of the kernel"))
         elif token.text == "open":
             names = _names_after(tokens, index)
