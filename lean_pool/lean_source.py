@@ -880,7 +880,7 @@ _CLOSED_ENDINGS = frozenset(")]}⟩⦄⟫'!?_")
 
 
 def unread_command_lines(text: str) -> list[tuple[int, str]]:
-    """Lines that start at column 0 with a word (or `#word`) in a place where Lean would start a new command,
+    """Lines that start at column 0 with a word (or `word%`) in a place where Lean would start a new command,
     but where `read_commands` knows no command: `(line, word)` for each. Lean starts a command wherever a term
     cannot go on, so a command keyword this reader has never heard of still starts one; a line counts as such a
     place when the code line before it ends a complete term (a name, a number or a closing bracket) and the word
@@ -890,7 +890,7 @@ def unread_command_lines(text: str) -> list[tuple[int, str]]:
     reports: list[tuple[int, str]] = []
     for index, token in enumerate(tokens):
         at_column_zero = token.start == 0 or text[token.start - 1] == "\n"
-        if not at_column_zero or token.kind not in ("name", "hash", "percent") or "." in token.text:
+        if not at_column_zero or token.kind not in ("name", "percent") or "." in token.text:
             continue
         if token.text in _CLAUSE_WORDS or index == 0 or any(start <= token.start <= at for start, at in spans):
             continue

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool.lean_source import find_tokens, leading_imports, read_commands, signature_type, without_imports
+from lean_pool.lean_source import (
+    code_tokens,
+    find_tokens,
+    leading_imports,
+    notation_atoms,
+    read_commands,
+    signature_type,
+    unread_command_lines,
+    without_imports,
+)
 from operators.split import split_lemmas
 
 
@@ -177,3 +186,44 @@ def test_every_theorem_and_lemma_of_the_mathlib_sample_is_found(mathlib_sample_d
 @pytest.mark.parametrize("text", ["", "theorem", "/-", "namespace", "end end end", "@[", "open X in", "«", "def f :=\n  |"])
 def test_fragments_never_raise(text: str) -> None:
     read_commands(text)
+
+
+def test_code_tokens_read_names_whole_and_skip_comments_and_strings() -> None:
+    code = 'theorem t : Foo.axiom = «Lean».Elab.x := eval% 2 -- run_cmd\n#evalIO.println "by_elab" n%2 (.run_cmd 2axiom'
+    tokens = [(t.text, t.kind) for t in code_tokens(code)]
+    assert ("Foo.axiom", "name") in tokens and ("axiom", "name") in tokens  # the second from `2axiom`
+    assert ("«Lean».Elab.x", "name") in tokens and ("eval%", "percent") in tokens and ("n%", "percent") in tokens
+    assert ("#eval", "hash") in tokens and ("IO.println", "name") in tokens and ("run_cmd", "name") in tokens
+    assert ("by_elab", "name") not in tokens
+    assert [t.line for t in code_tokens(code) if t.text == "run_cmd"] == [2]
+    assert next(t for t in code_tokens(code) if t.text == "«Lean».Elab.x").plain == "Lean.Elab.x"
+
+
+def test_unread_command_lines_find_the_commands_this_reader_does_not_know(mathlib_sample_dir: Path,
+                                                                       mathliblemma_dir: Path) -> None:
+    found = {word for path in mathlib_sample_dir.rglob("*.lean") for _, word in unread_command_lines(path.read_text())}
+    assert found == {"initialize_simps_projections", "compile_def%", "extend_docs", "assert_not_imported", "unseal",
+                     "declare_aesop_rule_sets"}
+    assert not any(unread_command_lines(path.read_text()) for path in mathliblemma_dir.rglob("*.lean"))
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("theorem t : True :=\ntrivial\nunif_hint foo", [(3, "unif_hint")]),
+        ("theorem t : True := by\nsimp\n", []),
+        ("def f : ℕ → ℕ\n| 0 => 0\n| n + 1 => f n\ntermination_by n => n\n", []),
+        ("theorem t : True := trivial\ncompile_def% f\n", [(2, "compile_def%")]),
+        ("theorem t : True := trivial\nFoo.bar\n", []),
+    ],
+)
+def test_unread_command_lines_cases(code: str, expected: list[tuple[int, str]]) -> None:
+    assert unread_command_lines(code) == expected
+
+
+def test_notation_atoms_are_the_symbols_before_the_arrow() -> None:
+    [command] = read_commands('local notation:50 a " ≤ " b " ⟫" => f "x" a b')
+    assert notation_atoms(command) == ["≤", "⟫"]
+    [infix] = read_commands('infixl:65 " +' + "'" + ' " => g')
+    assert notation_atoms(infix) == ["+'"]
+    assert notation_atoms(read_commands("theorem t : True := trivial")[0]) == []
