@@ -17,9 +17,12 @@ answer deterministically per request, so an undisturbed run and a disturbed one 
   mostly kills start-ups or misses the run): the first kill as soon as the first discover request reaches the sim
   (discover calls in flight); each later one once the run has written k new finished candidate rows, k drawn
   uniformly (with `KILL_SEED`) from 1 to the rows in flight (see below) divided by the kills left plus one, so it
-  lands mid-verify, with rows in judge, formalize or prove, and leaves rows for the kills after it. After a kill,
-  whatever the driver started and is still alive `KILL_GRACE_S` later is listed and killed. Then the run is resumed
-  until no `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs). The reference runs meanwhile, in parallel.
+  lands mid-verify, with rows in judge, formalize or prove, and leaves rows for the kills after it. After a kill the
+  bench waits until everything the driver started (its descendants and its session) has exited, except Ray's node
+  agents, which notice their raylet is gone only after about a minute; it notes how long that took, then kills the
+  agents (and anything still alive after `ORPHAN_LIMIT_S`) pid by pid, so no orphan of a killed run can write into
+  the run directory while the next run starts. Then the run is resumed until no `error_infra` row is left (at most
+  `MAX_RESUME_ROUNDS` runs).
 
 The last line is machine-readable:
 - lost: candidate ids of the reference missing from the chaos table;
@@ -48,7 +51,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +73,8 @@ DEFAULT_REPL_FAULT_RATE = 0.1
 DEFAULT_LLM_FAULT_RATE = 0.2
 DEFAULT_SEEDS = 3              # the demo's seed files; more are the smallest files of the Mathlib sample
 KILL_SEED = 0                  # draws the kill moments, so two bench runs kill at the same progress
-KILL_GRACE_S = 3.0             # how long the killed driver's processes get to go away on their own
+ORPHAN_LIMIT_S = 30.0          # how long the killed driver's processes get to go away on their own
+RAY_AGENT_SUFFIX = "Agent"     # ray::DashboardAgent, ray::RuntimeEnvAgent: not waited for
 MAX_RESUME_ROUNDS = 4          # runs after the last kill to clear error_infra rows
 RUN_TIMEOUT_S = 300.0          # one driver run; past it the bench gives up
 LEAN_TIMEOUT_S = 3             # per check (both runs): what a hung REPL costs before the pool restarts it
@@ -97,7 +100,9 @@ class Kill:
     working_s: float           # since the run's first request to the sim
     in_flight: int             # LLM requests received by the sim and not answered yet
     unfinished_rows: int       # candidates of seeds with a written discovery, not yet written finished
-    leftovers: list[str]       # what the driver started, still alive KILL_GRACE_S after the kill
+    orphans_s: float           # until everything the driver started had exited, Ray's agents aside
+    last_to_exit: list[str]    # the processes that took that long
+    killed_after: list[str]    # what the bench had to kill: the agents, and anything alive past ORPHAN_LIMIT_S
     sent_after_kill: int = 0   # LLM requests that reached the sim from the dead driver's workers
 
 
@@ -202,26 +207,49 @@ def session_processes(leader: int) -> list[psutil.Process]:
 
 
 def name_of(process: psutil.Process) -> str:
+    """A process's program as `ps` shows it (Ray workers rename themselves `ray::WHAT`)."""
     try:
-        return process.name()
-    except psutil.NoSuchProcess:
+        command = process.cmdline()
+        return Path(command[0]).name if command else process.name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "?"
 
 
-def reap(driver: subprocess.Popen[bytes], known: list[psutil.Process]) -> list[str]:
-    """After the driver died: wait up to KILL_GRACE_S for everything it started (its descendants as last seen, and
-    its session) to exit, then SIGKILL what is left, one pid at a time. The names of what was left."""
+def living(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those still running (a zombie waits only for its parent to reap it: it does nothing more)."""
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def reap(driver: subprocess.Popen[bytes], known: list[psutil.Process]) -> tuple[float, list[str], list[str]]:
+    """After the driver died: wait until everything it started (its descendants as last seen, and its session) has
+    exited, Ray's agents aside, for at most ORPHAN_LIMIT_S; then SIGKILL what is left, pid by pid. Returns how long
+    the wait took, the names of the last processes to exit and the names of what had to be killed."""
     driver.wait()
-    candidates = {process.pid: process for process in [*known, *session_processes(driver.pid)]}
-    _, alive = psutil.wait_procs(list(candidates.values()), timeout=KILL_GRACE_S)
+    died = time.monotonic()
+    processes = list({process.pid: process for process in [*known, *session_processes(driver.pid)]}.values())
+    last: list[str] = []
+    while workers := [name for name in map(name_of, living(processes)) if not name.endswith(RAY_AGENT_SUFFIX)]:
+        last = workers
+        if time.monotonic() - died > ORPHAN_LIMIT_S:
+            break
+        time.sleep(POLL_S)
+    waited = time.monotonic() - died
+    alive = living(processes)
     names = sorted(name_of(process) for process in alive)
     for process in alive:
         try:
             process.kill()
         except psutil.NoSuchProcess:
             continue
-    psutil.wait_procs(alive, timeout=KILL_GRACE_S)
-    return names
+    psutil.wait_procs(alive, timeout=ORPHAN_LIMIT_S)
+    return waited, sorted(last), names
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -304,9 +332,10 @@ def kill_now(side: Side, driver: subprocess.Popen[bytes], plan: KillPlan, starte
     os.kill(driver.pid, signal.SIGKILL)
     at_kill = side.server.stats.snapshot()
     kill = Kill(moment=plan.describe(), after_s=time.monotonic() - started, working_s=time.monotonic() - working_from,
-                in_flight=at_kill["in_flight"], unfinished_rows=0, leftovers=[])
+                in_flight=at_kill["in_flight"], unfinished_rows=0, orphans_s=0.0, last_to_exit=[],
+                killed_after=[])
     kill.unfinished_rows = unfinished_rows(side.run_dir)
-    kill.leftovers = reap(driver, known)
+    kill.orphans_s, kill.last_to_exit, kill.killed_after = reap(driver, known)
     kill.sent_after_kill = side.received() - at_kill["requests"]
     return kill
 
@@ -358,6 +387,11 @@ def compare(reference: Side, chaos: Side) -> dict[str, Any]:
     }
 
 
+def counted_names(names: list[str]) -> str:
+    return ", ".join(f"{name} x{count}" if count > 1 else name for name, count in sorted(Counter(names).items())) \
+        or "nothing"
+
+
 def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argparse.Namespace) -> list[str]:
     """The human part of the output."""
     stats = chaos.server.stats.snapshot()
@@ -375,10 +409,11 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
         f"drivers' workers after the kills: {sum(kill.sent_after_kill for kill in chaos.kills)}",
     ]
     for number, kill in enumerate(chaos.kills, start=1):
-        left = ", ".join(kill.leftovers) or "nothing"
+        left, last = counted_names(kill.killed_after), counted_names(kill.last_to_exit)
         lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into run {number} ({kill.working_s:4.1f}s "
                      f"after its first LLM request): {kill.unfinished_rows} rows in flight, {kill.in_flight} LLM requests in flight, "
-                     f"{kill.sent_after_kill} sent after the kill; alive {KILL_GRACE_S:g}s later: {left}")
+                     f"{kill.sent_after_kill} sent after the kill; its processes gone {kill.orphans_s:.1f}s after "
+                     f"it (last: {last}) but for: {left}")
     if len(chaos.kills) < options.kills:
         lines.append(f"  only {len(chaos.kills)} of {options.kills} kills: a run finished before its kill moment")
     for cid, expected, actual in figures["status_mismatch"]:
@@ -404,14 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     seeds = seed_files(work / "seeds", options.seeds)
     started = time.monotonic()
     try:
-        with QuietSimServer(sim_config(0.0)) as clean, QuietSimServer(sim_config(options.llm_fault_rate)) as faulty, \
-                ThreadPoolExecutor(max_workers=1) as background:
+        with QuietSimServer(sim_config(0.0)) as clean, QuietSimServer(sim_config(options.llm_fault_rate)) as faulty:
             reference = Side("reference", work / "reference", clean)
-            referee = background.submit(resume_until_clean, reference,
-                                        overrides(reference, work / "seeds", seeds, 0.0), logs)
+            resume_until_clean(reference, overrides(reference, work / "seeds", seeds, 0.0), logs)
             chaos = Side("chaos", work / "chaos", faulty)
             disturb(chaos, overrides(chaos, work / "seeds", seeds, options.repl_fault_rate), logs, options.kills)
-            referee.result()
             figures = compare(reference, chaos)
             print("\n".join(summary(reference, chaos, figures, options)))
             print(f"total: {time.monotonic() - started:.0f}s; run directories and logs in {work}"
