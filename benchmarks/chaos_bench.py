@@ -63,6 +63,7 @@ from omegaconf import OmegaConf
 
 from conf import package_dir
 from operators.llm.simulator import SimServer
+from operators.rows.candidates import ERROR_INFRA
 from pipelines.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,7 +80,6 @@ MAX_RESUME_ROUNDS = 4          # runs after the last kill to clear error_infra r
 RUN_TIMEOUT_S = 300.0          # one driver run; past it the bench gives up
 LEAN_TIMEOUT_S = 3             # per check (both runs): what a hung REPL costs before the pool restarts it
 POLL_S = 0.02                  # a kill lands within this of its moment
-ERROR_INFRA = "error_infra"
 INJECTED_STATUSES = ("429", "500")
 
 
@@ -103,7 +103,7 @@ class Kill:
     orphans_s: float           # until everything the driver started had exited, Ray's agents aside
     last_to_exit: list[str]    # the processes that took that long
     killed_after: list[str]    # what the bench had to kill: the agents, and anything alive past ORPHAN_LIMIT_S
-    sent_after_kill: int = 0   # LLM requests that reached the sim from the dead driver's workers
+    sent_after_kill: int       # LLM requests that reached the sim from the dead driver's workers
 
 
 @dataclass
@@ -117,6 +117,7 @@ class Side:
     seconds: float = 0.0
     failed_runs: int = 0
     infra_left: list[int] = field(default_factory=list)   # error_infra rows on disk after each run
+    outlived: list[str] = field(default_factory=list)     # processes that outlived a run that ended by itself
     kills: list[Kill] = field(default_factory=list)
 
     def paid(self) -> int:
@@ -318,7 +319,10 @@ def run(side: Side, args: list[str], logs: Path, plan: KillPlan | None = None) -
             killed = wait_until(driver, started, lambda: plan.reached(side, before))
             if killed:
                 side.kills.append(kill_now(side, driver, plan, started, working_from))
-        driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
+        if not killed:
+            driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
+            _, _, left = reap(driver, [])
+            side.outlived += [name for name in left if not name.endswith(RAY_AGENT_SUFFIX)]
     side.seconds += time.monotonic() - started
     side.failed_runs += not killed and driver.returncode != 0
     side.infra_left.append(infra_rows(side.run_dir))
@@ -330,14 +334,14 @@ def kill_now(side: Side, driver: subprocess.Popen[bytes], plan: KillPlan, starte
     """SIGKILL the driver, note what was in flight, clean up after it."""
     known = descendants(driver.pid)
     os.kill(driver.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
     at_kill = side.server.stats.snapshot()
-    kill = Kill(moment=plan.describe(), after_s=time.monotonic() - started, working_s=time.monotonic() - working_from,
-                in_flight=at_kill["in_flight"], unfinished_rows=0, orphans_s=0.0, last_to_exit=[],
-                killed_after=[])
-    kill.unfinished_rows = unfinished_rows(side.run_dir)
-    kill.orphans_s, kill.last_to_exit, kill.killed_after = reap(driver, known)
-    kill.sent_after_kill = side.received() - at_kill["requests"]
-    return kill
+    in_flight_rows = unfinished_rows(side.run_dir)
+    orphans_s, last_to_exit, killed_after = reap(driver, known)
+    return Kill(moment=plan.describe(), after_s=killed_at - started, working_s=killed_at - working_from,
+                in_flight=at_kill["in_flight"], unfinished_rows=in_flight_rows, orphans_s=orphans_s,
+                last_to_exit=last_to_exit, killed_after=killed_after,
+                sent_after_kill=side.received() - at_kill["requests"])
 
 
 def resume_until_clean(side: Side, args: list[str], logs: Path) -> None:
@@ -405,6 +409,8 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
         f"{chaos.paid()} LLM calls paid; injected LLM faults: 429={injected['429']} 500={injected['500']} "
         f"(of {stats['requests']} deliveries); REPL faults at {options.repl_fault_rate:.0%} of checks",
         f"error_infra rows left by each chaos run (retried by the next): {chaos.infra_left}",
+        f"processes alive {ORPHAN_LIMIT_S:g}s after a run ended by itself (Ray's agents aside): "
+        f"{counted_names(reference.outlived + chaos.outlived)}",
         f"LLM requests in flight at the kills: {sum(kill.in_flight for kill in chaos.kills)}, sent by the dead "
         f"drivers' workers after the kills: {sum(kill.sent_after_kill for kill in chaos.kills)}",
     ]
