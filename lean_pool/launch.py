@@ -37,7 +37,7 @@ def build_launch(lean_cfg: Mapping[str, Any]) -> ReplLaunch:
         argv = [sys.executable, "-m", "lean_pool.simulator", "--config", json.dumps(dict(lean_cfg["sim"]))]
         cwd = None
     elif lean_cfg["backend"] == "repl":
-        project_dir, repl_binary, lake = _real_lean_paths(lean_cfg)
+        project_dir, repl_binary, lake = real_lean_paths(lean_cfg)
         # A sandboxed REPL runs in its private directory, so lake is told the project and elan the toolchain
         # (elan otherwise reads lean-toolchain from the working directory, and ELAN_HOME from HOME).
         argv = [lake, "--dir", str(project_dir), "env", str(repl_binary)]
@@ -55,7 +55,7 @@ def build_launch(lean_cfg: Mapping[str, Any]) -> ReplLaunch:
     return ReplLaunch(argv=argv, cwd=cwd, env=env, memory_limit_bytes=memory_limit_bytes, sandbox=sandbox)
 
 
-def _real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
+def real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
     """Check that the Lake project, its REPL binary and `lake` exist; name the first thing missing."""
     if lean_cfg.get("project_dir") in (None, "", "???"):
         raise LeanNotFound(f"lean=repl needs lean.project_dir=/path/to/lake/project; see {README_SECTION}")
@@ -72,6 +72,20 @@ def _real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
     if lake is None:
         raise LeanNotFound(f"`{lean_cfg['lake']}` not found on PATH (install elan); see {README_SECTION}")
     return project_dir, repl_binary, lake
+
+
+def lean_tool(project_dir: Path, configured: str, what: str) -> str:
+    """The absolute path of a tool a replay runs: `configured` is a path (relative to the Lake project unless
+    absolute) or a bare name looked up on PATH; a `LeanNotFound` naming it and `what` it is for when it is absent."""
+    if os.sep in configured:
+        path = project_dir / Path(configured).expanduser()
+        if path.is_file():
+            return str(path)
+        raise LeanNotFound(f"{what}: {path} is missing; see {README_SECTION}")
+    found = shutil.which(configured)
+    if found is None:
+        raise LeanNotFound(f"{what}: `{configured}` not found on PATH; see {README_SECTION}")
+    return found
 
 
 def provenance(lean_cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Workers are Ray actors that each own `repls_per_worker` REPL sessions and reserv
 REPL, so Ray never packs more REPLs on a node than its RAM holds. A single router actor knows every
 REPL slot and which header it has imported; it sends each check to a free slot that already holds
 the check's header, so `import Mathlib` is paid once per REPL rather than once per check. Callers
-(Ray Data actors, the CLI) hold a picklable `LeanPool` handle and `await pool.check(...)`.
+(Ray Data actors, the CLI) hold a picklable `LeanPool` handle and `await pool.check(...)`. With `verify.replay`
+on, `await pool.replay(...)` checks an accepted file once more in a process started for it alone
+(`lean_pool.replay`); workers reserve resources for those processes too, and the router bounds how many run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from omegaconf import OmegaConf
 
 from lean_pool.header import split_header
 from lean_pool.launch import GIB, build_launch, provenance
+from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
 from lean_pool.session_check import CheckMode, CheckResult, check_on_session
@@ -34,9 +37,10 @@ class LeanWorker:
     actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py).
     """
 
-    def __init__(self, lean_cfg: dict[str, Any]) -> None:
+    def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
         launch = build_launch(lean_cfg)
         self._provenance = provenance(lean_cfg)
+        self._replayer = Replayer(replay, lean_cfg) if replay.enabled else None
         self._import_timeout = float(lean_cfg["import_timeout_s"])
         self._sessions = [
             LeanSession(
@@ -53,6 +57,10 @@ class LeanWorker:
         return await check_on_session(self._sessions[slot], snippet, timeout=timeout, mode=mode, names=names,
                                       statement=statement, provenance=self._provenance)
 
+    async def replay(self, snippet: str, statement: str | None, names: list[str] | None) -> ReplayResult:
+        """Replay an accepted file in a process started for it alone (never one of this worker's warm REPLs)."""
+        return await self._replayer.replay(snippet, statement=statement, names=names)
+
     async def warm(self, slot: int, header: str) -> float | None:
         """Import `header` on a slot ahead of time; the seconds it took, None when it failed."""
         outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
@@ -66,19 +74,29 @@ class LeanWorker:
 class LeanRouter:
     """Routes checks to REPL slots with header affinity; its concurrency bound is the pool's queue bound."""
 
-    def __init__(self, lean_cfg: dict[str, Any]) -> None:
+    def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
         repls = int(lean_cfg["repls_per_worker"])
+        # A replay process is another Lean with the header imported: it costs what a warm REPL costs.
+        processes = repls + replay.slots_per_worker
         per_repl = lean_cfg["resources_per_repl"]
         worker_options = {
-            "num_cpus": float(per_repl["num_cpus"]) * repls,
-            "memory": int(float(per_repl["memory_gb"]) * GIB * repls),
-            "max_concurrency": repls * int(lean_cfg["checks_in_flight_per_repl"]) + 1,
+            "num_cpus": float(per_repl["num_cpus"]) * processes,
+            "memory": int(float(per_repl["memory_gb"]) * GIB * processes),
+            "max_concurrency": repls * int(lean_cfg["checks_in_flight_per_repl"]) + replay.slots_per_worker + 1,
         }
-        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg) for _ in range(int(lean_cfg["workers"]))]
+        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg, replay)
+                         for _ in range(int(lean_cfg["workers"]))]
         slots = [Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)]
         self._scheduler = HeaderScheduler(slots, depth=int(lean_cfg["checks_in_flight_per_repl"]))
         self._timeout = float(lean_cfg["timeout_s"])
         self._counts: Counter[str] = Counter()
+        self._replay_mode = replay.mode
+        self._replay_counts: Counter[str] = Counter()
+        # One token per replay a worker may run at once; a replay takes a token and gives it back when done.
+        self._replay_tokens: asyncio.Queue[int] = asyncio.Queue()
+        for _ in range(replay.slots_per_worker if replay.enabled else 0):
+            for worker in range(len(self._workers)):
+                self._replay_tokens.put_nowait(worker)
 
     async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
         """Import each header on `repls_per_header` slots; returns how many slots came up warm."""
@@ -112,10 +130,26 @@ class LeanRouter:
             )
         return result
 
+    async def replay(self, snippet: str, statement: str | None, names: list[str] | None) -> ReplayResult | None:
+        """Replay on the first worker with a free replay slot; None when the replay is off."""
+        if self._replay_mode == OFF:
+            return None
+        worker = await self._replay_tokens.get()
+        result = ReplayResult(ERROR_INFRA, ["replay cancelled"], mode=self._replay_mode)
+        try:
+            result = await self._workers[worker].replay.remote(snippet, statement, names)
+        except ray.exceptions.RayError as error:
+            result = ReplayResult(ERROR_INFRA, [f"Lean worker failed: {error}"], mode=self._replay_mode)
+        finally:
+            self._replay_counts[result.verdict] += 1
+            self._replay_tokens.put_nowait(worker)
+        return result
+
     def stats(self) -> dict[str, Any]:
-        """Counts by status, how often a REPL had to change header, and slots in use."""
+        """Counts by status, how often a REPL had to change header, slots in use, and replays by verdict."""
         return {
             "by_status": dict(self._counts),
+            "replays": dict(self._replay_counts),
             "header_switches": self._scheduler.switches,
             "busy_slots": self._scheduler.busy,
             "slots": len(self._scheduler.slots),
@@ -136,14 +170,17 @@ class LeanPool:
         self._router = router
 
     @classmethod
-    def start(cls, lean_cfg: Mapping[str, Any], name: str | None = None) -> LeanPool:
+    def start(cls, lean_cfg: Mapping[str, Any], name: str | None = None,
+              verify: Mapping[str, Any] | None = None) -> LeanPool:
         """Start workers and router for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
 
-        Give a `name` when other processes of the job should `attach` to this pool.
+        Give a `name` when other processes of the job should `attach` to this pool. `verify` is the job's
+        `verify:` section: how `replay` works (None: no replay).
         """
         cfg = plain_config(lean_cfg)
         build_launch(cfg)  # fail here, in the caller, with a clear message when Lean is missing
-        router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg)
+        replay = replay_settings(plain_config(verify) if verify is not None else None, cfg)  # and the replay's tools
+        router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg, replay)
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
             ray.get(router.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
         return cls(router)
@@ -167,6 +204,12 @@ class LeanPool:
         it declares); `statement` is the compiled statement the proof must keep unchanged.
         """
         return await self._router.check.remote(snippet, timeout, mode, names, statement)
+
+    async def replay(self, snippet: str, statement: str | None = None,
+                     names: list[str] | None = None) -> ReplayResult | None:
+        """Check a file the pool accepted once more, in a Lean process started for it alone and stopped after it
+        (`verify.replay`); None when the replay is off. Same `statement` and `names` as `check`."""
+        return await self._router.replay.remote(snippet, statement, names)
 
     async def check_many(
         self, snippets: Sequence[str], timeout: float | None = None, mode: CheckMode = "proof"

@@ -163,25 +163,11 @@ class ReplProcess:
         self._stderr_total = 0
         self.uses = 0
         launch = self._launch
-        argv, env, cwd = list(launch.argv), dict(launch.env), launch.cwd
-        limits = {"RLIMIT_AS": launch.memory_limit_bytes}
+        cwd = launch.cwd
         if launch.sandbox is not None:
             self._private_dir = cwd = tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX)
-            argv = launch.sandbox.command(argv, cwd)
-            env = launch.sandbox.environment(env, cwd)
-            limits.update(launch.sandbox.limits())
-        spec = json.dumps({"parent": os.getpid(), "private_dir": self._private_dir, "limits": limits})
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", "-c", _SUPERVISOR, spec, *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                limit=ANSWER_LINE_LIMIT_BYTES,
-            )
+            self._proc = await _spawn(launch, launch.argv, cwd, guarded_dir=self._private_dir)
         except BaseException:
             self._remove_private_dir()
             raise
@@ -308,3 +294,59 @@ class ReplProcess:
         stderr = self._stderr_tail.decode(errors="replace").strip()
         detail = f"{reason}; stderr tail: {stderr}" if stderr else reason
         return ReplReply(kind, None, detail, time.perf_counter() - started)
+
+
+async def _spawn(launch: ReplLaunch, argv: Sequence[str], cwd: str | None, *, guarded_dir: str | None,
+                 extra_env: Mapping[str, str] | None = None) -> asyncio.subprocess.Process:
+    """Start `argv` under the supervisor with the launch's environment, limits and fences (a sandboxed command runs
+    in `cwd`, its only writable directory). The supervisor's guard removes `guarded_dir` when the process dies."""
+    argv, env = list(argv), {**launch.env, **(extra_env or {})}
+    limits = {"RLIMIT_AS": launch.memory_limit_bytes}
+    if launch.sandbox is not None:
+        argv = launch.sandbox.command(argv, cwd)
+        env = launch.sandbox.environment(env, cwd)
+        limits.update(launch.sandbox.limits())
+    spec = json.dumps({"parent": os.getpid(), "private_dir": guarded_dir, "limits": limits})
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", "-c", _SUPERVISOR, spec, *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        limit=ANSWER_LINE_LIMIT_BYTES,
+    )
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """How a one-shot command ended: its exit code (negative: the signal that killed it; None: stopped at the
+    timeout), what it printed, and its wall time."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+async def run_command(launch: ReplLaunch, argv: Sequence[str], workdir: str, timeout: float,
+                      extra_env: Mapping[str, str] | None = None) -> CommandOutcome:
+    """Run one command to its end in `workdir`, fenced and limited like a REPL (same supervisor, sandbox and
+    environment allowlist plus `extra_env`); at the timeout, or if the caller gives up, its whole process group is
+    killed. The caller owns `workdir` (several commands may share it) and removes it."""
+    started = time.perf_counter()
+    proc = await _spawn(launch, argv, workdir, guarded_dir=None, extra_env=extra_env)
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return CommandOutcome(None, "", f"no result within {timeout:g} s", time.perf_counter() - started)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.returncode is None:
+            await asyncio.wait({asyncio.ensure_future(proc.wait())}, timeout=PIPES_CLOSE_SECONDS)
+    return CommandOutcome(proc.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"),
+                          time.perf_counter() - started)
