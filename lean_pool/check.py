@@ -1,7 +1,9 @@
 """Command line: check Lean files through the pool and print one JSON line per file.
 
-`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [key=value ...]`. Arguments with `=` are
-Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for `*.lean`).
+`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [replay=true] [key=value ...]`. Arguments with `=`
+are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for `*.lean`). With
+`replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
+`verified` when both accept it.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from omegaconf import DictConfig
 from conf import ConfigError, compose_config
 from lean_pool.launch import LeanNotFound
 from lean_pool.pool import LeanPool
+from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
 
 PASSED = "passed"
 # The field that must be true of every file for exit status 0, per mode.
 GOAL = {"statement": "compiles", "proof": "verified"}
+# The `replay` field of a file the warm check did not verify: there is nothing to replay.
+NOT_REPLAYED = "skipped: the warm check did not verify it"
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -57,14 +62,18 @@ def compiles(result: CheckResult, text_decided: bool) -> bool | None:
     return not any(message.get("severity") == "error" for message in result.messages)
 
 
-def result_line(path: Path, snippet: str, result: CheckResult, mode: str) -> dict[str, Any]:
+def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay: ReplayResult | str | None = None
+                ) -> dict[str, Any]:
     """The JSON object printed for one file: each field says one thing, whatever the mode (`status` the verdict
-    word, `compiles` Lean's errors, `verified` a proof the kernel accepted sorry-free and axiom-clean)."""
+    word, `compiles` Lean's errors, `verified` a proof the kernel accepted sorry-free and axiom-clean, and replayed
+    when `replay` is on; `replay` the fresh process's verdict, null when the replay is off)."""
+    replayed = replay.summary if isinstance(replay, ReplayResult) else replay
     return {
         "path": str(path),
         "status": result.status,
         "compiles": compiles(result, precheck(snippet, mode) is not None),
-        "verified": mode == "proof" and result.status == PASSED,
+        "verified": mode == "proof" and result.status == PASSED and (replay is None or replayed == "accepted"),
+        "replay": replayed,
         "reasons": result.reasons,
         "messages": result.messages,
         "seconds": round(result.seconds, 3),
@@ -83,8 +92,13 @@ async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) ->
             snippet = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             return {"path": str(path), "status": "error", "compiles": None, "verified": False,
-                    "reasons": [f"unreadable file: {error}"], "messages": [], "seconds": 0.0}
-        return result_line(path, snippet, await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode), cfg.mode)
+                    "replay": NOT_REPLAYED if cfg.replay else None, "reasons": [f"unreadable file: {error}"],
+                    "messages": [], "seconds": 0.0}
+        result = await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode)
+        if not cfg.replay:
+            return result_line(path, snippet, result, cfg.mode)
+        replay = await pool.replay(snippet) if result.status == PASSED else NOT_REPLAYED
+        return result_line(path, snippet, result, cfg.mode, replay)
 
     failed = 0
     for finished in asyncio.as_completed([one(path) for path in files]):
@@ -109,11 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg.mode not in GOAL:
         print(f"error: mode={cfg.mode} is not one of {sorted(GOAL)}", file=sys.stderr)
         return 2
+    if cfg.replay and (cfg.mode != "proof" or cfg.verify.replay == OFF):
+        print(f"error: replay=true replays verified proofs: it needs mode=proof and verify.replay other than {OFF}",
+              file=sys.stderr)
+        return 2
     files = list(lean_files(paths))
     ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
              log_to_driver=False, configure_logging=False)
     try:
-        pool = LeanPool.start(cfg.lean)
+        pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
     except LeanNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

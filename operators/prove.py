@@ -2,7 +2,9 @@
 
 The checked file is the prover's environment lines, then the model's code (helper lemmas allowed
 before the target). The Lean pool refuses a proof whose target statement differs from the compiled
-one, so a model cannot prove something easier. `success_at` is the number of repairs a prover needed;
+one, so a model cannot prove something easier. A proof the pool accepted is then replayed in a Lean process
+started for it alone (`verify.replay`); only a replayed proof counts. `success_at` is the number of repairs a
+prover needed;
 the union over provers is what the candidate's status reports. Each prover's loop is decided by
 `operators.repair`; `proof_entry` and `proved` turn its end into the candidate's columns.
 """
@@ -18,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.lean_source import leading_imports, without_imports, without_repeated
+from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
@@ -37,6 +40,8 @@ from operators.rows.candidates import (
 )
 
 STAGE = "prove"
+# How a proof's `reason` starts when the replay rejected what the warm pool accepted.
+REPLAY_REASON = "replay"
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,20 @@ def proof_entry(role: str, stop: Stop, loop: RepairLoop, configured_model: str) 
     """One prover's entry of the `proofs` column once its loop stopped (not for an infrastructure failure): the
     proof and the repairs it took, with the model that wrote it, or the last failure."""
     entry = {"role": role, "model": configured_model, "proved": False, "proof": None, "success_at": None,
-             "reason": stop.detail, "attempts": loop.attempts}
+             "reason": stop.detail, "attempts": loop.attempts, "replay": None, "replay_seconds": None}
     if stop.outcome == PASSED:
         entry.update(model=loop.model, proved=True, proof=stop.code, success_at=loop.repairs, reason=None)
+    return entry
+
+
+def replayed(entry: dict[str, Any], replay: ReplayResult | None) -> dict[str, Any]:
+    """A proved entry after its replay (None: the replay is off): kept when the replay accepted it, else no longer
+    proved, with the replay's reasons. An infrastructure failure of the replay is not decided here."""
+    if replay is None:
+        return entry
+    entry = {**entry, "replay": replay.summary, "replay_seconds": replay.seconds}
+    if not replay.accepted:
+        entry.update(proved=False, proof=None, success_at=None, reason=f"{REPLAY_REASON}: {'; '.join(replay.reasons)}")
     return entry
 
 
@@ -90,6 +106,9 @@ def proved(row: Mapping[str, Any], proofs: Sequence[dict[str, Any]], max_repairs
     done = {**row, "proofs": list(proofs), "proved_by": [proof["role"] for proof in proofs if proof["proved"]]}
     if best is not None:
         return {**done, "status": PROVED, "proof": best["proof"], "success_at": best["success_at"], "reason": None}
+    rejected = [proof["reason"] for proof in proofs if (proof.get("reason") or "").startswith(f"{REPLAY_REASON}: ")]
+    if rejected:
+        return {**done, "reason": rejected[0]}
     if row["status"] == COMPILED:
         return {**done, "reason": f"no prover succeeded within {max_repairs} repairs"}
     return done
@@ -137,7 +156,15 @@ class ProveOperator(LLMOperator):
         stop = await run_loop(loop, loop.ask(), check, ask)
         if stop.outcome == INFRA:
             raise InfraFailure(f"prover {role}: {stop.detail}")
-        return proof_entry(role, stop, loop, self.settings.roles[role].model)
+        entry = proof_entry(role, stop, loop, self.settings.roles[role].model)
+        if stop.outcome != PASSED:
+            return entry
+        replay = await self.pool.replay(stop.code, statement=statement)
+        if replay is not None:
+            record_lean_check(row, replay)
+            if replay.infra_failure:
+                raise InfraFailure(f"prover {role}: {REPLAY_REASON} {replay.summary}")
+        return replayed(entry, replay)
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)

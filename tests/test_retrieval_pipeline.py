@@ -122,6 +122,10 @@ class _ScriptedPool:
             return CheckResult(status="error", ok=False, reasons=["Lean reported errors"], messages=[message])
         return CheckResult(status="passed", ok=True, reasons=[])
 
+    async def replay(self, code: str, **_: Any) -> None:
+        """The replay is off for this stand-in."""
+        return None
+
 
 def _recording(operator_class: type) -> type:
     class Recording(operator_class):

@@ -45,6 +45,8 @@ PROOF = pa.struct(
         ("success_at", pa.int32()),
         ("reason", pa.string()),
         ("attempts", pa.list_(ATTEMPT)),
+        ("replay", pa.string()),  # the accepted proof's replay in a fresh Lean: accepted, rejected: why; null: off
+        ("replay_seconds", pa.float64()),
     ]
 )
 LLM_CALL = pa.struct(
