@@ -208,12 +208,19 @@ def session_processes(leader: int) -> list[psutil.Process]:
 
 
 def name_of(process: psutil.Process) -> str:
-    """A process's program as `ps` shows it (Ray workers rename themselves `ray::WHAT`)."""
+    """A process's program as `ps` shows it (Ray workers rename themselves `ray::WHAT`); for a Python process, also
+    the module or script it runs (a Lean simulator, Ray's log monitor...)."""
     try:
         command = process.cmdline()
-        return Path(command[0]).name if command else process.name()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "?"
+    if not command:
+        return process.name()
+    program = Path(command[0]).name
+    arguments = [argument for argument in command[1:] if argument != "-u"]
+    if not program.startswith("python") or not arguments:
+        return program
+    return f"{program} {arguments[1] if arguments[0] == '-m' and len(arguments) > 1 else Path(arguments[0]).name}"
 
 
 def living(processes: list[psutil.Process]) -> list[psutil.Process]:
