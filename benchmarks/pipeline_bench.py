@@ -78,7 +78,7 @@ def staged(job: MiningJob) -> None:
     finished = job.finished_candidates()
     mine.write(job, barriered(ray.data.from_items(seeds, override_num_blocks=len(seeds)),
                               mine.verify_stages(job, finished)),
-               "candidates", min_rows_per_file=int(job.cfg.output.rows_per_file))
+               "candidates", rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def streaming(job: MiningJob) -> None:

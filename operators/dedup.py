@@ -23,6 +23,7 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.embeddings import encode_statements, load_encoder
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
+from operators.split import explode_seeds
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,12 @@ class DedupOperator:
         hits = self.index.search_vectors(vectors, self.dedup.k) if self.index and keys else [[] for _ in keys]
         mark_duplicates([row for row, _ in comparable], dedup_rows(keys, vectors, hits, self.dedup.threshold))
         return candidates_table(rows)
+
+
+class SplitDedupOperator(DedupOperator):
+    """The split and dedup steps as one `map_batches` actor over seed items (`seed_id`, `paths`): a seed's
+    candidates are compared with all their siblings in the call that makes them, so no later reshaping of
+    blocks can separate them."""
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return super().__call__(explode_seeds(batch))

@@ -119,7 +119,7 @@ def autoformalize(job: AutoformalizeJob) -> int:
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
     mine.write(job, mine.streamed(ds, stages(job), job.board), TABLE,
-               min_rows_per_file=int(job.cfg.output.rows_per_file))
+               rows_per_file=int(job.cfg.output.rows_per_file))
     return len(rows)
 
 

@@ -113,7 +113,7 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
     mine.write(job, mine.streamed(ds, mine.statement_stages(job), job.board), "candidates",
-               min_rows_per_file=int(job.cfg.output.rows_per_file))
+               rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def summary(job: EvaluationJob) -> list[str]:

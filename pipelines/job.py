@@ -41,6 +41,10 @@ from pipelines.run_dir import RunDir
 PROJECT = "folklore"
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
+# Ray Data's block size target, below any row's size: each row leaves a stage in its own block as soon as its
+# batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
+# the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
+ROW_BLOCK_BYTES = 1
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
@@ -172,6 +176,7 @@ class MiningJob:
                      configure_logging=False)
         context = ray.data.DataContext.get_current()
         context.execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
+        context.target_max_block_size = ROW_BLOCK_BYTES
         context.enable_progress_bars = False  # the per-stage status lines say more, in fewer lines
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
         # endpoint unreachable, refusing the key or not serving a role's model.
@@ -196,7 +201,7 @@ class MiningJob:
     def pool(self) -> LeanPool:
         """The Lean pool, started on first use (a run with nothing left to verify never starts one)."""
         if self._pool is None:
-            self._pool = LeanPool.start(self.lean_cfg)
+            self._pool = LeanPool.start(self.lean_cfg, verify=OmegaConf.to_container(self.cfg.verify, resolve=True))
         return self._pool
 
     def _provenance(self, run_id: str) -> dict[str, Any]:
@@ -277,8 +282,8 @@ class MiningJob:
         }
 
     def dedup_options(self, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`map_batches` keyword arguments of the dedup stage. Its batches are whole blocks, and each block the
-        split step makes holds whole seeds, so a candidate is compared with every sibling, whatever the batch."""
+        """`map_batches` keyword arguments of the split+dedup stage: a batch is whole blocks of seed items, so a
+        candidate is compared with every sibling, whatever the batch."""
         shape = self.cfg.stages.dedup
         return {
             "batch_size": None,

@@ -17,7 +17,7 @@ import ray
 from ray.data import Dataset
 
 from lean_pool.launch import LeanNotFound
-from operators.dedup import DedupOperator
+from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
 from operators.faithfulness import FaithfulnessOperator
 from operators.formalize import FormalizeOperator
@@ -67,10 +67,10 @@ def verify_stages(job: MiningJob, finished: ray.ObjectRef) -> list[Stage]:
     """The verify plan, in order: split, [dedup,] leave out the candidates in `finished`, judge, then the statement
     stages. Finished candidates are left out after dedup, which compares a candidate with all of its siblings."""
     steps = job.steps
-    dedup = [] if steps.dedup is None else [Stage("dedup", DedupOperator, job.dedup_options(dedup=steps.dedup))]
+    split = Stage("split", explode_seeds, {"batch_format": "pyarrow", "batch_size": 1}) if steps.dedup is None \
+        else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup))
     return [
-        Stage("split", explode_seeds, {"batch_format": "pyarrow", "batch_size": 1}),
-        *dedup,
+        split,
         Stage("drop_finished", drop_finished, {"batch_format": "pyarrow", "fn_kwargs": {"finished": [finished]}}),
         Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
         *statement_stages(job),
@@ -85,10 +85,15 @@ def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
     return ds
 
 
-def write(job: MiningJob, ds: Dataset, table: str, **parquet_options: Any) -> None:
-    """Count the rows on the status board as they are written to the run's `table`."""
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", fn_kwargs={"board": job.board, "table": table})
-    ds.write_parquet(job.run.table_uri(table), filesystem=job.run.filesystem, **parquet_options)
+def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
+    """Count the rows on the status board as they are written to the run's `table`, a file per `rows_per_file`
+    rows (a file per block when None). The writers reserve `output.writer_num_cpus`, so they are never starved
+    by the stages' actors and files land while the run goes."""
+    num_cpus = float(job.cfg.output.writer_num_cpus)
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
+                        fn_kwargs={"board": job.board, "table": table})
+    ds.write_parquet(job.run.table_uri(table), filesystem=job.run.filesystem, min_rows_per_file=rows_per_file,
+                     ray_remote_args={"num_cpus": num_cpus})
 
 
 def discover(job: MiningJob) -> None:
@@ -106,7 +111,7 @@ def verify(job: MiningJob) -> None:
     if seeds:
         ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
         write(job, streamed(ds, verify_stages(job, finished), job.board), "candidates",
-              min_rows_per_file=int(job.cfg.output.rows_per_file))
+              rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def report(job: MiningJob) -> list[str]:

@@ -39,6 +39,7 @@ KILLED_RUN_LATENCY_S = 0.2  # slow enough that the kill lands while candidates a
 WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (the first block written)
 POLL_S = 0.05
 GRACE_S = 20  # for the killed driver's Ray processes to go away
+STARTING_RAY_WORKER = "ray/_private/workers/default_worker.py"
 DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine preset=demo` would
 
 
@@ -159,14 +160,17 @@ def kill_when_written(args: list[str], candidates_dir: Path, log: Path) -> None:
     names = [_name(p) for p in alive]
     for process in alive:
         process.kill()
-    # Ray's node agents notice their raylet is gone only after a while; anything else (a worker that could
-    # still write rows, an REPL, the sim) must have gone with the driver.
-    assert all(name.endswith("Agent") for name in names), f"processes outlived the killed driver: {names}"
+    # Ray's node agents, and a worker process still starting (not yet named `ray::...`, so it never ran a task),
+    # notice their raylet is gone only after a while; anything else (a worker that could still write rows, an
+    # REPL, the sim) must have gone with the driver.
+    assert all(name.endswith("Agent") or STARTING_RAY_WORKER in name for name in names), \
+        f"processes outlived the killed driver: {names}"
 
 
 def _name(process: psutil.Process) -> str:
     try:
-        return process.name()
+        name = process.name()
+        return name if name.startswith("ray::") else " ".join(process.cmdline()[:4])
     except psutil.NoSuchProcess:
         return ""
 
