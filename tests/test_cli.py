@@ -7,7 +7,6 @@ import pytest
 from lean_pool import check
 from pipelines import autoformalize, evaluate, export, index, mine, report
 
-
 GROUP_MISTAKES = [("preset=dmo", "Available options in 'preset': demo, none"),
                   ("llm=foo", "Available options in 'llm': openai, sim, vllm")]
 ANY_MISTAKES = [("nonexistent_key=1", "To append to your config use +nonexistent_key=1"),
