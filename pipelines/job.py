@@ -27,6 +27,7 @@ from operators.faithfulness import FaithfulnessSettings
 from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
+from operators.llm.cache import stored_answers
 from operators.llm.client import start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import read_manifest, stale_reasons
@@ -228,6 +229,21 @@ class MiningJob:
         if settings is None:
             return None
         return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
+
+    def resume_summary(self) -> str | None:
+        """One line on what a resumed run found in its directory (None for a fresh run): what is finished, what
+        failed for infrastructure reasons and is asked again, half-written files removed, answers cached."""
+        discoveries = self.run.prepare("discoveries", RETRIED_STATUSES)
+        candidates = self.run.prepare("candidates", {ERROR_INFRA})
+        units = len(self.run.ids("discoveries", "unit_id"))
+        finished = len(self.run.ids("candidates", "candidate_id"))
+        redo = discoveries.retried_rows_dropped + candidates.retried_rows_dropped
+        removed = discoveries.partial_files_removed + candidates.partial_files_removed
+        cached = stored_answers(self.llm_cache_dir) if self.llm_cache_dir else 0
+        if not (units or finished or redo or removed or cached):
+            return None
+        return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
+                f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
 
     def pending_units(self) -> list[dict[str, Any]]:
         """Discover calls still to make: every (seed, sample) without a written, finished discovery."""

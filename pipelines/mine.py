@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> None:
         with MiningJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
+            resumed = job.resume_summary()
+            if resumed:
+                print(resumed, flush=True)
             discover(job)
             verify(job)
             print("\n".join(report(job)), flush=True)

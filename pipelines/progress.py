@@ -31,7 +31,8 @@ class StatusBoard:
         self._counts: dict[str, Counter[str]] = {}
 
     def add(self, table: str, counts: Mapping[str, int]) -> None:
-        self._counts.setdefault(table, Counter()).update(counts)
+        if counts:  # a stage that has only handed on empty batches has nothing to show yet
+            self._counts.setdefault(table, Counter()).update(counts)
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         return {table: dict(counts) for table, counts in self._counts.items()}

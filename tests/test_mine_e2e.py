@@ -220,3 +220,5 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
         "the answers already paid for")
     assert resumed_requests <= expected
     assert calls_by_stage(resumed) == calls_by_stage(whole)
+    [resume_line] = re.findall(r"^resume: .*$", (tmp_path / "resumed.log").read_text(), re.MULTILINE)
+    assert f"{len(written)} candidates finished" in resume_line, resume_line

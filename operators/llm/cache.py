@@ -66,6 +66,20 @@ def cache_dir(run_uri: str, enabled: bool) -> str | None:
     return str(Path(run_uri) / CACHE_DIR)
 
 
+def stored_answers(directory: str) -> int:
+    """How many answers the cache files under `directory` hold (0 when there are none), read-only."""
+    total = 0
+    for path in sorted(Path(directory).glob(f"*{SUFFIX}")):
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            total += connection.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        except sqlite3.OperationalError:  # a file whose writer died before creating the table
+            pass
+        finally:
+            connection.close()
+    return total
+
+
 class RequestCache:
     """One process's view of a run's cache: its own file to write, and every file present at start to read."""
 
