@@ -1,8 +1,9 @@
 """Command line: check Lean files through the pool and print one JSON line per file.
 
-`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [replay=true] [key=value ...]`. Arguments with `=`
-are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for `*.lean`). With
-`replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
+`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [statement=PATH] [replay=true] [key=value ...]`.
+Arguments with `=` are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for
+`*.lean`). With `statement=`, each proof must prove that statement unchanged (a changed statement, a missing target
+or a context that changes its meaning is an `error`). With `replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
 `verified` when both accept it.
 """
 
@@ -19,7 +20,7 @@ import ray
 from omegaconf import DictConfig
 
 from conf import ConfigError, compose_config
-from lean_pool.launch import LeanNotFound
+from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
@@ -54,6 +55,15 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
     return compose_config("check", overrides)
 
 
+def statement_for(path: Path, statement: str | None) -> Path | None:
+    """The statement file `path` must prove: `statement` itself when it is a file, the file of the same name in it
+    when it is a directory, None when no statement was given."""
+    if statement is None:
+        return None
+    given = Path(statement)
+    return given / path.name if given.is_dir() else given
+
+
 def compiles(result: CheckResult, text_decided: bool) -> bool | None:
     """Whether Lean reported no error for the file; None when Lean gave no answer to read: the text alone
     decided (a refusal, or a proof's written `sorry`), or the checker failed (timeout, crash)."""
@@ -62,8 +72,8 @@ def compiles(result: CheckResult, text_decided: bool) -> bool | None:
     return not any(message.get("severity") == "error" for message in result.messages)
 
 
-def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay: ReplayResult | str | None = None
-                ) -> dict[str, Any]:
+def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay: ReplayResult | str | None = None,
+                statement: str | None = None) -> dict[str, Any]:
     """The JSON object printed for one file: each field says one thing, whatever the mode (`status` the verdict
     word, `compiles` Lean's errors, `verified` a proof the kernel accepted sorry-free and axiom-clean, and replayed
     when `replay` is on; `replay` the fresh process's verdict, null when the replay is off)."""
@@ -71,7 +81,7 @@ def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay
     return {
         "path": str(path),
         "status": result.status,
-        "compiles": compiles(result, precheck(snippet, mode) is not None),
+        "compiles": compiles(result, precheck(snippet, mode, statement) is not None),
         "verified": mode == "proof" and result.status == PASSED and (replay is None or replayed == "accepted"),
         "replay": replayed,
         "reasons": result.reasons,
@@ -88,17 +98,19 @@ async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) ->
     goal = GOAL[cfg.mode]
 
     async def one(path: Path) -> dict[str, Any]:
+        statement_path = statement_for(path, cfg.statement)
         try:
             snippet = path.read_text(encoding="utf-8")
+            statement = statement_path.read_text(encoding="utf-8") if statement_path else None
         except (OSError, UnicodeDecodeError) as error:
             return {"path": str(path), "status": "error", "compiles": None, "verified": False,
                     "replay": NOT_REPLAYED if cfg.replay else None, "reasons": [f"unreadable file: {error}"],
                     "messages": [], "seconds": 0.0}
-        result = await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode)
+        result = await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode, statement=statement)
         if not cfg.replay:
-            return result_line(path, snippet, result, cfg.mode)
-        replay = await pool.replay(snippet) if result.status == PASSED else NOT_REPLAYED
-        return result_line(path, snippet, result, cfg.mode, replay)
+            return result_line(path, snippet, result, cfg.mode, statement=statement)
+        replay = await pool.replay(snippet, statement=statement) if result.status == PASSED else NOT_REPLAYED
+        return result_line(path, snippet, result, cfg.mode, replay, statement)
 
     failed = 0
     for finished in asyncio.as_completed([one(path) for path in files]):
@@ -127,12 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: replay=true replays verified proofs: it needs mode=proof and verify.replay other than {OFF}",
               file=sys.stderr)
         return 2
+    if cfg.statement is not None and (cfg.mode != "proof" or not Path(cfg.statement).exists()):
+        print(f"error: statement={cfg.statement} needs mode=proof and an existing .lean file or directory",
+              file=sys.stderr)
+        return 2
     files = list(lean_files(paths))
     ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
              log_to_driver=False, configure_logging=False)
     try:
         pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
-    except LeanNotFound as error:
+    except LeanSetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:

@@ -20,8 +20,9 @@ from lean_pool.sandbox import README_SECTION, SandboxUnavailable, sandbox_from_c
 GIB = 1024**3
 
 
-class LeanNotFound(RuntimeError):
-    """The Lean configuration points at something that is not there (a project, a binary, a required sandbox)."""
+class LeanSetupError(RuntimeError):
+    """The Lean configuration cannot start: it points at something that is not there (a project, a binary, a
+    required sandbox) or asks for a pool no node of the cluster can hold. Callers print it as one `error:` line."""
 
 
 def scrubbed_env(allowlist: Sequence[str]) -> dict[str, str]:
@@ -51,40 +52,40 @@ def build_launch(lean_cfg: Mapping[str, Any]) -> ReplLaunch:
     try:
         sandbox = sandbox_from_config(lean_cfg["sandbox"])
     except SandboxUnavailable as error:
-        raise LeanNotFound(str(error)) from error
+        raise LeanSetupError(str(error)) from error
     return ReplLaunch(argv=argv, cwd=cwd, env=env, memory_limit_bytes=memory_limit_bytes, sandbox=sandbox)
 
 
 def real_lean_paths(lean_cfg: Mapping[str, Any]) -> tuple[Path, Path, str]:
     """Check that the Lake project, its REPL binary and `lake` exist; name the first thing missing."""
     if lean_cfg.get("project_dir") in (None, "", "???"):
-        raise LeanNotFound(f"lean=repl needs lean.project_dir=/path/to/lake/project; see {README_SECTION}")
+        raise LeanSetupError(f"lean=repl needs lean.project_dir=/path/to/lake/project; see {README_SECTION}")
     project_dir = Path(str(lean_cfg["project_dir"])).expanduser().resolve()
     if not (project_dir / "lean-toolchain").is_file():
         missing = project_dir / "lean-toolchain"
-        raise LeanNotFound(f"no Lake project at {project_dir} (missing {missing}); see {README_SECTION}")
+        raise LeanSetupError(f"no Lake project at {project_dir} (missing {missing}); see {README_SECTION}")
     repl_binary = project_dir / str(lean_cfg["repl_binary"])
     if not repl_binary.is_file():
-        raise LeanNotFound(
+        raise LeanSetupError(
             f"REPL binary not built: {repl_binary} is missing (run `lake build repl`); see {README_SECTION}"
         )
     lake = shutil.which(str(lean_cfg["lake"]))
     if lake is None:
-        raise LeanNotFound(f"`{lean_cfg['lake']}` not found on PATH (install elan); see {README_SECTION}")
+        raise LeanSetupError(f"`{lean_cfg['lake']}` not found on PATH (install elan); see {README_SECTION}")
     return project_dir, repl_binary, lake
 
 
 def lean_tool(project_dir: Path, configured: str, what: str) -> str:
     """The absolute path of a tool a replay runs: `configured` is a path (relative to the Lake project unless
-    absolute) or a bare name looked up on PATH; a `LeanNotFound` naming it and `what` it is for when it is absent."""
+    absolute) or a bare name looked up on PATH; a `LeanSetupError` naming it and `what` it is for when it is absent."""
     if os.sep in configured:
         path = project_dir / Path(configured).expanduser()
         if path.is_file():
             return str(path)
-        raise LeanNotFound(f"{what}: {path} is missing; see {README_SECTION}")
+        raise LeanSetupError(f"{what}: {path} is missing; see {README_SECTION}")
     found = shutil.which(configured)
     if found is None:
-        raise LeanNotFound(f"{what}: `{configured}` not found on PATH; see {README_SECTION}")
+        raise LeanSetupError(f"{what}: `{configured}` not found on PATH; see {README_SECTION}")
     return found
 
 

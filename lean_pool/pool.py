@@ -20,7 +20,7 @@ import ray
 from omegaconf import OmegaConf
 
 from lean_pool.header import split_header
-from lean_pool.launch import GIB, build_launch, provenance
+from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
 from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
@@ -76,12 +76,8 @@ class LeanRouter:
 
     def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
         repls = int(lean_cfg["repls_per_worker"])
-        # A replay process is another Lean with the header imported: it costs what a warm REPL costs.
-        processes = repls + replay.slots_per_worker
-        per_repl = lean_cfg["resources_per_repl"]
         worker_options = {
-            "num_cpus": float(per_repl["num_cpus"]) * processes,
-            "memory": int(float(per_repl["memory_gb"]) * GIB * processes),
+            **worker_resources(lean_cfg, replay),
             "max_concurrency": repls * int(lean_cfg["checks_in_flight_per_repl"]) + replay.slots_per_worker + 1,
         }
         self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg, replay)
@@ -180,6 +176,10 @@ class LeanPool:
         cfg = plain_config(lean_cfg)
         build_launch(cfg)  # fail here, in the caller, with a clear message when Lean is missing
         replay = replay_settings(plain_config(verify) if verify is not None else None, cfg)  # and the replay's tools
+        nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+        problem = unplaceable_worker(worker_resources(cfg, replay), nodes)
+        if problem:
+            raise LeanSetupError(problem)
         router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg, replay)
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
             ray.get(router.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
@@ -224,6 +224,32 @@ class LeanPool:
         """Stop every REPL process and the pool's actors."""
         ray.get(self._router.close.remote())
         ray.kill(self._router)
+
+
+def worker_resources(lean_cfg: Mapping[str, Any], replay: ReplaySettings) -> dict[str, float]:
+    """What Ray reserves for one worker: each REPL's share, and as much for each replay slot (a replay process is
+    another Lean importing the header, so it costs what a warm REPL costs)."""
+    processes = int(lean_cfg["repls_per_worker"]) + (replay.slots_per_worker if replay.enabled else 0)
+    per_repl = lean_cfg["resources_per_repl"]
+    return {"num_cpus": float(per_repl["num_cpus"]) * processes,
+            "memory": int(float(per_repl["memory_gb"]) * GIB * processes)}
+
+
+def unplaceable_worker(resources: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> str | None:
+    """Why no node can hold a worker asking for `resources`, or None when one can.
+
+    Ray would otherwise keep such a worker pending forever and every check would wait on it in silence.
+    `nodes` are the `Resources` of the cluster's live nodes (Ray's `CPU` and `memory` keys).
+    """
+    if any(node.get("CPU", 0.0) >= resources["num_cpus"] and node.get("memory", 0.0) >= resources["memory"]
+           for node in nodes):
+        return None
+    largest = max(nodes, key=lambda node: (node.get("CPU", 0.0), node.get("memory", 0.0)), default={})
+    return (f"a Lean pool worker needs {resources['num_cpus']:g} CPUs and {resources['memory'] / GIB:.2f} GiB "
+            f"(lean.repls_per_worker REPLs and verify.slots_per_worker replay slots when replaying, each "
+            f"lean.resources_per_repl), but the largest Ray node has {largest.get('CPU', 0.0):g} CPUs and "
+            f"{largest.get('memory', 0.0) / GIB:.2f} GiB: lower lean.resources_per_repl or lean.repls_per_worker, "
+            f"or start Ray with more logical CPUs (ray.num_cpus=N)")
 
 
 def plain_config(cfg: Mapping[str, Any]) -> dict[str, Any]:

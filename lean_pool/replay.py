@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lean_pool import verdict
-from lean_pool.launch import LeanNotFound, build_launch, lean_tool, real_lean_paths
+from lean_pool.launch import LeanSetupError, build_launch, lean_tool, real_lean_paths
 from lean_pool.repl import EXEC_FAILED_CODE, CommandOutcome, ReplProcess, run_command
 
 OFF, FRESH, COMPARATOR = "off", "fresh", "comparator"
@@ -92,12 +92,12 @@ class ReplayResult:
 
 def replay_settings(verify: Mapping[str, Any] | None, lean_cfg: Mapping[str, Any]) -> ReplaySettings:
     """The replay a job runs (`verify` is its `verify:` section; None: no replay). The tools the mode needs are
-    looked up now, so a missing one is one `LeanNotFound` when the job starts, never a failure per row."""
+    looked up now, so a missing one is one `LeanSetupError` when the job starts, never a failure per row."""
     if verify is None:
         return ReplaySettings(mode=OFF, timeout_s=0.0, slots_per_worker=0)
     mode = str(verify["replay"])
     if mode not in MODES:
-        raise LeanNotFound(f"verify.replay={mode!r}: expected one of {list(MODES)}")
+        raise LeanSetupError(f"verify.replay={mode!r}: expected one of {list(MODES)}")
     timeout = verify.get("timeout_s")
     timeout_s = float(timeout) if timeout is not None else float(lean_cfg["import_timeout_s"]) + float(
         lean_cfg["timeout_s"])

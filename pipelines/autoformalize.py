@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, open_dict
 
-from lean_pool.launch import LeanNotFound
+from lean_pool.launch import LeanSetupError
 from operators.autoformalize import AutoformalizeOperator, AutoformalizeSettings
 from operators.faithfulness import FaithfulnessOperator
 from operators.llm.client import LLMConfigError
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sent = autoformalize(job)
             print("\n".join(summary(job, sent)), flush=True)
 
-    return run_job(run, (LeanNotFound, LLMConfigError))
+    return run_job(run, (LeanSetupError, LLMConfigError))
 
 
 if __name__ == "__main__":

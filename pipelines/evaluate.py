@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lean_pool.launch import LeanNotFound
+from lean_pool.launch import LeanSetupError
 from operators.llm.client import LLMConfigError
 from operators.rows.benchmark_items import (
     LEAN_SUFFIX,
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             evaluate(job, statements)
             print("\n".join(summary(job)), flush=True)
 
-    return run_job(run, (LeanNotFound, LLMConfigError, BenchmarkLayoutError))
+    return run_job(run, (LeanSetupError, LLMConfigError, BenchmarkLayoutError))
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ class MiningJob:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
-        build_launch(self.lean_cfg)  # raises LeanNotFound naming the missing path
+        build_launch(self.lean_cfg)  # raises LeanSetupError naming the missing path
         revision = index_revision(self.lean_cfg)
         self.index_provenance = checked_index(cfg, revision)
         # The index as the operators read it: an absolute path (actors may start in another working directory)

@@ -16,7 +16,7 @@ from typing import Any
 import ray
 from ray.data import Dataset
 
-from lean_pool.launch import LeanNotFound
+from lean_pool.launch import LeanSetupError
 from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
 from operators.faithfulness import FaithfulnessOperator
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             verify(job)
             print("\n".join(report(job)), flush=True)
 
-    return run_job(run, (LeanNotFound, LLMConfigError))
+    return run_job(run, (LeanSetupError, LLMConfigError))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from lean_pool.launch import LeanNotFound
-from lean_pool.pool import LeanPool
+from lean_pool.launch import GIB, LeanSetupError
+from lean_pool.pool import LeanPool, unplaceable_worker, worker_resources
 from lean_pool.repl import CommandOutcome
 from lean_pool.replay import (
     ACCEPTED,
@@ -203,12 +203,12 @@ def fake_project(tmp_path: Path, *, checker: bool = True) -> dict[str, Any]:
 
 def test_a_missing_tool_is_one_setup_error_naming_it(tmp_path: Path):
     lean = fake_project(tmp_path, checker=False)
-    with pytest.raises(LeanNotFound, match="lean4checker"):
+    with pytest.raises(LeanSetupError, match="lean4checker"):
         replay_settings(verify_cfg(), lean)
     lean["replay"]["landrun"] = "no-such-landrun-here"
-    with pytest.raises(LeanNotFound, match="comparator"):
+    with pytest.raises(LeanSetupError, match="comparator"):
         replay_settings(verify_cfg(replay="comparator"), lean)
-    with pytest.raises(LeanNotFound, match="verify.replay='sometimes'"):
+    with pytest.raises(LeanSetupError, match="verify.replay='sometimes'"):
         replay_settings(verify_cfg(replay="sometimes"), lean)
     assert not replay_settings(verify_cfg(replay="off"), lean).enabled
     assert not replay_settings(None, lean).enabled
@@ -314,7 +314,8 @@ def test_check_cli_reports_the_warm_verdict_and_the_replay(tmp_path: Path):
     (tmp_path / "good.lean").write_text(GOOD)
     (tmp_path / "reject.lean").write_text(REJECT)
     (tmp_path / "sorry.lean").write_text(GOOD.replace("norm_num", "sorry"))
-    fast = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "ray.num_cpus=4"]
+    # Two logical CPUs, the default simulated pool and a replay slot: what a laptop has and gets by default.
+    fast = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "ray.num_cpus=2"]
     proc = subprocess.run([sys.executable, "-m", "lean_pool.check", str(tmp_path), "replay=true", *fast],
                           cwd=REPO_DIR, capture_output=True, text=True, timeout=240)
     lines = {Path(line["path"]).name: line for line in map(json.loads, proc.stdout.splitlines())}
@@ -330,3 +331,20 @@ def test_check_cli_reports_the_warm_verdict_and_the_replay(tmp_path: Path):
     refused = subprocess.run([sys.executable, "-m", "lean_pool.check", str(tmp_path), "replay=true",
                               "verify.replay=off", *fast], cwd=REPO_DIR, capture_output=True, text=True, timeout=240)
     assert refused.returncode == 2 and "verify.replay" in refused.stderr
+    too_small = subprocess.run([sys.executable, "-m", "lean_pool.check", str(tmp_path), "replay=true", *fast,
+                                "ray.num_cpus=1"], cwd=REPO_DIR, capture_output=True, text=True, timeout=240)
+    assert too_small.returncode == 2 and too_small.stdout == ""
+    assert "needs 1.5 CPUs" in too_small.stderr and "largest Ray node has 1 CPUs" in too_small.stderr
+
+
+def test_a_worker_no_node_can_hold_is_named_before_anything_waits_on_it():
+    replay = replay_settings(verify_cfg(), sim_cfg())
+    lean = {**sim_cfg(), "repls_per_worker": 2}
+    wanted = worker_resources(lean, replay)
+    assert wanted["num_cpus"] == 1.5  # two REPLs and one replay slot at 0.5 CPU each
+    laptop = {"CPU": 2.0, "memory": 8 * GIB}
+    assert unplaceable_worker(wanted, [laptop]) is None
+    assert unplaceable_worker(wanted, [{"CPU": 1.0, "memory": 8 * GIB}, laptop]) is None
+    why = unplaceable_worker(wanted, [{"CPU": 1.0, "memory": 64 * GIB}, {"CPU": 1.5, "memory": 0.1 * GIB}])
+    assert why is not None and "largest Ray node has 1.5 CPUs and 0.10 GiB" in why
+    assert worker_resources(lean, replay_settings(verify_cfg(replay="off"), sim_cfg()))["num_cpus"] == 1.0

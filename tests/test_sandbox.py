@@ -14,7 +14,7 @@ import psutil
 import pytest
 from omegaconf import OmegaConf
 
-from lean_pool.launch import LeanNotFound, build_launch
+from lean_pool.launch import LeanSetupError, build_launch
 from lean_pool.repl import PRIVATE_DIR_PREFIX, ReplLaunch, ReplProcess
 from lean_pool.sandbox import Sandbox, SandboxUnavailable, network_fence
 
@@ -159,7 +159,7 @@ def test_without_any_fence_auto_warns_once_and_a_required_fence_is_an_error(no_f
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "network access" in warnings[0].getMessage() and "not installed" in warnings[0].getMessage()
-    with pytest.raises(LeanNotFound, match="network=bwrap does not work here"):
+    with pytest.raises(LeanSetupError, match="network=bwrap does not work here"):
         build_launch(sim_lean_cfg("bwrap"))
     assert build_launch(sim_lean_cfg("off")).sandbox.fence is None
 
