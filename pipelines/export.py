@@ -1,10 +1,12 @@
 """`python -m pipelines.export run_dir=DIR format=parquet|jsonl`: training corpora from a run, under DIR/export/.
 
 Writes `pairs/`, `trajectories/` and `judge/`, each as `train.EXT` and `test.EXT` (a split that would be
-empty is not written), which `datasets.load_dataset("parquet" | "json", data_dir=...)` reads without custom
-code; `lean/SEED.lean`, one readable file per seed with its proved lemmas; and `manifest.json` with the
+empty is not written); `README.md`, a Hugging Face dataset card whose YAML header declares one config per
+corpus (its split files and features), so `datasets.load_dataset(EXPORT_DIR, "pairs")` reads it without
+custom code; `lean/SEED.lean`, one readable file per seed with its proved lemmas; and `manifest.json` with the
 counts, the dropped duplicates and the split rule. A simulated run is refused unless `allow_sim=true`:
-scripted answers must never end up in a training set by accident.
+scripted answers must never end up in a training set by accident, and the card of one that is exported says
+`simulated: true`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from pipelines.run_dir import RunDir
 from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
 
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
+CARD_FILE = "README.md"
+# The names `datasets` gives the Arrow types the corpora use, in a card's `dataset_info.features`.
+CARD_DTYPES = {pa.string(): "string", pa.bool_(): "bool", pa.int32(): "int32"}
 MINING_SECTIONS = ("prompts", "formalize", "prove")
 
 
@@ -86,6 +91,48 @@ def encode(rows: Sequence[dict[str, Any]], schema: pa.Schema, fmt: str) -> bytes
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
 
 
+def card_feature(name: str, dtype: pa.DataType) -> dict[str, Any]:
+    """One column as `datasets` writes it in a card's features: `dtype` for a scalar, `list` of the element's
+    fields for a list of structs (the chat messages)."""
+    if dtype in CARD_DTYPES:
+        return {"name": name, "dtype": CARD_DTYPES[dtype]}
+    if pa.types.is_list(dtype) and pa.types.is_struct(dtype.value_type):
+        return {"name": name, "list": [card_feature(field.name, field.type) for field in dtype.value_type]}
+    raise ValueError(f"column {name}: no dataset card type for Arrow type {dtype}")
+
+
+def card_header(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> dict[str, Any]:
+    """The card's YAML metadata: license, the `simulated` flag, and per corpus with rows a config listing its
+    split files and a `dataset_info` entry with its features (a corpus without rows has none). Split sizes are
+    left to the card's text: `datasets` wants their size in bytes as it would hold them, which only it knows."""
+    extension = FORMATS[manifest["format"]]
+    configs, infos = [], []
+    for name, counts in manifest["corpora"].items():
+        splits = [split for split in (corpora.TRAIN, corpora.TEST) if counts[split]]
+        if not splits:
+            continue
+        configs.append({"config_name": name,
+                        "data_files": [{"split": split, "path": f"{name}/{split}.{extension}"} for split in splits]})
+        infos.append({"config_name": name,
+                      "features": [card_feature(field.name, field.type) for field in corpora.SCHEMAS[name]]})
+    tags = [*card["tags"], *(["simulated"] if manifest["simulated"] else [])]
+    return {"license": card["license"], "pretty_name": card["pretty_name"].format(run_id=manifest["run_id"]),
+            "simulated": manifest["simulated"], "tags": tags, "configs": configs, "dataset_info": infos}
+
+
+def dataset_card(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    """README.md of the export: the YAML header `datasets` and the Hub read, then what each corpus holds, where
+    it comes from and how to load it."""
+    header = card_header(manifest, card)
+    counts = [f"| `{name}` | {c['train']} | {c['test']} | {c['duplicates_dropped']} |"
+              for name, c in manifest["corpora"].items()]
+    body = card["body"].format(pretty_name=header["pretty_name"], source_run=manifest["source_run"],
+                               run_id=manifest["run_id"], counts="\n".join(counts),
+                               test_fraction=manifest["split"]["test_fraction"], salt=manifest["split"]["salt"],
+                               simulated=card["simulated_notice"] + "\n\n" if manifest["simulated"] else "")
+    return f"---\n{OmegaConf.to_yaml(header)}---\n\n{body.strip()}\n"
+
+
 def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Write the corpora and Lean files of `run` under its export directory; returns the manifest written."""
     fmt = str(cfg["format"])
@@ -120,6 +167,7 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
     for seed_id, text in files.items():
         put(f"lean/{seed_id}.lean", text.encode())
     manifest["lean_files"] = sorted(files)
+    put(CARD_FILE, dataset_card(manifest, cfg["card"]).encode())
     put("manifest.json", json.dumps(manifest, indent=2).encode())
     return manifest
 
