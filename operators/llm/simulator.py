@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -674,6 +675,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the `sim:` block of conf/llm/sim.yaml as JSON")
     args = parser.parse_args(argv)
+    # Ctrl-C reaches the job's whole process group; this server ends when the job closes its stdin, quietly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = SimServer(json.loads(args.config)).start()
     print(json.dumps({"base_url": server.base_url}), flush=True)
     sys.stdin.read()
