@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -144,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     files = list(lean_files(paths))
+    # stdout is one JSON line per file: Ray's notices stay out of the way, its errors still reach stderr.
+    logging.getLogger("ray").setLevel(logging.ERROR)
     ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
              log_to_driver=False, configure_logging=False)
     try:

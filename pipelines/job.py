@@ -171,10 +171,13 @@ class MiningJob:
     def __enter__(self) -> MiningJob:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            if "://" not in self.run.uri:
-                route_ray_logs(Path(self.run.path) / RAY_LOG)
+            local_log = Path(self.run.path) / RAY_LOG if "://" not in self.run.uri else None
+            if local_log:
+                route_ray_logs(local_log)
             ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
                      configure_logging=False)
+            if local_log:
+                route_ray_logs(local_log)
         context = ray.data.DataContext.get_current()
         context.execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
         context.target_max_block_size = ROW_BLOCK_BYTES

@@ -78,19 +78,32 @@ def counted(operator: Callable[..., Any], board: Any, stage: str) -> Callable[..
     return type(operator.__name__, (operator,), {"__call__": call, "__module__": operator.__module__})
 
 
+# The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
+# "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
+# "ray" is routed again once it has.
+ROUTED_LOGGERS = ("ray", "ray._private", "ray.data")
+
+
 def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
     """Send the driver's Ray and Ray Data log records to `path` instead of the terminal (Ray Data's progress
-    dumps and notices included), so a run prints its own lines; the file keeps them for a post-mortem."""
+    dumps and notices included), so a run prints its own lines; the file keeps them for a post-mortem. Call it
+    before and after `ray.init`; a logger already writing to `path` is left as it is."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    for name in ("ray", "ray.data"):
+    target = str(path.resolve())
+    handler = None
+    for name in ROUTED_LOGGERS:
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
-            if type(old) is not logging.FileHandler:
+            if getattr(old, "baseFilename", None) != target:
                 logger.removeHandler(old)
-        logger.addHandler(handler)
+                if isinstance(old, logging.FileHandler):
+                    old.close()  # an earlier job's file, in a process that runs several
+        if not logger.handlers:
+            if handler is None:
+                handler = logging.FileHandler(target)
+                handler.setLevel(level)
+                handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)
         logger.propagate = False
 
 
@@ -109,6 +122,7 @@ class Ticker:
         self._board = board
         self._every_s = every_s
         self._shown: dict[str, dict[str, int]] = {}
+        self._printing = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status-ticker", daemon=True)
 
@@ -120,10 +134,16 @@ class Ticker:
         self._stop.set()
         self._thread.join()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._every_s):
+    def flush(self) -> None:
+        """Print the lines that moved since the last print now, e.g. when a plan has finished writing, so the last
+        counts of a stage are on screen before the summary rather than lost between two ticks."""
+        with self._printing:
             snapshot = ray.get(self._board.snapshot.remote())
             moved = {name: counts for name, counts in snapshot.items() if self._shown.get(name) != counts}
             self._shown = snapshot
             for line in format_counts(moved):
                 print(f"[status] {line}", flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self.flush()

@@ -127,10 +127,21 @@ def command(args: list[str]) -> list[str]:
 
 
 def run_to_end(args: list[str], log: Path) -> None:
+    """Run the driver to its end in a session of its own; it must exit 0 and leave no process of that session."""
     with log.open("ab") as out:
-        completed = subprocess.run(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                   timeout=RUN_TIMEOUT_S, start_new_session=True)
-    assert completed.returncode == 0, log.read_text()[-3000:]
+        driver = subprocess.Popen(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 0, log.read_text()[-3000:]
+    assert left_running(driver.pid) == [], "a finished run left processes running"
+
+
+def left_running(session_id: int) -> list[str]:
+    """What is still running in the driver's session after `GRACE_S` (killed, so the next test starts clean)."""
+    session = [p for p in psutil.process_iter(["pid"]) if _session(p) == session_id]
+    _, alive = psutil.wait_procs(session, timeout=GRACE_S)
+    names = [_name(p) for p in alive]
+    for process in alive:
+        process.kill()
+    return names
 
 
 def readable_rows(directory: Path) -> list[dict]:
@@ -155,11 +166,7 @@ def kill_when_written(args: list[str], candidates_dir: Path, log: Path) -> None:
         time.sleep(POLL_S)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    session = [p for p in psutil.process_iter(["pid"]) if _session(p) == driver.pid]
-    _, alive = psutil.wait_procs(session, timeout=GRACE_S)
-    names = [_name(p) for p in alive]
-    for process in alive:
-        process.kill()
+    names = left_running(driver.pid)
     # Ray's node agents, and a worker process still starting (not yet named `ray::...`, so it never ran a task),
     # notice their raylet is gone only after a while; anything else (a worker that could still write rows, an
     # REPL, the sim) must have gone with the driver.
@@ -220,5 +227,33 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
         "the answers already paid for")
     assert resumed_requests <= expected
     assert calls_by_stage(resumed) == calls_by_stage(whole)
-    [resume_line] = re.findall(r"^resume: .*$", (tmp_path / "resumed.log").read_text(), re.MULTILINE)
+    resumed_log = (tmp_path / "resumed.log").read_text()
+    [resume_line] = re.findall(r"^resume: .*$", resumed_log, re.MULTILINE)
     assert f"{len(written)} candidates finished" in resume_line, resume_line
+    assert "Token authentication" not in resumed_log, "Ray's notices go to the run's logs/ray.log"
+    assert "[status] candidates" in resumed_log, "the last counts are printed before the summary"
+
+
+def test_ctrl_c_stops_the_run_and_everything_it_started(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) once discoveries are written: one line, exit 130, and no
+    process of the run left once it has exited: not Ray's, not a Lean REPL's, not the LLM simulator's."""
+    seed_list = make_seeds(tmp_path / "seeds")
+    log = tmp_path / "interrupted.log"
+    # The demo's own LLM simulator, started by the driver as `mine preset=demo` starts it.
+    args = [arg for arg in overrides(tmp_path / "run", tmp_path / "seeds", seed_list, "", SAMPLES)
+            if not arg.startswith("llm.")] + [f"llm.sim.latency.median_s={KILLED_RUN_LATENCY_S}"]
+    with log.open("ab") as out:
+        driver = subprocess.Popen(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not list((tmp_path / "run" / "discoveries").glob("*.parquet")):
+        assert driver.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+    running = [p for p in psutil.process_iter(["pid"]) if _session(p) == driver.pid and p.pid != driver.pid]
+    os.killpg(driver.pid, signal.SIGINT)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 130
+    left = left_running(driver.pid)
+    assert running, "the run had started its Ray processes when it was interrupted"
+    assert left == [], f"processes outlived the interrupted run: {left}"
+    text = log.read_text()
+    assert "interrupted: rows already written are kept" in text and "Traceback" not in text, text[-3000:]
