@@ -13,7 +13,11 @@ Cheats that only Lean's answer can expose are run through the pool's fault and s
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,7 +25,8 @@ import pytest
 
 from lean_pool import verdict
 
-CHEATS_DIR = Path(__file__).resolve().parent / "cheats"
+REPO_DIR = Path(__file__).resolve().parents[1]
+CHEATS_DIR = REPO_DIR / "tests" / "cheats"
 CHEATS = sorted(CHEATS_DIR.glob("*.lean"))
 # How each `expect` word shows in the verdict the text checks return.
 EXPECTED_STATUS = {"refused": "refused", "sorry": "sorry", "failed": "error"}
@@ -105,3 +110,31 @@ def test_an_honest_proof_of_each_reference_goes_to_lean(reference: Path) -> None
     honest = (CHEATS_DIR / "honest" / reference.name).read_text()
     assert verdict.precheck(honest, "proof", reference.read_text()) is None
     assert verdict.declared_names(honest)[-1] == reference.stem
+
+
+def check_cli(*args: str) -> tuple[int, list[dict]]:
+    """`python -m lean_pool.check` on the simulator with replay on, as the README shows it; exit status and lines."""
+    sim = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "replay=true"]
+    proc = subprocess.run([sys.executable, "-m", "lean_pool.check", *args, *sim], cwd=REPO_DIR, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.stderr == "", proc.stderr
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.ray
+def test_through_the_check_cli_no_cheat_is_verified_and_every_honest_proof_is(tmp_path: Path) -> None:
+    """The whole corpus through the CLI a user runs, each file held to its target's statement (`statement=DIR`:
+    the statement file of the same name), then the honest proofs the same way."""
+    statements = tmp_path / "statements"
+    statements.mkdir()
+    for path in CHEATS:
+        [target] = _header(path.read_text(), "target")
+        shutil.copy(CHEATS_DIR / "reference" / f"{target}.lean", statements / path.name)
+    status, cheats = check_cli(*map(str, CHEATS), f"statement={statements}")
+    assert status == 1 and len(cheats) == len(CHEATS)
+    assert [line["path"] for line in cheats if line["verified"]] == []
+    assert {line["status"] for line in cheats} <= {"refused", "sorry", "error"}
+
+    status, honest = check_cli(str(CHEATS_DIR / "honest"), f"statement={CHEATS_DIR / 'reference'}")
+    assert status == 0 and len(honest) == len(list((CHEATS_DIR / "honest").glob("*.lean")))
+    assert all(line["verified"] and line["replay"] == "accepted" for line in honest), honest
