@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.lean_source import opened_namespaces, referenced_constants
+from operators.concept_graph import defined_declarations
 from operators.llm.answers import extract_json
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.retrieval.declaration_index import DeclarationIndex
@@ -40,6 +41,7 @@ CONCLUSION = "conclusion"
 _SCORE_DIGITS = 6
 
 Ask = Callable[[str, list[dict[str, str]]], Awaitable[LLMResult]]
+Find = Callable[[list[str]], Mapping[str, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,7 @@ def lookup_names(constant: str, opened: Sequence[str]) -> list[str]:
     return [constant, *(f"{namespace}.{constant}" for namespace in opened)]
 
 
-def grounded_terms(statement: str, find: Callable[[list[str]], Mapping[str, Mapping[str, Any]]] | None,
-                   max_terms: int) -> list[dict[str, Any]]:
+def grounded_terms(statement: str, find: Find | None, max_terms: int) -> list[dict[str, Any]]:
     """The constants of the statement's theorem with the index's signature and docstring; `found` false for a
     constant the index lacks (or every one, without an index)."""
     theorem = first_theorem(statement)
@@ -138,6 +139,19 @@ def grounded_terms(statement: str, find: Callable[[list[str]], Mapping[str, Mapp
                       "signature": hit["signature"] if hit else None,
                       "docstring": hit.get("docstring") if hit else None})
     return terms
+
+
+def with_definitions(defined: Mapping[str, Mapping[str, Any]], find: Find | None) -> Find | None:
+    """A lookup that knows the definitions written for this statement (autoformalize's concept graph) before the
+    index: a new name's meaning is its definition, which the labeller must see like Mathlib's."""
+    if not defined:
+        return find
+
+    def lookup(names: list[str]) -> Mapping[str, Mapping[str, Any]]:
+        found = dict(find([name for name in names if name not in defined])) if find else {}
+        return {**found, **{name: defined[name] for name in names if name in defined}}
+
+    return lookup
 
 
 def definitions_text(terms: Sequence[Mapping[str, Any]], none_found: str) -> str:
@@ -246,7 +260,8 @@ class FaithfulnessOperator(LLMOperator):
             return {**row, "faithful": True, "faithfulness_score": 1.0, "faithfulness_labels": [],
                     "grounded_terms": []}
         statement = row["statement"]
-        find = None if self.index is None else self.index.find
+        find = with_definitions(defined_declarations(row.get("definitions") or []),
+                                None if self.index is None else self.index.find)
         terms = await asyncio.to_thread(grounded_terms, statement, find, self.faithfulness.max_terms)
         calls = 0
 

@@ -1,13 +1,17 @@
-"""`python -m pipelines.autoformalize input=PATH run_dir=DIR [preset=demo]`: informal statements into Lean.
+"""`python -m pipelines.autoformalize input=PATH run_dir=DIR [mode=direct|got|agent] [preset=demo]`: informal
+statements into Lean.
 
-One streaming Ray Data plan: input rows -> autoformalize (retrieve, think, draft, compile-repair: mining's
-formalize loop) -> faithfulness -> RUN_DIR/formalizations/, one row per input row whatever happened to it.
+One streaming Ray Data plan: input rows -> autoformalize -> faithfulness -> RUN_DIR/formalizations/, one row per
+input row whatever happened to it. The autoformalize stage is the mode's: `direct` (retrieve, think, draft,
+compile-repair: mining's formalize loop), `got` (Aria's concept graph, missing concepts defined bottom-up, then
+the draft) or `agent` (ALA's model with tools under a budget of tool calls).
 Started again with the same `run_dir`, rows already written are kept and only infrastructure failures and
 unwritten rows are redone. `preset=demo` runs a few shipped statements on the simulators.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -18,12 +22,19 @@ import ray
 from omegaconf import DictConfig, open_dict
 
 from lean_pool.launch import LeanSetupError
+from operators.agent_tools import example_pair
 from operators.autoformalize import AutoformalizeOperator, AutoformalizeSettings
+from operators.autoformalize_agent import AgentAutoformalizeOperator, AgentSettings
+from operators.autoformalize_got import GraphAutoformalizeOperator, GraphSettings
 from operators.faithfulness import FaithfulnessOperator
 from operators.llm.client import LLMConfigError
 from operators.rows.formalizations import (
+    AGENT,
+    DIRECT,
     ERROR_INFRA,
     FORMALIZATION_SCHEMA,
+    GOT,
+    MODES,
     STATUSES,
     InputRules,
     formalizations_table,
@@ -41,8 +52,13 @@ JSONL_SUFFIX = ".jsonl"
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
-    """`conf/autoformalize.yaml` with overrides; the repairs are grounded whenever there is an index to ground in."""
-    cfg = compose_config("autoformalize", overrides)
+    """`conf/autoformalize.yaml` with overrides (`mode=` is short for `autoformalize.mode=`); the repairs are grounded
+    whenever there is an index to ground in."""
+    modes = [item for item in overrides if item.startswith("mode=")]
+    rest = [item for item in overrides if not item.startswith("mode=")]
+    cfg = compose_config("autoformalize", [*rest, *(f"autoformalize.{item}" for item in modes)])
+    if cfg.autoformalize.mode not in MODES:
+        raise SetupError(f"mode={cfg.autoformalize.mode} is not one of {list(MODES)}")
     with open_dict(cfg):
         cfg.grounding.enabled = cfg.index.dir is not None
     return cfg
@@ -70,35 +86,74 @@ def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str]
     rules = InputRules(max_tokens=int(cfg.autoformalize.max_input_tokens),
                        chars_per_token=float(cfg.seeds.chars_per_token),
                        default_header=str(cfg.autoformalize.default_header))
+    mode = str(cfg.autoformalize.mode)
     rows = []
     for path in files:
         source = PurePosixPath(path).name
         if path.endswith(JSONL_SUFFIX):
             with filesystem.open_input_stream(path) as stream:
-                rows += jsonl_rows(stream.read(), source, rules, provenance)
+                rows += jsonl_rows(stream.read(), source, rules, provenance, mode)
         else:
             records = pq.read_table(path, filesystem=filesystem).to_pylist()
-            rows += [problem_row(record, source, rules, provenance) for record in records]
+            rows += [problem_row(record, source, rules, provenance, mode) for record in records]
     return with_unique_ids(rows)
+
+
+def read_examples(location: str) -> tuple[dict[str, str], ...]:
+    """The agent's examples corpus: every informal/formal pair of the files at `location` (records lacking either
+    are left out); an empty corpus is a `SetupError`."""
+    filesystem, files = input_files(location)
+    records: list[dict] = []
+    for path in files:
+        if path.endswith(JSONL_SUFFIX):
+            with filesystem.open_input_stream(path) as stream:
+                lines = stream.read().decode("utf-8").splitlines()
+            records += [json.loads(line) for line in lines if line.strip()]
+        else:
+            records += pq.read_table(path, filesystem=filesystem).to_pylist()
+    pairs = tuple(pair for pair in map(example_pair, records) if pair is not None)
+    if not pairs:
+        raise SetupError(f"autoformalize.agent.examples={location} holds no informal/formal pair")
+    return pairs
 
 
 class AutoformalizeJob(MiningJob):
     """A mining job whose inputs are informal statements: same checks, Ray, backends, pool and run directory."""
 
     def find_inputs(self) -> None:
-        """The input files, found before Ray starts (a wrong path is a `SetupError` at once); they are read once
-        the job's provenance is known."""
+        """The input files and the agent's examples, found before Ray starts (a wrong path is a `SetupError` at
+        once); the inputs are read once the job's provenance is known."""
         self.input_fs, self.input_files = input_files(str(self.cfg.input))
+        agent = self.cfg.autoformalize.agent
+        use_examples = self.cfg.autoformalize.mode == AGENT and agent.examples is not None
+        self.examples = read_examples(str(agent.examples)) if use_examples else None
+
+
+def mode_operator(job: AutoformalizeJob) -> tuple[type[AutoformalizeOperator], dict]:
+    """The autoformalize operator of the configured mode and its own settings."""
+    section = job.cfg.autoformalize
+    if section.mode == GOT:
+        got = section.got
+        return GraphAutoformalizeOperator, {"graph": GraphSettings(
+            max_concepts=int(got.max_concepts), max_depth=int(got.max_depth), ground_k=int(got.ground_k))}
+    if section.mode == AGENT:
+        agent = section.agent
+        return AgentAutoformalizeOperator, {"agent": AgentSettings(
+            max_tool_calls=int(agent.max_tool_calls), search_k=int(agent.search_k),
+            max_search_k=int(agent.max_search_k), examples_k=int(agent.examples_k), examples=job.examples)}
+    return AutoformalizeOperator, {}
 
 
 def stages(job: AutoformalizeJob) -> list[mine.Stage]:
-    """autoformalize then faithfulness, each an actor pool of async operators."""
+    """autoformalize (the mode's operator) then faithfulness, each an actor pool of async operators."""
     cfg = job.cfg
-    settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k), think=bool(cfg.autoformalize.think),
+    settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k),
+                                     think=bool(cfg.autoformalize.think) and cfg.autoformalize.mode == DIRECT,
                                      prompts=job.steps.formalize.prompts, formalize=job.steps.formalize)
+    operator, mode_settings = mode_operator(job)
     return [
-        mine.Stage("autoformalize", AutoformalizeOperator,
-                   job.llm_options("autoformalize", autoformalize=settings, pool=job.pool)),
+        mine.Stage("autoformalize", operator,
+                   job.llm_options("autoformalize", autoformalize=settings, pool=job.pool, **mode_settings)),
         mine.Stage("faithfulness", FaithfulnessOperator,
                    job.llm_options("faithfulness", faithfulness=job.steps.faithfulness, rows=TABLE)),
     ]
@@ -113,8 +168,9 @@ def autoformalize(job: AutoformalizeJob) -> int:
     if not rows:
         return 0
     if job.cfg.index.dir is None:
-        print("retrieve: skipped (no index.dir): drafts see no Mathlib declarations, repairs are not grounded and "
-              "faithfulness looks up no definitions", flush=True)
+        print("retrieve: skipped (no index.dir): drafts see no Mathlib declarations, repairs are not grounded, "
+              "faithfulness looks up no definitions, mode=got grounds no concept (every one is defined anew) and "
+              "mode=agent has no search_declarations", flush=True)
     table = formalizations_table(rows)
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
@@ -128,7 +184,7 @@ def summary(job: AutoformalizeJob, sent: int) -> list[str]:
     table = job.run.read(TABLE, FORMALIZATION_SCHEMA, ["status", "provenance"])
     statuses = table.column("status").to_pylist()
     lines = [f"run_dir: {job.run.uri}", f"  {TABLE}/  {job.run.table_uri(TABLE)}",
-             f"{TABLE}: {len(statuses)} ({sent} formalized in this start)"]
+             f"{TABLE}: {len(statuses)} ({sent} formalized in this start, mode={job.cfg.autoformalize.mode})"]
     lines += [f"  {status:<16}{statuses.count(status)}" for status in STATUSES]
     if job.settings.simulated or job.provenance["lean_simulated"]:
         lines.append("SIMULATED run: scripted LLM and/or Lean; no status here says anything about mathematics.")

@@ -45,8 +45,13 @@ class LLMBackend:
             self._stop = process.stop
             self.settings = self.settings.with_base_url(endpoint, process.base_url)
         elif backend == "vllm":
-            from operators.llm.serve import ServeApp
+            from operators.llm.serve import ServeApp, engines_without_tool_calling
 
+            models = [self.settings.roles[role].model for role in self._cfg["tool_roles"] if role in self.settings.roles]
+            unable = engines_without_tool_calling(self._cfg["serve"], models)
+            if unable:
+                raise LLMConfigError(f"llm=vllm: roles {list(self._cfg['tool_roles'])} call tools, but the engines of "
+                                     f"{unable} have no tool_call_parser (set llm.serve.engines.<model>.tool_call_parser)")
             app = ServeApp(self._cfg["serve"])
             base_url = app.start_or_attach()
             self._stop = app.shutdown

@@ -174,6 +174,7 @@ class LLMRequest:
     stage: str
     candidate_id: str
     attempt: int = 1
+    tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call (empty: plain chat)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ class LLMResult:
     error_kind: str | None = None
     error: str | None = None
     cached: bool = False  # replayed from the run's cache: no request was sent (tries is 0)
+    tool_calls: tuple[dict[str, str], ...] = ()  # the calls the model asked for: {id, name, arguments (JSON text)}
 
     @property
     def ok(self) -> bool:
@@ -244,9 +246,10 @@ class LLMSettings:
     retry: RetryPolicy
 
     def request(
-        self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1
+        self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
+        tools: Sequence[dict[str, Any]] = (),
     ) -> LLMRequest:
-        """A request for `role`'s model with `stage`'s sampling."""
+        """A request for `role`'s model with `stage`'s sampling, offering `tools` when given."""
         if role not in self.roles:
             raise LLMConfigError(f"no model for role {role!r}; configured roles: {sorted(self.roles)}")
         if stage not in self.sampling:
@@ -260,6 +263,7 @@ class LLMSettings:
             stage=stage,
             candidate_id=candidate_id,
             attempt=attempt,
+            tools=tuple(tools),
         )
 
     def with_base_url(self, endpoint: str, base_url: str) -> "LLMSettings":
@@ -310,6 +314,8 @@ def cache_key(request: LLMRequest) -> CacheKey:
     """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
     messages, the model, the sampling)."""
     payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling)}
+    if request.tools:
+        payload["tools"] = list(request.tools)
     return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
 
 
@@ -329,6 +335,8 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         kwargs["stop"] = list(sampling.stop)
     if sampling.max_tokens is not None:
         kwargs[endpoint.max_tokens_param] = sampling.max_tokens
+    if request.tools:
+        kwargs["tools"] = list(request.tools)
     kwargs["extra_headers"] = {
         STAGE_HEADER: request.stage,
         CANDIDATE_HEADER: request.candidate_id,
@@ -574,11 +582,19 @@ class LLMClient:
             self._slots = None
 
 
+def tool_calls_of(message: Any) -> tuple[dict[str, str], ...]:
+    """The function calls of an assistant message as plain data: id, function name, arguments as sent (JSON)."""
+    return tuple({"id": call.id, "name": call.function.name, "arguments": call.function.arguments or ""}
+                 for call in (getattr(message, "tool_calls", None) or []) if getattr(call, "function", None))
+
+
 def _success(response: Any, latency: float, tries: int) -> LLMResult:
-    """Turn a chat completion into a result; no content is an `empty_response` error, usage kept."""
+    """Turn a chat completion into a result; no content and no tool call is an `empty_response` error, usage
+    kept."""
     usage = response.usage
     texts = tuple((choice.message.content or "") for choice in response.choices)
     finish = response.choices[0].finish_reason if response.choices else None
+    calls = tool_calls_of(response.choices[0].message) if response.choices else ()
     common = dict(
         finish_reason=finish,
         model=response.model,
@@ -587,12 +603,13 @@ def _success(response: Any, latency: float, tries: int) -> LLMResult:
         completion_tokens=usage.completion_tokens if usage else 0,
         latency_s=latency,
         tries=tries,
+        tool_calls=calls,
     )
-    if not texts or not texts[0].strip():
+    if not calls and (not texts or not texts[0].strip()):
         return LLMResult(
             text=None, texts=texts, error_kind="empty_response", error=f"no content (finish_reason={finish})", **common
         )
-    return LLMResult(text=texts[0], texts=texts, **common)
+    return LLMResult(text=texts[0] or None, texts=texts, **common)
 
 
 class LLMClients:
@@ -756,7 +773,8 @@ class LLMOperator:
         key = cache_key(request)
         stored = None if self.cache is None else self.cache.get(key)
         if stored is not None:
-            result = LLMResult(**{**stored, "texts": tuple(stored["texts"]), "tries": 0, "cached": True})
+            result = LLMResult(**{**stored, "texts": tuple(stored["texts"]),
+                                  "tool_calls": tuple(stored.get("tool_calls") or ()), "tries": 0, "cached": True})
         else:
             result = await self.clients.complete(request)
             if self.cache is not None and result.ok:

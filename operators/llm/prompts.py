@@ -8,6 +8,7 @@ and the current attempt last.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,3 +100,38 @@ def diagnose_messages(templates: Mapping[str, str], attempt: Mapping[str, Any]) 
     user = templates["diagnose"].format(code=attempt["code"],
                                         diagnostics=format_diagnostics(attempt["diagnostics"] or []))
     return _chat(templates, user)
+
+
+def concept_graph_messages(templates: Mapping[str, str], informal: str, related: str, max_concepts: int,
+                           max_depth: int) -> Messages:
+    """Ask for the concepts a statement needs as a dependency graph in JSON (Aria's Graph-of-Thought)."""
+    return _chat(templates, templates["concept_graph"].format(informal=informal, related=related,
+                                                              max_concepts=max_concepts, max_depth=max_depth))
+
+
+def ground_messages(templates: Mapping[str, str], concept: Mapping[str, Any], candidates: str) -> Messages:
+    """Ask which of the nearest declarations, if any, is the concept."""
+    return _chat(templates, templates["ground"].format(concept=json.dumps(dict(concept), ensure_ascii=False),
+                                                       candidates=candidates))
+
+
+def define_messages(templates: Mapping[str, str], concept: Mapping[str, Any], informal: str, header: str,
+                    known: str, marker: str) -> Messages:
+    """Ask for a Lean definition of a missing concept, given the file it goes into (header and earlier
+    definitions); the concept is the prompt's last block."""
+    return _chat(templates, templates["define"].format(
+        concept=json.dumps(dict(concept), ensure_ascii=False), informal=informal, header=header.strip(),
+        known=known, marker=marker))
+
+
+def agent_messages(templates: Mapping[str, str], informal: str, header: str, name: str, budget: int) -> Messages:
+    """The agent's task: formalize the statement with the tools, at most `budget` tool calls."""
+    return _chat(templates, templates["agent"].format(informal=informal, header=header.strip(), name=name,
+                                                      budget=budget))
+
+
+def translate_messages(templates: Mapping[str, str], informal: str, header: str, name: str, marker: str
+                       ) -> Messages:
+    """The `translate` tool's request to the translator model: one Lean statement of the informal text."""
+    return _chat(templates, templates["translate"].format(informal=informal, header=header.strip(), name=name,
+                                                          marker=marker))

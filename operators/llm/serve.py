@@ -10,21 +10,29 @@ Only `operators.llm.backend.LLMBackend` imports this module, and only when `llm=
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
+
+
+def tool_calling_kwargs(engine: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's tool-calling options for an engine with a `tool_call_parser` (the parser that reads its model's
+    tool-call format, e.g. `hermes` for Qwen3): without both, vLLM refuses requests that offer tools."""
+    parser = engine.get("tool_call_parser")
+    return {"enable_auto_tool_choice": True, "tool_call_parser": parser} if parser else {}
 
 
 def llm_config(model_id: str, engine: Mapping[str, Any]) -> dict[str, Any]:
     """One `LLMConfig` (as the dict `LLMServingArgs` validates) for one model's engine deployment.
 
     Tensor parallelism goes into the vLLM engine kwargs, where Ray Serve LLM reads it to size each
-    replica's placement group; replicas become Serve autoscaling bounds.
+    replica's placement group; replicas become Serve autoscaling bounds; a tool-call parser turns on tool calling.
     """
     return {
         "model_loading_config": {"model_id": model_id, "model_source": engine["model_source"]},
         "accelerator_type": engine["accelerator_type"],
-        "engine_kwargs": {**engine["engine_kwargs"], "tensor_parallel_size": engine["tensor_parallel_size"]},
+        "engine_kwargs": {**engine["engine_kwargs"], **tool_calling_kwargs(engine),
+                          "tensor_parallel_size": engine["tensor_parallel_size"]},
         "deployment_config": {
             "autoscaling_config": {
                 "min_replicas": engine["replicas"]["min"],
@@ -38,6 +46,12 @@ def llm_config(model_id: str, engine: Mapping[str, Any]) -> dict[str, Any]:
 def serving_args(serve: Mapping[str, Any]) -> dict[str, Any]:
     """The `build_openai_app` argument (`LLMServingArgs` as a dict) for every configured engine."""
     return {"llm_configs": [llm_config(model_id, engine) for model_id, engine in serve["engines"].items()]}
+
+
+def engines_without_tool_calling(serve: Mapping[str, Any], models: Sequence[str]) -> list[str]:
+    """The models among `models` (those of roles that call tools) whose engine has no `tool_call_parser`."""
+    return sorted({model for model in models
+                   if model in serve["engines"] and not serve["engines"][model].get("tool_call_parser")})
 
 
 def run_kwargs(serve: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 It is a real HTTP server (the stdlib's threading `http.server`, HTTP/1.1 keep-alive) so the
 client, retries, timeouts and Ray Data operators run exactly as they would against vLLM or a
 paid API. Its "model" decides nothing: answers are scripted per stage (discover, judge,
-formalize, prove; think, draft, diagnose, decompose, faithfulness for autoformalize) and are a
-deterministic function of the request content and the sim seed.
+formalize, prove; think, draft, diagnose, decompose, faithfulness for autoformalize; concept_graph, ground,
+define for its concept graph mode; translate, and tool calls for a request that offers tools, for its agent mode)
+and are a deterministic function of the request content and the sim seed.
 Latency, capacity (requests served at once; the rest queue), injected 429/500/timeouts and a
 context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
 simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim. Like vLLM it
@@ -45,6 +46,11 @@ _EMPTY_TRIGGER = "sim:empty"
 # Triggers in the informal text of a draft prompt: a refused command before the theorem, or no code at all.
 _REFUSE_TRIGGER = "sim:refuse"
 _NOCODE_TRIGGER = "sim:nocode"
+# Triggers in an autoformalize text: a concept graph with a cycle; an agent that never compiles; an agent whose
+# compiles never drop the error mark.
+_CYCLE_TRIGGER = "sim:cycle"
+_WANDER_TRIGGER = "sim:wander"
+_UNFIXABLE_TRIGGER = "sim:unfixable"
 # Triggers in a part to label: that label whatever the draw.
 _LABEL_TRIGGERS = ((f"sim:{MAJOR}", MAJOR), (f"sim:{MINOR}", MINOR))
 # Sentence ends (kept with their sentence) and blank lines: where an informal statement splits into parts.
@@ -260,6 +266,80 @@ def faithfulness_reply(parts_block: str, key: tuple[object, ...], script: Mappin
     return f"Labels (simulated).\n```json\n{json.dumps(labels, ensure_ascii=False)}\n```\n"
 
 
+def concept_graph_reply(informal: str, related: str, name: str, script: Mapping[str, Any]) -> str:
+    """A concept graph as JSON: the first `grounded` declarations of the prompt's related block as leaves (their
+    names exist in the index, so they ground exactly), and one new notion named after the row that depends on
+    them and carries the informal text in its description (so its triggers reach the definition). `sim:cycle`
+    adds a second notion and makes the two depend on each other."""
+    known = [line.split()[0] for line in related.splitlines() if line.strip()][: script["grounded"]]
+    nodes = [{"name": known_name, "description": f"the declaration {known_name} (simulated)", "depends_on": []}
+             for known_name in known]
+    notion = {"name": name, "description": f"a notion the statement needs (simulated): {informal}",
+              "depends_on": list(known)}
+    nodes.append(notion)
+    if _CYCLE_TRIGGER in informal:
+        helper = f"{name}_helper"
+        notion["depends_on"].append(helper)
+        nodes.append({"name": helper, "description": "a helper notion (simulated)", "depends_on": [name]})
+    return f"Concept graph (simulated, not a reading of the text).\n```json\n{json.dumps({'concepts': nodes})}\n```\n"
+
+
+def ground_reply(candidates: str, u: float, script: Mapping[str, Any]) -> str:
+    """Which candidate declaration is the concept: the first one when the draw `u` is under `confirm_rate`,
+    else none."""
+    names = [line.split()[0] for line in candidates.splitlines() if line.strip()]
+    match = names[0] if names and u < script["confirm_rate"] else None
+    return f"Grounding (simulated).\n```json\n{json.dumps({'match': match})}\n```\n"
+
+
+def define_reply(concept_block: str, broken_u: float, script: Mapping[str, Any]) -> str:
+    """A Lean definition of the concept named in the prompt's json block: a scripted predicate that means nothing,
+    or an `axiom` for `sim:refuse` in its description; the error mark for `sim:error` there or at `broken_rate`."""
+    try:
+        concept = json.loads(concept_block)
+    except json.JSONDecodeError:
+        concept = {}
+    name = str(concept.get("name") or "sim_concept")
+    description = str(concept.get("description") or "")
+    error_mark = script["error_mark"]
+    line = f"axiom {name} : Prop" if _REFUSE_TRIGGER in description else f"def {name} (n : ℕ) : Prop := n = n"
+    if error_mark in description or broken_u < script["define"]["broken_rate"]:
+        line += f"  -- {error_mark}"
+    return f"Definition (simulated, it states nothing).\n{script['formalize']['marker']}\n```lean\n{line}\n```\n"
+
+
+def agent_tool_call(messages: list[Mapping[str, Any]], key: tuple[object, ...], script: Mapping[str, Any]
+                    ) -> tuple[str, dict[str, Any]]:
+    """The agent's next tool call, read off the conversation so far: the scripted opening tools in order, then
+    `compile` of the translator's code, which drops the error mark from the compile the draw picks on
+    (`agent.fixed_at_compile`). `sim:wander` searches for ever; `sim:unfixable` never drops the mark."""
+    agent = script["agent"]
+    informal = last_block(last_user_text(messages), "text")
+    names = {call["id"]: call["function"]["name"] for message in messages if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or []}
+    made = list(names.values())
+    translated = [message_text(message) for message in messages
+                  if message.get("role") == "tool" and names.get(message.get("tool_call_id")) == "translate"]
+    opening = agent["opening"]
+    if _WANDER_TRIGGER in informal:
+        name, arguments = "search_declarations", {"query": informal, "k": agent["search_k"]}
+    elif len(made) < len(opening):
+        name = opening[len(made)]
+        arguments = {"search_declarations": {"query": informal, "k": agent["search_k"]},
+                     "examples": {"query": informal}, "translate": {"informal": informal},
+                     "check_term": {"expr": agent["term"]}}[name]
+    else:
+        code = last_lean_block(translated[-1]) if translated else ""
+        fixed_at = success_attempt(agent["fixed_at_compile"], unit(*key))
+        compiles = made.count("compile") + 1
+        if fixed_at is not None and compiles >= fixed_at and _UNFIXABLE_TRIGGER not in informal:
+            code = strip_error_mark(code, script["error_mark"])
+        name, arguments = "compile", {"code": code}
+    call = {"id": f"call_{len(made) + 1}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+    return f"Next step (simulated): {name}.", call
+
+
 def scripted_reply(
     messages: list[Mapping[str, Any]], meta: RequestMeta, model: str, digest: str, sim: Mapping[str, Any]
 ) -> str:
@@ -282,11 +362,19 @@ def scripted_reply(
         return prove_reply(last_lean_block(prompt), proved, script["prove"])
     if meta.stage == "think":
         return think_reply(last_block(prompt, "text"))
-    if meta.stage == "draft":
+    if meta.stage in ("draft", "translate"):
         draws = unit(seed, model, "draft", subject), unit(seed, model, "draft", subject, "broken")
         return draft_reply(last_block(prompt, "text"), theorem_name(meta.candidate_id), *draws, script)
     if meta.stage == "diagnose":
         return diagnose_reply(meta.attempt)
+    if meta.stage == "concept_graph":
+        return concept_graph_reply(last_block(prompt, "text"), last_lean_block(prompt),
+                                   f"{theorem_name(meta.candidate_id)}_notion", script["concept_graph"])
+    if meta.stage == "ground":
+        return ground_reply(last_lean_block(prompt), unit(seed, model, "ground", subject, digest),
+                            script["concept_graph"])
+    if meta.stage == "define":
+        return define_reply(last_block(prompt, "json"), unit(seed, model, "define", subject, digest), script)
     if meta.stage == "decompose":
         return decompose_reply(last_block(prompt, "text"))
     if meta.stage == "faithfulness":
@@ -354,15 +442,24 @@ def completion_body(
     choices = []
     completion_tokens = 0
     for index in range(int(body.get("n") or 1)):
-        text = scripted_reply(messages, meta, model, f"{digest}:{index}" if index else digest, sim)
-        finish = "stop"
+        calls = None
+        if body.get("tools"):
+            text, call = agent_tool_call(messages, (sim["seed"], model, "agent", meta.candidate_id or digest),
+                                         sim["script"])
+            calls = [call]
+        else:
+            text = scripted_reply(messages, meta, model, f"{digest}:{index}" if index else digest, sim)
+        finish = "tool_calls" if calls else "stop"
         if approx_tokens(text, cpt) > limit:
             text, finish = text[: int(limit * cpt)], "length"
         completion_tokens += 0 if empty else approx_tokens(text, cpt)
+        message: dict[str, Any] = {"role": "assistant", "content": None if empty else text}
+        if calls:
+            message["tool_calls"] = calls
         choices.append(
             {
                 "index": index,
-                "message": {"role": "assistant", "content": None if empty else text},
+                "message": message,
                 "finish_reason": finish,
                 "logprobs": None,
             }

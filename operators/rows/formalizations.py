@@ -37,6 +37,30 @@ MINOR = "minor"
 MAJOR = "major"
 LABELS = (PERFECT, MINOR, MAJOR)
 
+# How a row was formalized (`autoformalize.mode`): draft and repair (FORMAL's skeleton), Aria's concept graph, or
+# ALA's tool-using agent.
+DIRECT = "direct"
+GOT = "got"
+AGENT = "agent"
+MODES = (DIRECT, GOT, AGENT)
+
+CONCEPT = pa.struct(
+    [
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("depends_on", pa.list_(pa.string())),
+        ("status", pa.string()),  # grounded / synthesized / failed
+        ("declaration", pa.string()),  # the index's declaration, or the definition made for it
+        ("candidates", pa.list_(pa.string())),  # nearest declarations shown to the model when the name was not found
+        ("reason", pa.string()),
+    ]
+)
+# A definition tried for a missing concept: its code once compiled (null when none did) and every attempt.
+DEFINITION = pa.struct([("concept", pa.string()), ("code", pa.string()), ("attempts", pa.list_(ATTEMPT))])
+TOOL_CALL = pa.struct(
+    [("tool", pa.string()), ("arguments", pa.string()), ("outcome", pa.string()), ("seconds", pa.float64())]
+)
+
 FORMALIZATION_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -45,12 +69,17 @@ FORMALIZATION_SCHEMA = pa.schema(
         ("header", pa.string()),  # imports and `open` lines the statement is compiled under
         ("reference", pa.string()),  # a human formal statement given with the input, if any
         ("theorem_name", pa.string()),  # the name the model is asked to give the statement
+        ("mode", pa.string()),  # direct / got / agent
         ("retrieved", pa.list_(pa.string())),  # declarations shown to the model; null when there was no index
         ("thought", pa.string()),  # the think step's answer (null when it is off)
         ("statement", pa.string()),  # the compiled statement (header included), or null
         ("attempts", pa.list_(ATTEMPT)),  # every draft and repair with Lean's verdict
         ("repairs", pa.int32()),
         ("diagnoses", pa.list_(pa.string())),  # the diagnose role's answer before each repair
+        ("concept_graph", pa.list_(CONCEPT)),  # got: every concept and what became of it; null in other modes
+        ("definitions", pa.list_(DEFINITION)),  # got: definitions tried for missing concepts, dependencies first
+        ("tool_calls", pa.int32()),  # agent: tool calls made (at most the budget); null in other modes
+        ("tool_trace", pa.list_(TOOL_CALL)),  # agent: each call's tool, arguments (JSON), outcome and seconds
         ("status", pa.string()),
         ("reason", pa.string()),
         ("error", pa.string()),
@@ -112,8 +141,8 @@ def informal_statement(text: str) -> str:
     return text.split(PROOF_START, 1)[0].strip()
 
 
-def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any]
-                ) -> dict[str, Any]:
+def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any],
+                mode: str = DIRECT) -> dict[str, Any]:
     """A row for one input record: `informal` (or ProofNet's `informal_stmt`), `header`, `formal_statement` or
     `reference`, `source`; a record with no text or too long a text is `bad_input` with the reason."""
     raw = record.get("informal") if record.get("informal") is not None else record.get("informal_stmt")
@@ -123,7 +152,7 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
         id=row_id, source=str(record.get("source") or source), informal=text,
         header=str(record.get("header") or rules.default_header),
         reference=record.get("formal_statement") or record.get("reference"), theorem_name=theorem_name(row_id),
-        provenance=dict(provenance))
+        mode=mode, provenance=dict(provenance))
     if not text:
         return {**row, "status": BAD_INPUT, "reason": "no informal text (`informal` or `informal_stmt`)"}
     tokens = len(text) / rules.chars_per_token
@@ -133,15 +162,17 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
     return row
 
 
-def unreadable_row(source: str, raw: bytes, reason: str, provenance: Mapping[str, Any]) -> dict[str, Any]:
+def unreadable_row(source: str, raw: bytes, reason: str, provenance: Mapping[str, Any], mode: str = DIRECT
+                   ) -> dict[str, Any]:
     """A `bad_input` row for an input line that could not be read at all (bad encoding, not JSON), named after
     its bytes so that it keeps its id when lines are added to the file before it."""
     row_id = f"{source}:unreadable_{hashlib.sha256(raw).hexdigest()[:16]}"
-    return {**empty_formalization(id=row_id, source=source, provenance=dict(provenance)),
+    return {**empty_formalization(id=row_id, source=source, mode=mode, provenance=dict(provenance)),
             "status": BAD_INPUT, "reason": reason}
 
 
-def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any]) -> list[dict[str, Any]]:
+def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any], mode: str = DIRECT
+               ) -> list[dict[str, Any]]:
     """One row per non-empty line of a JSONL file; a line that is not UTF-8 or not a JSON object keeps its place
     as a `bad_input` row whose reason names its line."""
     rows = []
@@ -151,15 +182,15 @@ def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[
         try:
             record = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
-            rows.append(unreadable_row(source, raw, f"line {number} is not UTF-8: {error.reason}", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not UTF-8: {error.reason}", provenance, mode))
             continue
         except json.JSONDecodeError as error:
-            rows.append(unreadable_row(source, raw, f"line {number} is not JSON: {error.msg}", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not JSON: {error.msg}", provenance, mode))
             continue
         if not isinstance(record, dict):
-            rows.append(unreadable_row(source, raw, f"line {number} is not a JSON object", provenance))
+            rows.append(unreadable_row(source, raw, f"line {number} is not a JSON object", provenance, mode))
             continue
-        rows.append(problem_row(record, source, rules, provenance))
+        rows.append(problem_row(record, source, rules, provenance, mode))
     return rows
 
 
