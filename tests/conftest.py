@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import ray
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_DIR.parent / "shared"
@@ -34,3 +35,11 @@ def mathliblemma_dir() -> Path:
 @pytest.fixture(scope="session")
 def mathlib_sample_dir() -> Path:
     return _require(SHARED_DIR / "fixtures" / "mathlib-sample")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray for one test module, with room for a simulated Lean pool and its replay slot."""
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

@@ -28,13 +28,6 @@ HEADER = "import Mathlib"
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def lean_cfg() -> dict:
     with initialize_config_module(config_module="conf", version_base=None):
         cfg = compose(config_name="check", overrides=["lean=sim"]).lean

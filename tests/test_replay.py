@@ -18,7 +18,6 @@ from typing import Any
 
 import psutil
 import pytest
-import ray
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -236,13 +235,6 @@ def test_a_crash_or_hang_of_the_replay_is_infra_not_a_verdict():
     hung = asyncio.run(replayer.replay(GOOD.replace("norm_num", "norm_num  -- sim:hang")))
     assert hung.verdict == ERROR_INFRA and "timeout" in hung.reasons[0]
     assert not psutil.pid_exists(hung.pid) or psutil.Process(hung.pid).status() == psutil.STATUS_ZOMBIE
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
