@@ -20,6 +20,7 @@ import ray
 from omegaconf import OmegaConf
 
 from lean_pool.header import split_header
+from lean_pool.kimina import KIMINA, KiminaPool
 from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
 from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
@@ -167,13 +168,16 @@ class LeanPool:
 
     @classmethod
     def start(cls, lean_cfg: Mapping[str, Any], name: str | None = None,
-              verify: Mapping[str, Any] | None = None) -> LeanPool:
+              verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
         """Start workers and router for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
 
         Give a `name` when other processes of the job should `attach` to this pool. `verify` is the job's
-        `verify:` section: how `replay` works (None: no replay).
+        `verify:` section: how `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server
+        checks instead (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
         """
         cfg = plain_config(lean_cfg)
+        if cfg["backend"] == KIMINA:
+            return KiminaPool.start(cfg, plain_config(verify) if verify is not None else None)
         build_launch(cfg)  # fail here, in the caller, with a clear message when Lean is missing
         replay = replay_settings(plain_config(verify) if verify is not None else None, cfg)  # and the replay's tools
         nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
