@@ -7,9 +7,11 @@ every function is pure, so a small hand-built table checks each figure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
-from operators.rows.formalizations import BAD_INPUT, STATUSES
+from operators.rows.formalizations import AGENT, BAD_INPUT, MODES, STATUSES
 from pipelines.stats import ALL, domain_order, ordered, percent, with_all
 
 
@@ -117,3 +119,29 @@ def score_histogram(formalizations: pl.DataFrame, bins: int) -> pl.DataFrame:
         .select((pl.col("bin") / bins).alias("bin_start"), ((pl.col("bin") + 1) / bins).alias("bin_end"),
                 pl.col("count").fill_null(0).cast(pl.Int64))
     )
+
+
+def by_mode(formalizations: pl.DataFrame) -> pl.DataFrame:
+    """Per mode that has rows (direct, got, agent): valid rows, compiled, compiled and faithful (with their rates),
+    and the mean LLM calls and tool calls per valid row (tool calls: agent rows only, else null)."""
+    valid = valid_rows(formalizations)
+    grouped = valid.group_by("mode").agg(
+        pl.len().alias("valid"),
+        pl.col("statement").is_not_null().sum().alias("compiled"),
+        (pl.col("statement").is_not_null() & pl.col("faithful").fill_null(False)).sum().alias("faithful"),
+        pl.col("llm_calls").list.len().mean().alias("llm_calls_per_problem"),
+        pl.col("tool_calls").cast(pl.Float64).mean().alias("tool_calls_per_problem"),
+    ).with_columns(percent("compiled", "valid").alias("compile_rate"),
+                   percent("faithful", "valid").alias("final_accuracy"))
+    return ordered(grouped, "mode", list(MODES))
+
+
+def sr_at_k(formalizations: pl.DataFrame, ks: Sequence[int]) -> pl.DataFrame:
+    """ALA's SR@K: of the valid rows the agent worked on, how many were made faithful within K tool calls, and
+    their share, for each K. A row still `error_infra` counts as not solved (resume the run first)."""
+    agent = valid_rows(formalizations).filter(pl.col("mode") == AGENT)
+    solved = agent.filter(pl.col("statement").is_not_null() & pl.col("faithful").fill_null(False))["tool_calls"]
+    frame = pl.DataFrame({"k": list(ks), "problems": [agent.height] * len(ks),
+                          "solved": [int((solved <= k).sum()) for k in ks]},
+                         schema={"k": pl.Int64, "problems": pl.Int64, "solved": pl.Int64})
+    return frame.with_columns(percent("solved", "problems").alias("sr"))

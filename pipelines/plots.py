@@ -148,3 +148,15 @@ def score_histogram_figure(histogram: pl.DataFrame, alpha: float | None, size: S
     axes.set_xlabel("faithfulness score")
     axes.set_ylabel("rows")
     return figure
+
+
+def sr_at_k_figure(curve: pl.DataFrame, size: Sequence[float], label: str | None) -> Figure:
+    """SR@K against K: the share of the agent's problems made faithful within K tool calls."""
+    figure = _figure(size, "SR@K: problems made faithful within K tool calls", label)
+    axes = figure.add_subplot()
+    axes.plot(curve["k"].to_list(), [value or 0.0 for value in curve["sr"].to_list()], marker="o")
+    axes.set_xticks(curve["k"].to_list())
+    axes.set_ylim(0, 100)
+    axes.set_xlabel("K (tool calls)")
+    axes.set_ylabel("% of the agent's valid rows")
+    return figure

@@ -278,6 +278,24 @@ def histogram_markdown(histogram: pl.DataFrame, alpha: float | None) -> str:
             f"the run's threshold: {threshold}.")
 
 
+def modes_markdown(modes: pl.DataFrame) -> str:
+    """Compile rate, final accuracy and cost per autoformalization mode."""
+    rows = [[r["mode"], r["valid"], count_pct(r["compiled"], r["compile_rate"]),
+             count_pct(r["faithful"], r["final_accuracy"]), number(r["llm_calls_per_problem"]),
+             number(r["tool_calls_per_problem"])] for r in modes.iter_rows(named=True)]
+    return markdown_table(["Mode", "Valid", "Compiled", "Compiled and faithful", "LLM calls per problem",
+                           "Tool calls per problem"], rows)
+
+
+def sr_markdown(curve: pl.DataFrame) -> str:
+    """SR@K per K over the agent's valid rows."""
+    rows = [[r["k"], count_pct(r["solved"], r["sr"])] for r in curve.iter_rows(named=True)]
+    problems = curve["problems"][0] if curve.height else 0
+    return (markdown_table(["K", "Made faithful within K tool calls (SR@K)"], rows)
+            + f"\n\nOver the {problems} valid rows of mode=agent; a row counts once a compile passed and its "
+              "statement was judged faithful, at the tool call of that compile.")
+
+
 def render_formalizations(run: FormalizationRun, cfg: Mapping[str, Any]) -> Report:
     """The whole report of an autoformalize run, without writing anything."""
     label, tag, banner = _sim_marks(run.simulated, cfg)
@@ -288,11 +306,17 @@ def render_formalizations(run: FormalizationRun, cfg: Mapping[str, Any]) -> Repo
     agreement = fstats.reference_agreement(f)
     matrix = fstats.faithful_vs_reference(f)
     histogram = fstats.score_histogram(f, int(cfg["formalizations"]["score_bins"]))
+    modes = fstats.by_mode(f)
+    curve = fstats.sr_at_k(f, [int(k) for k in cfg["formalizations"]["sr_at_k"]])
+    agent = [f"## SR@K of the agent{tag}", "", sr_markdown(curve), "", "![SR@K](sr_at_k.png)", ""] \
+        if curve["problems"].sum() else []
     sections = [
         f"# Folklore autoformalization report{tag}", "", *banner, *provenance_lines(run.uri, run.manifest, f), "",
         f"## Outcomes{tag}", "", status_markdown(statuses), "",
         f"## Compile rate and final accuracy per source{tag}", "", accuracy_markdown(accuracy), "",
         "![accuracy](accuracy.png)", "",
+        f"## Modes{tag}", "", modes_markdown(modes), "",
+        *agent,
         f"## LLM calls per problem{tag}", "", calls_markdown(calls), "",
         f"## Agreement with the reference{tag}", "", agreement_markdown(agreement, matrix), "",
         f"## Faithfulness scores{tag}", "", histogram_markdown(histogram, run.alpha), "",
@@ -304,7 +328,10 @@ def render_formalizations(run: FormalizationRun, cfg: Mapping[str, Any]) -> Repo
         "faithfulness_scores": plots.score_histogram_figure(histogram, run.alpha, size, label),
     }
     tables = {"statuses": statuses, "accuracy": accuracy, "llm_calls": calls, "reference_agreement": agreement,
-              "faithful_vs_reference": matrix, "faithfulness_scores": histogram}
+              "faithful_vs_reference": matrix, "faithfulness_scores": histogram, "modes": modes}
+    if agent:
+        figures["sr_at_k"] = plots.sr_at_k_figure(curve, size, label)
+        tables["sr_at_k"] = curve
     return Report("\n".join(sections), figures, tables)
 
 
