@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from operators.llm.client import settings_from_config
-from operators.llm.serve import base_url, llm_config, run_kwargs, serving_args
+from operators.llm.serve import base_url, engines_without_tool_calling, llm_config, run_kwargs, serving_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,3 +75,29 @@ def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == []
+
+
+def test_an_engine_with_a_tool_call_parser_serves_tool_calls_and_one_without_does_not(vllm_cfg: dict) -> None:
+    engines = vllm_cfg["serve"]["engines"]
+    qwen = llm_config("qwen3-32b", engines["qwen3-32b"])["engine_kwargs"]
+    assert (qwen["enable_auto_tool_choice"], qwen["tool_call_parser"]) == (True, "hermes")
+    prover = llm_config("goedel-prover-v2-32b", engines["goedel-prover-v2-32b"])["engine_kwargs"]
+    assert "enable_auto_tool_choice" not in prover and "tool_call_parser" not in prover
+    assert "tool_call_parser" not in engines["qwen3-32b"]["engine_kwargs"], "the config itself is not changed"
+
+
+def test_roles_that_call_tools_must_run_on_an_engine_with_a_parser(vllm_cfg: dict) -> None:
+    settings = settings_from_config(vllm_cfg)
+    models = [settings.roles[role].model for role in vllm_cfg["tool_roles"]]
+    assert engines_without_tool_calling(vllm_cfg["serve"], models) == []
+    assert engines_without_tool_calling(vllm_cfg["serve"], ["goedel-prover-v2-32b", "qwen3-32b"]) == \
+        ["goedel-prover-v2-32b"]
+
+
+def test_a_vllm_run_whose_tool_role_has_no_parser_stops_before_serve_starts(vllm_cfg: dict) -> None:
+    from operators.llm.backend import LLMBackend
+    from operators.llm.client import LLMConfigError
+
+    vllm_cfg["models"]["agent"] = {"endpoint": "serve", "model": "goedel-prover-v2-32b"}
+    with pytest.raises(LLMConfigError, match=r"engines of \['goedel-prover-v2-32b'\] have no tool_call_parser"):
+        LLMBackend(vllm_cfg).__enter__()
