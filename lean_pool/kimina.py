@@ -19,9 +19,10 @@ The protocol, as the server's source defines it:
 Two things follow. A REPL's environment is only reachable within one request, so `#print axioms NAME` is sent
 in the same code, after the snippet; and since the snippet itself can print any text (`#print "..."`), an
 answer counts only when it stands on the line of that query. Those lines are placed so that neither numbering
-can put a line of the snippet there, and a probe command tells which numbering the server used. And the server
-rejoins lines with `str.splitlines`, which also breaks at characters Lean does not take as line ends (U+2028,
-a lone CR, ...): such code is refused, since the server would check other text than the text judged.
+can put a line of the snippet there, and the line the query's answer stands on tells which numbering the server
+used (in statement mode the statement's theorem is queried for that alone). And the server rejoins lines with
+`str.splitlines`, which also breaks at characters Lean does not take as line ends (U+2028, a lone CR, ...):
+such code is refused, since the server would check other text than the text judged.
 """
 
 from __future__ import annotations
@@ -46,13 +47,14 @@ from lean_pool.launch import LeanSetupError
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session import OutcomeKind, RunOutcome
 from lean_pool.session_check import CheckMode, CheckResult, check_on_session
+from lean_pool.verdict import declared_names
 
 KIMINA = "kimina"
 CHECK_PATH = "/api/check"
 HEALTH_PATH = "/health"
-# A command every environment answers with an info message on its own line: it tells which line numbering the
-# server used, even when no axioms are asked (statement mode).
-PROBE_COMMAND = "#check Nat"
+# A scope opened and closed right after the snippet: a command the snippet left unfinished (`theorem t : P :=`)
+# reports its error at the next command, which is then this one and not a query.
+SCOPE_LINES = ("section", "end")
 # How the server's errors say that a check ran out of time (the kimina client reads them the same way).
 TIMED_OUT = "timed out"
 # How much of an HTTP error's body a reason quotes.
@@ -103,28 +105,27 @@ class KiminaCode:
     code: str
     header_lines: int
     line_offset: int
-    probe_line: int
     query_lines: dict[str, int]
 
 
 def kimina_code(snippet: str, names: Sequence[str]) -> KiminaCode:
-    """The snippet as its normalised header and its body, then the probe and one `#print axioms` per name.
+    """The snippet as its normalised header and its body, an empty scope, then one `#print axioms` per name.
 
     With h header lines, the body's lines are reported at most at line h + body length (whole-snippet numbering)
-    or body length (body numbering). h blank lines after the body, and h blank lines after each appended
-    command, put every appended command beyond both, and make its line under one numbering differ from every
-    appended line under the other.
+    or body length (body numbering). h blank lines after the body and after each appended command put every
+    query beyond both, and make a query's line under one numbering differ from every appended line under the
+    other.
     """
     split = split_header(snippet)
     header = split.header.split("\n") if split.header else []
     lines = [*header, *split.body.split("\n"), *[""] * len(header)]
     positions = []
-    for command in [PROBE_COMMAND, *(f"#print axioms {name}" for name in names)]:
+    for command in [*SCOPE_LINES, *(f"#print axioms {name}" for name in names)]:
         lines.append(command)
         positions.append(len(lines))
         lines += [""] * len(header)
     return KiminaCode(code="\n".join(lines) + "\n", header_lines=len(header), line_offset=split.line_offset,
-                      probe_line=positions[0], query_lines=dict(zip(names, positions[1:])))
+                      query_lines=dict(zip(names, positions[len(SCOPE_LINES):])))
 
 
 def check_payload(code: KiminaCode, timeout_s: float) -> dict[str, Any]:
@@ -141,35 +142,29 @@ def _line(entry: Mapping[str, Any]) -> int | None:
 
 
 def judged_answer(response: Mapping[str, Any], code: KiminaCode) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The REPL answer in the caller's line numbers without what the appended commands printed (errors are
-    kept), and per asked name its `#print axioms` answer: only an info message on that query's own line,
-    printed for that name."""
-    appended = [code.probe_line, *code.query_lines.values()]
+    """The REPL answer in the caller's line numbers without what the queries printed, and per queried name its
+    `#print axioms` answer: only an info message on that query's own line, printed for that name. Without any
+    message on a query's line the numbering is taken to be the whole snippet's (newer servers)."""
+    queries = {line: name for name, line in code.query_lines.items()}
     messages = list(response.get("messages") or [])
     seen = {_line(message) for message in messages}
-    # Whole-snippet numbering unless only the body numbering puts a message on an appended line.
-    to_sent = code.header_lines if seen.isdisjoint(appended) and not seen.isdisjoint(
-        line - code.header_lines for line in appended) else 0
-    by_line = {line: name for name, line in code.query_lines.items()}
+    to_sent = code.header_lines if seen.isdisjoint(queries) and not seen.isdisjoint(
+        line - code.header_lines for line in queries) else 0
     kept: list[dict[str, Any]] = []
     axioms: dict[str, dict[str, Any]] = {name: {"messages": []} for name in code.query_lines}
     for message in messages:
         line = _line(message)
-        sent = line + to_sent if line is not None else None
-        # An error stays whatever its line: a snippet cut short (`theorem t : P :=`) is reported at the next
-        # command, which may be an appended one.
-        if sent not in appended or message.get("severity") == "error":
+        name = queries.get(line + to_sent) if line is not None else None
+        if name is None:
             kept.append(message)
-            continue
-        name = by_line.get(sent)
-        if name and message.get("severity") == "info" and str(message.get("data", "")).startswith(f"'{name}' "):
+        elif message.get("severity") == "info" and str(message.get("data", "")).startswith(f"'{name}' "):
             axioms[name]["messages"].append(message)
     answer = shift_positions({**response, "messages": kept}, to_sent - code.header_lines + code.line_offset)
     return answer, axioms
 
 
-def run_outcome(result: Mapping[str, Any], code: KiminaCode, seconds: float) -> RunOutcome:
-    """One entry of the server's `results` as the outcome a REPL session would give."""
+def run_outcome(result: Mapping[str, Any], code: KiminaCode, asked: Sequence[str], seconds: float) -> RunOutcome:
+    """One entry of the server's `results` as the outcome a REPL session would give (axioms of `asked` only)."""
     if result.get("error"):
         kind: OutcomeKind = "timeout" if TIMED_OUT in str(result["error"]) else "repl_error"
         return RunOutcome(kind, None, {}, f"Kimina server: {result['error']}", seconds, 0.0, False)
@@ -181,7 +176,7 @@ def run_outcome(result: Mapping[str, Any], code: KiminaCode, seconds: float) -> 
         return RunOutcome("repl_error", dict(response), {}, f"Kimina's REPL: {response['message']}", seconds, 0.0,
                           False)
     answer, axioms = judged_answer(response, code)
-    return RunOutcome("ok", answer, axioms, "", seconds, 0.0, False)
+    return RunOutcome("ok", answer, {name: axioms[name] for name in asked}, "", seconds, 0.0, False)
 
 
 class KiminaUnavailable(RuntimeError):
@@ -239,7 +234,8 @@ class KiminaSession:
     async def run(self, snippet: str, timeout: float, axioms_for: Sequence[str] = ()) -> RunOutcome:
         """Check `snippet` (the server's `timeout`), with `#print axioms` for each name in `axioms_for`."""
         started = time.perf_counter()
-        code = kimina_code(snippet, list(axioms_for))
+        # Statement mode asks no axioms; the statement's theorem is queried anyway, to learn the line numbering.
+        code = kimina_code(snippet, list(axioms_for) or declared_names(snippet)[:1])
         url = self._settings.url + CHECK_PATH
         try:
             key = api_key(self._settings)
@@ -253,7 +249,7 @@ class KiminaSession:
         if not isinstance(results, list) or len(results) != 1 or not isinstance(results[0], dict):
             return RunOutcome("malformed", None, {}, f"{url}: not one result in {str(answer)[:ERROR_BODY_CHARS]}",
                               time.perf_counter() - started, 0.0, False)
-        return run_outcome(results[0], code, time.perf_counter() - started)
+        return run_outcome(results[0], code, list(axioms_for), time.perf_counter() - started)
 
 
 class KiminaPool:
