@@ -10,8 +10,11 @@ limits, database), and real Lean's answers.
 from __future__ import annotations
 
 import asyncio
+import json
 import pickle
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -19,7 +22,7 @@ from lean_pool.kimina import KiminaCode, KiminaPool, judged_answer, kimina_code
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.verdict import ALLOWED_AXIOMS, proof_verdict, statement_verdict
-from tests.kimina_stand_in import KiminaStandIn, sim_config
+from tests.kimina_stand_in import REPO, KiminaStandIn, sim_config
 
 KEY_ENV = "FOLKLORE_TEST_KIMINA_KEY"
 KEY = "test-key"
@@ -165,3 +168,19 @@ def test_an_error_the_snippet_causes_after_its_end_still_counts():
                                         "endPos": None, "data": "unexpected token 'section'; expected term"}]}
     answer, _ = judged_answer(response, code)
     assert statement_verdict(answer).status == "error"
+
+
+@pytest.mark.ray
+def test_the_check_cli_checks_through_the_server(tmp_path, monkeypatch):
+    """`python -m lean_pool.check FILE lean=kimina`: the pool's one entry point (`LeanPool.start`) hands out the
+    Kimina handle, and the CLI's line is the same as with Folklore's pool."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    (tmp_path / "two.lean").write_text("import Mathlib\n\ntheorem two : 1 + 1 = 2 := by\n  norm_num\n")
+    with KiminaStandIn(sim_config(), api_key=KEY) as stand_in:
+        proc = subprocess.run([sys.executable, "-m", "lean_pool.check", str(tmp_path / "two.lean"), "lean=kimina",
+                               f"lean.kimina.url={stand_in.url}", f"lean.kimina.api_key_env={KEY_ENV}",
+                               "ray.num_cpus=1"], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    line = json.loads(proc.stdout)
+    assert (line["status"], line["verified"], line["provenance"]["lean_backend"]) == ("passed", True, "kimina")
+    assert line["axioms"] == {"two": ["propext", "Classical.choice", "Quot.sound"]}
