@@ -50,6 +50,7 @@ from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 from lean_pool.verdict import declared_names
 
 KIMINA = "kimina"
+URL_SCHEMES = ("http://", "https://")
 CHECK_PATH = "/api/check"
 HEALTH_PATH = "/health"
 # A scope opened and closed right after the snippet: a command the snippet left unfinished (`theorem t : P :=`)
@@ -75,8 +76,9 @@ class KiminaSettings:
 def kimina_settings(lean_cfg: Mapping[str, Any]) -> KiminaSettings:
     """The `kimina:` section as settings; a missing URL is a `LeanSetupError`."""
     section = lean_cfg["kimina"]
-    if not section.get("url"):
-        raise LeanSetupError("lean=kimina needs lean.kimina.url, the Kimina Lean Server's root URL")
+    if not str(section.get("url") or "").startswith(URL_SCHEMES):
+        raise LeanSetupError(f"lean=kimina needs lean.kimina.url, the Kimina Lean Server's http(s) root URL "
+                             f"(got {section.get('url')!r})")
     return KiminaSettings(url=str(section["url"]).rstrip("/"), api_key_env=section.get("api_key_env"),
                           http_timeout_s=float(section["http_timeout_s"]),
                           probe_timeout_s=float(section["probe_timeout_s"]),
@@ -204,7 +206,7 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None, api_key:
     except urllib.error.URLError as error:
         timed_out = isinstance(error.reason, TimeoutError)
         raise KiminaUnavailable(f"{url} is unreachable: {error.reason}", timed_out=timed_out) from error
-    except (OSError, http.client.HTTPException) as error:
+    except (OSError, ValueError, http.client.HTTPException) as error:
         raise KiminaUnavailable(f"{url} failed: {error!r}") from error
     try:
         return json.loads(body)

@@ -130,6 +130,8 @@ def test_start_fails_with_one_clear_error(server, monkeypatch):
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     with pytest.raises(LeanSetupError, match="unreachable"):
         LeanPool.start(lean_cfg(dead))
+    with pytest.raises(LeanSetupError, match="lean.kimina.url"):
+        LeanPool.start(lean_cfg("???"))  # the config's placeholder, left unset
     with pytest.raises(LeanSetupError, match="verify.replay=off"):
         LeanPool.start(lean_cfg(server.url), verify={"replay": "fresh"})
     monkeypatch.setenv(KEY_ENV, "wrong")
