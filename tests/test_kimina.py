@@ -33,7 +33,7 @@ PROOF = "import Mathlib\nimport Aesop\n\n-- a fact\ntheorem foo (n : ℕ) : n + 
 def lean_cfg(url: str, **kimina: object) -> dict:
     """conf/lean/kimina.yaml with the stand-in's URL."""
     return {"backend": "kimina", "simulated": False, "toolchain": "leanprover/lean4:v4.25.0", "mathlib_rev": "abc",
-            "timeout_s": 5, "import_timeout_s": 5,
+            "timeout_s": 5,
             "kimina": {"url": url, "api_key_env": KEY_ENV, "http_timeout_s": 30, "probe_timeout_s": 5,
                        "max_in_flight": 4, **kimina}}
 
