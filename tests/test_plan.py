@@ -1,0 +1,156 @@
+"""The capacity plan: its estimate against what a small sim mining run did, the demo's plan printed without Ray, and
+the arithmetic on hand-made costs."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+import ray
+
+from operators.llm.simulator import SimServer
+from pipelines import mine, plan
+from pipelines.capacity import (
+    CallCost,
+    Cluster,
+    Costs,
+    MiningShape,
+    mining_shape,
+    resources,
+    stated_costs,
+    workload,
+)
+from pipelines.job import load_config
+from tests.mine_support import make_seeds, overrides, read_table, sim_server_config
+
+SAMPLES = 2
+TOLERANCE = 0.25  # the plan is within this share of what the run did
+DEMO = "preset=demo"
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory):
+    """A finished sim run over the demo seeds plus bad ones; its overrides, its tables and the sim's request counts."""
+    root = tmp_path_factory.mktemp("plan")
+    seed_list = make_seeds(root / "seeds")
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        with SimServer(sim_server_config(0.01, DEMO)) as server:
+            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, SAMPLES)
+            assert mine.main(args) == 0
+            requests = server.stats.snapshot()["received_by_stage"]
+    finally:
+        ray.shutdown()
+    return args, read_table(root / "run", "candidates"), requests
+
+
+def test_plan_from_a_run_estimates_what_the_run_did(mined):
+    args, candidates, requests = mined
+    run_dir = next(arg.partition("=")[2] for arg in args if arg.startswith("run_dir="))
+    planned = plan.make_plan([*args, f"plan.from_run={run_dir}"])
+    actual = {"candidates": candidates.height, "lean_checks": int(candidates["lean_checks"].sum()),
+              **{f"llm {stage}": count for stage, count in requests.items()}}
+    estimated = {"candidates": planned.work.candidates, "lean_checks": planned.work.lean_checks,
+                 **{f"llm {stage}": load.calls for stage, load in planned.work.calls.items() if load.calls > 0}}
+    assert set(estimated) == set(actual)
+    ratios = {name: estimated[name] / actual[name] for name in actual}
+    assert all(abs(ratio - 1) <= TOLERANCE for ratio in ratios.values()), ratios
+    assert len(planned.seed_tokens) == 3 < planned.seed_files, "bad seeds are counted but never sent"
+
+
+def test_demo_plan_prints_its_estimate_without_starting_ray(monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the plan must not start Ray")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    assert plan.main([DEMO]) == 0
+    out = capsys.readouterr().out
+    assert "costs: stated defaults" in out
+    assert "candidates expected: 18" in out  # 3 seeds x 1 sample x discover.min_lemmas=6
+    for figure in ("LLM calls and tokens per stage:", "Lean checks:", "GPU-hours:", "CPU-hours:", "RAM per node:",
+                   "wall time:"):
+        assert figure in out
+
+
+def test_a_missing_earlier_run_is_one_error_line(tmp_path, capsys):
+    assert plan.main([DEMO, f"plan.from_run={tmp_path / 'nowhere'}"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_plan_overrides_are_told_apart_from_mining_overrides():
+    assert plan.split_overrides([DEMO, "plan.from_run=x", "+plan.cluster.nodes=2", "lean.workers=3"]) == (
+        [DEMO, "lean.workers=3"], ["plan.from_run=x", "+plan.cluster.nodes=2"])
+
+
+def shape(**changes) -> MiningShape:
+    values = dict(samples_per_seed=2, min_lemmas=10, judge_samples=3, formalize_max_repairs=2, diagnose=False,
+                  dedup=True, faithfulness=False, include_trivial=False, prove_max_repairs=1, provers=2, replay=True,
+                  lean_workers=3, repls_per_worker=2, repl_num_cpus=1.0, repl_memory_gb=6.5, repl_max_uses=100,
+                  replay_slots_per_worker=1, llm_on_cluster=True,
+                  stage_slots={"discover": 4, "judge": 10, "formalize": 10, "trivial": 10, "prove": 10})
+    return MiningShape(**{**values, **changes})
+
+
+DEFAULTS = {"candidates_per_lemma_asked": 0.5, "duplicate_share": 0.2, "judge_accept_share": 0.5,
+            "repairs_per_statement": 5.0, "compiled_share": 0.5, "faithful_share": 0.9, "trivial_share": 0.2,
+            "proof_attempts_per_statement": 3.0, "proved_share": 0.25, "lean_check_s": 2.0, "replay_s": 60.0,
+            "llm": {stage: {"prompt_tokens": 100, "completion_tokens": 1000, "latency_s": 10}
+                    for stage in ("discover", "judge", "formalize", "diagnose", "decompose", "faithfulness", "prove")}}
+
+
+def test_stated_costs_follow_the_funnel_and_the_budgets():
+    costs = stated_costs(DEFAULTS, shape())
+    assert costs.candidates_per_unit == 5  # min_lemmas 10 x 0.5
+    assert costs.row_shares == pytest.approx({"judge": 0.8, "formalize": 0.4, "faithfulness": 0.0, "trivial": 0.2,
+                                              "prove": 0.16})
+    assert costs.calls["judge"].calls_per_row == 3  # judge.samples
+    assert costs.calls["formalize"].calls_per_row == 2  # 5 repairs capped at T=2
+    assert costs.calls["diagnose"].calls_per_row == 0  # diagnose is off
+    assert costs.checks_per_row == {"formalize": 3, "trivial": 1, "prove": 4}  # 2 provers x 3 attempts capped at K+1=2
+    assert costs.replays_per_candidate == pytest.approx(0.16 * 2 * 0.25)
+    assert stated_costs(DEFAULTS, shape(dedup=False, replay=False)).row_shares["judge"] == 1
+    assert stated_costs(DEFAULTS, shape(replay=False)).replays_per_candidate == 0
+
+
+COSTS = Costs(source="hand", candidates_per_unit=10, row_shares={"judge": 1.0, "formalize": 0.5, "trivial": 0.25,
+                                                                  "prove": 0.2},
+              calls={"discover": CallCost(1, 500, 4000, 100), "judge": CallCost(1, 200, 800, 10),
+                     "formalize": CallCost(2, 1000, 1000, 20), "prove": CallCost(3, 400, 2000, 30)},
+              checks_per_row={"formalize": 3, "trivial": 1, "prove": 3}, replays_per_candidate=0.1,
+              lean_check_s=2.0, replay_s=60.0)
+CLUSTER = Cluster(nodes=2, cpus_per_node=16, gpus_per_node=4, memory_gb_per_node=64, prompt_tokens_per_s=1000,
+                  completion_tokens_per_s=100, lean_import_s=30, node_overhead_gb=8)
+
+
+def test_workload_adds_up_calls_tokens_and_checks():
+    work = workload([300, 700], shape(), COSTS)
+    assert work.units == 4 and work.candidates == 40
+    assert work.rows == {"discover": 4, "judge": 40, "formalize": 20, "trivial": 10, "prove": 8}
+    assert work.calls["discover"].calls == 4
+    assert work.calls["discover"].prompt_tokens == 4 * 500 + 2 * (300 + 700)  # template per call, each seed twice
+    assert work.calls["formalize"].calls == 40 and work.calls["formalize"].llm_seconds == 800
+    assert work.checks == {"formalize": 60, "trivial": 10, "prove": 24}
+    assert work.lean_checks == 60 + 10 + 24 + 4
+
+
+def test_resources_per_node_and_the_slowest_bound():
+    work = workload([300, 700], shape(), COSTS)
+    needs = resources(work, COSTS, shape(), CLUSTER)
+    assert needs.ram_gb_per_node == 2 * (2 + 1) * 6.5 + 8  # 3 workers on 2 nodes: 2 on one, each 2 REPLs + 1 replay
+    assert needs.cpus_per_node == 6
+    assert needs.repls_that_fit_per_node == 8  # (64 - 8) / 6.5, under 16 CPUs
+    assert needs.bounds_s["lean pool"] == pytest.approx(94 * 2.0 / 6 + 30 + 94 / 100 * 30 / 6)
+    assert needs.bounds_s["replay"] == pytest.approx(4 * 60 / 3)
+    prompt = sum(load.prompt_tokens for load in work.calls.values())
+    completion = sum(load.completion_tokens for load in work.calls.values())
+    assert needs.bounds_s["GPUs"] == pytest.approx((prompt / 1000 + completion / 100) / 8)
+    assert needs.bounds_s["stage prove"] == pytest.approx((24 * 30 + 24 * 2.0) / 10)
+    assert needs.wall_s == max(needs.bounds_s.values()) and needs.bounds_s[needs.bottleneck] == needs.wall_s
+    assert "GPUs" not in resources(work, COSTS, shape(llm_on_cluster=False), CLUSTER).bounds_s
+
+
+def test_stage_slots_are_capped_by_the_endpoint_concurrency():
+    demo = mining_shape(load_config([DEMO]))
+    assert demo.stage_slots["formalize"] == 64  # 1 actor x 64 rows, the sim endpoint takes 64
+    api = mining_shape(load_config([DEMO, "llm=openai"]))
+    assert api.stage_slots["formalize"] == 16 and api.stage_slots["trivial"] == 32 * 8  # trivial calls no LLM
+    assert not api.llm_on_cluster
