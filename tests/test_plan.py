@@ -3,7 +3,6 @@ the arithmetic on hand-made costs."""
 
 from __future__ import annotations
 
-import polars as pl
 import pytest
 import ray
 
