@@ -109,14 +109,14 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
     def templates(self) -> dict[str, str]:
         return dict(self.autoformalize.prompts)
 
-    async def ground(self, row: dict[str, Any], concept: Concept, call: int) -> ConceptOutcome | None:
-        """The concept's declaration in the index (its name, else a nearest one the model confirms); None when it
-        is missing (always, without an index)."""
+    async def ground(self, row: dict[str, Any], concept: Concept, call: int) -> tuple[ConceptOutcome | None, list[str]]:
+        """The concept's declaration in the index (its name, else a nearest one the model confirms), or None when it
+        is missing (always, without an index); and the nearest declarations the model was shown."""
         if self.grounder is None:
-            return None
+            return None, []
         found = await asyncio.to_thread(self.grounder.index.find, [concept.name])
         if concept.name in found:
-            return ConceptOutcome(GROUNDED, concept.name, "the index has a declaration of this name")
+            return ConceptOutcome(GROUNDED, concept.name, "the index has a declaration of this name"), []
         query = f"{concept.name}: {concept.description}"
         nearest = await asyncio.to_thread(self.grounder.nearest, query, self.graph.ground_k)
         candidates = [declaration["name"] for declaration in nearest]
@@ -127,8 +127,8 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
             raise InfraFailure(GROUND_STAGE, f"{answer.error_kind}: {answer.error}")
         match = confirmed_match(extract_json(answer.text or "") if answer.ok else None, candidates)
         if match is None:
-            return None
-        return ConceptOutcome(GROUNDED, match, "the model confirmed a nearest declaration", candidates)
+            return None, candidates
+        return ConceptOutcome(GROUNDED, match, "the model confirmed a nearest declaration", candidates), candidates
 
     async def check_definition(self, row: dict[str, Any], name: str, code: str) -> CheckResult:
         """A statement check of a definition file, failed when the definition uses `sorry` or lacks its name."""
@@ -171,8 +171,9 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         """Ground every concept, then define the missing ones bottom-up; a concept whose dependency failed fails
         without a try."""
         outcomes: dict[str, ConceptOutcome] = {}
+        shown: dict[str, list[str]] = {}
         for call, concept in enumerate(concepts, start=1):
-            grounded = await self.ground(row, concept, call)
+            grounded, shown[concept.name] = await self.ground(row, concept, call)
             if grounded is not None:
                 outcomes[concept.name] = grounded
         known: list[str] = []
@@ -182,8 +183,9 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
             failed = failed_dependencies(concept, outcomes)
             if failed:
                 outcomes[concept.name] = ConceptOutcome(FAILED, None, f"depends on {failed}, which could not be defined")
-                continue
-            outcomes[concept.name] = await self.synthesize(row, concept, known)
+            else:
+                outcomes[concept.name] = await self.synthesize(row, concept, known)
+            outcomes[concept.name].candidates = shown[concept.name]
         return outcomes
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:

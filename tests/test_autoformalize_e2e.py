@@ -1,6 +1,8 @@
 """`python -m pipelines.autoformalize` end to end on the simulators: real ProofNet rows, an index of real Mathlib
 files, bad input lines; the table, its statuses and scores, the report, and a resumed run that asks only for the
-new rows. Also `mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
+new rows. `mode=got`: a concept graph for every row that compiled, its leaves grounded in the index and its new
+notion defined before the theorem; `mode=agent`: tool calls never above the budget, SR@K in the report. Also
+`mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
 
 The test owns the LLM sim server, with the faithfulness labeller's random labels off, so every status and score
 below follows from the prompts' triggers and the repair script alone."""
@@ -27,6 +29,15 @@ TRIGGERED = {
     "major_comp": ("Let f be continuous. Then f composed with itself is continuous (sim:major).", "unfaithful", 0.0),
     "refused_group": ("Every group of prime order is cyclic (sim:refuse).", "refused", None),
     "never_code": ("Every bounded monotone sequence converges (sim:nocode).", "not_compilable", None),
+}
+# mode=got and mode=agent: ProofNet rows, the agent's budget, rows the sim's triggers send elsewhere.
+MODE_ROWS = 6
+BUDGET = 9
+MODE_TRIGGERED = {
+    "got": {"cyclic_notion": ("A notion built on itself (sim:cycle).", "refused"),
+            "axiom_notion": ("Every group of prime order is cyclic (sim:refuse).", "refused")},
+    "agent": {"wandering": ("The union of two finite sets is finite (sim:wander).", "not_compilable"),
+              "refused_agent": ("Every group of prime order is cyclic (sim:refuse).", "refused")},
 }
 BAD_LINES = [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]", json.dumps({"name": "blank", "informal": " "}).encode()]
 MAX_REPAIRS = 3
@@ -73,11 +84,11 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
     run_dir = tmp_path / "run"
     assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
     printed = capsys.readouterr().out
-    assert "SIMULATED run" in printed and "formalizations: 17 (17 formalized in this start)" in printed
+    assert "SIMULATED run" in printed and "formalizations: 17 (17 formalized in this start, mode=direct)" in printed
 
     table = read_table(run_dir, "formalizations")
     assert table.height == PROOFNET_ROWS + len(TRIGGERED) + len(BAD_LINES)
-    assert table["id"].n_unique() == table.height
+    assert table["id"].n_unique() == table.height and set(table["mode"]) == {"direct"}, "direct is the default"
     rows = {row["id"]: row for row in table.iter_rows(named=True)}
     for name, (_, status, score) in TRIGGERED.items():
         assert (rows[name]["status"], rows[name]["faithfulness_score"]) == (status, score), name
@@ -157,3 +168,75 @@ def test_mine_marks_a_drifted_candidate_unfaithful_and_does_not_prove_it(world, 
     assert set(untouched["faithfulness_score"]) == {1.0}, "a statement compiled as judged cannot have drifted"
     stages = untouched.select(pl.col("llm_calls").explode().struct.field("stage"))["stage"].to_list()
     assert "decompose" not in stages
+
+
+# --- mode=got and mode=agent ------------------------------------------------------------------------------------
+
+
+def _run_mode(world: dict, shared_dir: Path, tmp_path: Path, mode: str) -> tuple[pl.DataFrame, list[dict], Path]:
+    proofnet_file = shared_dir / "fixtures" / "proofnet-lean4-sample" / "proofnet.jsonl"
+    proofnet = _proofnet(shared_dir)[:MODE_ROWS]
+    source = tmp_path / "problems.jsonl"
+    lines = [json.dumps(row, ensure_ascii=False) for row in proofnet]
+    lines += [json.dumps({"name": name, "informal": text}) for name, (text, _) in MODE_TRIGGERED[mode].items()]
+    source.write_text("\n".join(lines) + "\n")
+    run_dir = tmp_path / mode
+    overrides = ["preset=demo", f"mode={mode}", f"input={source}", f"run_dir={run_dir}", f"index.dir={world['index']}",
+                 "llm.backend=openai", f"llm.endpoints.sim.base_url={world['base_url']}", "formalize.max_repairs=2",
+                 f"autoformalize.agent.max_tool_calls={BUDGET}", f"autoformalize.agent.examples={proofnet_file}",
+                 "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+    assert autoformalize.main(overrides) == 0
+    return read_table(run_dir, "formalizations"), proofnet, run_dir
+
+
+def test_got_grounds_leaves_in_the_index_and_defines_the_new_notion_before_the_theorem(world, shared_dir, tmp_path):
+    table, proofnet, _ = _run_mode(world, shared_dir, tmp_path, "got")
+    assert table.height == MODE_ROWS + len(MODE_TRIGGERED["got"]) and set(table["mode"]) == {"got"}
+    rows = {row["id"]: row for row in table.iter_rows(named=True)}
+    for name, (_, status) in MODE_TRIGGERED["got"].items():
+        assert rows[name]["status"] == status, name
+    assert rows["cyclic_notion"]["reason"].startswith("concept graph refused: a dependency cycle")
+    compiled = [rows[item["name"]] for item in proofnet if rows[item["name"]]["statement"] is not None]
+    assert compiled, "some ProofNet rows compiled"
+    for row in compiled:
+        graph = row["concept_graph"]
+        assert graph, f"{row['id']}: a got row that compiled has its concept graph"
+        leaves = [node for node in graph if not node["depends_on"]]
+        assert leaves and all(node["status"] == "grounded" for node in leaves), "the index's names ground exactly"
+        assert all(node["declaration"] in row["retrieved"] for node in leaves)
+        [notion] = [node for node in graph if node["depends_on"]]
+        assert notion["status"] == "synthesized" and notion["candidates"], "shown the nearest, confirmed none"
+        [definition] = row["definitions"]
+        assert row["statement"].index(definition["code"]) < row["statement"].index(f"theorem {row['id']} ")
+        assert row["status"] in ("faithful", "unfaithful")
+    stages = {call["stage"] for row in compiled for call in row["llm_calls"]}
+    assert {"concept_graph", "ground", "define", "draft", "decompose", "faithfulness"} <= stages
+    assert "think" not in stages, "the concept graph is got's plan"
+
+
+def test_agent_rows_stay_within_the_budget_and_the_report_shows_sr_at_k(world, shared_dir, tmp_path):
+    table, proofnet, run_dir = _run_mode(world, shared_dir, tmp_path, "agent")
+    assert table.height == MODE_ROWS + len(MODE_TRIGGERED["agent"]) and set(table["mode"]) == {"agent"}
+    assert table["tool_calls"].max() <= BUDGET
+    assert (table["tool_trace"].list.len() == table["tool_calls"]).all()
+    rows = {row["id"]: row for row in table.iter_rows(named=True)}
+    for name, (_, status) in MODE_TRIGGERED["agent"].items():
+        assert rows[name]["status"] == status and rows[name]["tool_calls"] == BUDGET, name
+    for item in proofnet:
+        row = rows[item["name"]]
+        trace = {entry["tool"]: entry["outcome"] for entry in row["tool_trace"]}
+        assert item["informal_stmt"].split("\\begin{proof}")[0].strip() not in trace["examples"], \
+            "the problem is never its own example"
+        found = trace["search_declarations"].splitlines()
+        assert found and not found[0].startswith("No declaration"), "search answers with the index's declarations"
+        if row["statement"] is not None:
+            assert row["status"] == "faithful" and row["statement"].startswith(item["header"].split("\n")[0])
+
+    assert report.main([f"run_dir={run_dir}", "formalizations.sr_at_k=[4,5,9]"]) == 0
+    page = (run_dir / "report" / "report.md").read_text()
+    assert "## SR@K of the agent" in page and (run_dir / "report" / "sr_at_k.png").exists()
+    curve = pl.read_csv(run_dir / "report" / "tables" / "sr_at_k.csv")
+    solved = table.filter(pl.col("status") == "faithful")["tool_calls"]
+    assert curve["k"].to_list() == [4, 5, 9]
+    assert curve["solved"].to_list() == [int((solved <= k).sum()) for k in (4, 5, 9)]
+    assert curve["solved"][0] == 0, "the sim's agent compiles at its fifth call at the earliest"
