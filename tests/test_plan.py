@@ -21,7 +21,7 @@ from pipelines.capacity import (
 from pipelines.job import load_config
 from tests.mine_support import make_seeds, overrides, read_table, sim_server_config
 
-SAMPLES = 2
+SAMPLES = 1
 TOLERANCE = 0.25  # the plan is within this share of what the run did
 DEMO = "preset=demo"
 
