@@ -1,17 +1,21 @@
 """A pool of warm Lean REPLs on Ray, shared by every caller in a job.
 
-Workers are Ray actors that each own `repls_per_worker` REPL sessions and reserve CPU and memory per
-REPL, so Ray never packs more REPLs on a node than its RAM holds. A single router actor knows every
-REPL slot and which header it has imported; it sends each check to a free slot that already holds
-the check's header, so `import Mathlib` is paid once per REPL rather than once per check. Callers
-(Ray Data actors, the CLI) hold a picklable `LeanPool` handle and `await pool.check(...)`. With `verify.replay`
-on, `await pool.replay(...)` checks an accepted file once more in a process started for it alone
-(`lean_pool.replay`); workers reserve resources for those processes too, and the router bounds how many run.
+Workers are Ray actors that each own `repls_per_worker` REPL sessions and reserve CPU and memory per REPL, so
+Ray never packs more REPLs on a node than its RAM holds. A check costs one Ray hop: the caller's `LeanPool`
+handle sends it straight to a worker (the one with the fewest of this caller's checks in flight, ties broken by
+the check's header so equal load keeps a header on the same worker), and the worker hands it to one of its REPLs
+that already holds the check's header (`lean_pool.routing`), so `import Mathlib` is paid once per REPL rather
+than once per check. A manager actor starts and stops the workers, places the pre-warmed headers and sums their
+counts; no check passes through it. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
+`await pool.check(...)`. With `verify.replay` on, `await pool.replay(...)` checks an accepted file once more in a
+process started for it alone (`lean_pool.replay`); workers reserve resources for those processes too and bound
+how many run at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,12 +31,10 @@ from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
 from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 
-DEFAULT_POOL_NAME = "folklore-lean-pool"
-
 
 @ray.remote
 class LeanWorker:
-    """Owns REPL sessions on one node and runs checks on the slot the router names.
+    """Owns REPL sessions on one node, chooses which of them runs each check, and runs it.
 
     An async actor: its REPLs are started from its one event-loop thread, which lives as long as the
     actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py).
@@ -42,7 +44,10 @@ class LeanWorker:
         launch = build_launch(lean_cfg)
         self._provenance = provenance(lean_cfg)
         self._replayer = Replayer(replay, lean_cfg) if replay.enabled else None
+        self._replay_slots = asyncio.Semaphore(max(replay.slots_per_worker, 1))
+        self._replay_mode = replay.mode
         self._import_timeout = float(lean_cfg["import_timeout_s"])
+        self._timeout = float(lean_cfg["timeout_s"])
         self._sessions = [
             LeanSession(
                 launch,
@@ -52,71 +57,20 @@ class LeanWorker:
             )
             for _ in range(int(lean_cfg["repls_per_worker"]))
         ]
-
-    async def check(self, slot: int, snippet: str, timeout: float, mode: CheckMode, names: list[str] | None,
-                    statement: str | None) -> CheckResult:
-        return await check_on_session(self._sessions[slot], snippet, timeout=timeout, mode=mode, names=names,
-                                      statement=statement, provenance=self._provenance)
-
-    async def replay(self, snippet: str, statement: str | None, names: list[str] | None) -> ReplayResult:
-        """Replay an accepted file in a process started for it alone (never one of this worker's warm REPLs)."""
-        return await self._replayer.replay(snippet, statement=statement, names=names)
-
-    async def warm(self, slot: int, header: str) -> float | None:
-        """Import `header` on a slot ahead of time; the seconds it took, None when it failed."""
-        outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
-        return outcome.header_import_seconds if outcome.kind == "ok" and outcome.answer is not None else None
-
-    async def close(self) -> None:
-        await asyncio.gather(*(session.close() for session in self._sessions))
-
-
-@ray.remote(num_cpus=0)
-class LeanRouter:
-    """Routes checks to REPL slots with header affinity; its concurrency bound is the pool's queue bound."""
-
-    def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
-        repls = int(lean_cfg["repls_per_worker"])
-        worker_options = {
-            **worker_resources(lean_cfg, replay),
-            "max_concurrency": repls * int(lean_cfg["checks_in_flight_per_repl"]) + replay.slots_per_worker + 1,
-        }
-        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg, replay)
-                         for _ in range(int(lean_cfg["workers"]))]
-        slots = [Slot(worker=w, index=i) for w in range(len(self._workers)) for i in range(repls)]
-        self._scheduler = HeaderScheduler(slots, depth=int(lean_cfg["checks_in_flight_per_repl"]))
-        self._timeout = float(lean_cfg["timeout_s"])
+        self._scheduler = HeaderScheduler([Slot(worker=0, index=i) for i in range(len(self._sessions))],
+                                          depth=int(lean_cfg["checks_in_flight_per_repl"]))
         self._counts: Counter[str] = Counter()
-        self._replay_mode = replay.mode
         self._replay_counts: Counter[str] = Counter()
-        # One token per replay a worker may run at once; a replay takes a token and gives it back when done.
-        self._replay_tokens: asyncio.Queue[int] = asyncio.Queue()
-        for _ in range(replay.slots_per_worker if replay.enabled else 0):
-            for worker in range(len(self._workers)):
-                self._replay_tokens.put_nowait(worker)
-
-    async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
-        """Import each header on `repls_per_header` slots; returns how many slots came up warm."""
-        wanted = [header for header in headers for _ in range(repls_per_header)]
-        slots = list(zip(wanted, self._scheduler.slots))
-        seconds = await asyncio.gather(*(self._workers[s.worker].warm.remote(s.index, h) for h, s in slots))
-        for (header, slot), took in zip(slots, seconds):
-            slot.header = header if took is not None else None
-            if took is not None:
-                self._scheduler.note_import(took)
-        return sum(took is not None for took in seconds)
 
     async def check(self, snippet: str, timeout: float | None, mode: CheckMode, names: list[str] | None,
                     statement: str | None) -> CheckResult:
+        """Run one check on a REPL that holds its header when one is free (or worth switching to it)."""
         header = split_header(snippet).header
         slot = await self._scheduler.acquire(header)
         result = CheckResult(status="infra_error", ok=False, reasons=["check cancelled"])
         try:
-            result = await self._workers[slot.worker].check.remote(
-                slot.index, snippet, timeout or self._timeout, mode, names, statement
-            )
-        except ray.exceptions.RayError as error:
-            result = CheckResult(status="infra_error", ok=False, reasons=[f"Lean worker failed: {error}"])
+            result = await check_on_session(self._sessions[slot.index], snippet, timeout=timeout or self._timeout,
+                                            mode=mode, names=names, statement=statement, provenance=self._provenance)
         finally:
             self._counts[result.status] += 1
             self._scheduler.release(
@@ -128,22 +82,25 @@ class LeanRouter:
         return result
 
     async def replay(self, snippet: str, statement: str | None, names: list[str] | None) -> ReplayResult | None:
-        """Replay on the first worker with a free replay slot; None when the replay is off."""
-        if self._replay_mode == OFF:
+        """Replay an accepted file in a process started for it alone (never one of this worker's warm REPLs), at
+        most `verify.slots_per_worker` at once; None when the replay is off."""
+        if self._replayer is None:
             return None
-        worker = await self._replay_tokens.get()
-        result = ReplayResult(ERROR_INFRA, ["replay cancelled"], mode=self._replay_mode)
-        try:
-            result = await self._workers[worker].replay.remote(snippet, statement, names)
-        except ray.exceptions.RayError as error:
-            result = ReplayResult(ERROR_INFRA, [f"Lean worker failed: {error}"], mode=self._replay_mode)
-        finally:
-            self._replay_counts[result.verdict] += 1
-            self._replay_tokens.put_nowait(worker)
+        async with self._replay_slots:
+            result = await self._replayer.replay(snippet, statement=statement, names=names)
+        self._replay_counts[result.verdict] += 1
         return result
 
+    async def warm(self, slot: int, header: str) -> bool:
+        """Import `header` on a slot ahead of time; whether it came up warm."""
+        outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
+        warm = outcome.kind == "ok" and outcome.answer is not None
+        if warm:
+            self._scheduler.slots[slot].header = header
+            self._scheduler.note_import(outcome.header_import_seconds)
+        return warm
+
     def stats(self) -> dict[str, Any]:
-        """Counts by status, how often a REPL had to change header, slots in use, and replays by verdict."""
         return {
             "by_status": dict(self._counts),
             "replays": dict(self._replay_counts),
@@ -154,26 +111,85 @@ class LeanRouter:
         }
 
     async def close(self) -> None:
+        await asyncio.gather(*(session.close() for session in self._sessions))
+
+
+@ray.remote(num_cpus=0)
+class LeanPoolManager:
+    """Starts the workers, places the pre-warmed headers on them, sums their counts and stops them; checks go from
+    callers to workers directly, never through it."""
+
+    def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
+        worker_options = {
+            **worker_resources(lean_cfg, replay),
+            # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
+            "max_concurrency": int(lean_cfg["max_queued"]) + replay.slots_per_worker + 2,
+        }
+        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg, replay)
+                         for _ in range(int(lean_cfg["workers"]))]
+        self._repls = int(lean_cfg["repls_per_worker"])
+
+    def workers(self) -> list[ray.actor.ActorHandle]:
+        return self._workers
+
+    async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
+        """Import each header on `repls_per_header` REPLs, spread over the workers (a worker's first REPL of every
+        worker before any second one); returns how many came up warm."""
+        slots = [(worker, index) for index in range(self._repls) for worker in range(len(self._workers))]
+        wanted = [header for header in headers for _ in range(repls_per_header)]
+        warm = await asyncio.gather(*(self._workers[worker].warm.remote(index, header)
+                                      for header, (worker, index) in zip(wanted, slots)))
+        return sum(warm)
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts by status, how often a REPL had to change header, slots in use, and replays by verdict, summed
+        over the workers."""
+        totals: dict[str, Any] = {"by_status": Counter(), "replays": Counter(), "header_switches": 0,
+                                  "busy_slots": 0, "slots": 0, "queued": 0}
+        for worker in await asyncio.gather(*(worker.stats.remote() for worker in self._workers)):
+            for key, value in worker.items():
+                totals[key] += Counter(value) if isinstance(value, dict) else value
+        return {key: dict(value) if isinstance(value, Counter) else value for key, value in totals.items()}
+
+    async def close(self) -> None:
         """Close every worker's REPLs, then kill the workers; REPLs die with their worker whatever its state."""
         await asyncio.gather(*(worker.close.remote() for worker in self._workers), return_exceptions=True)
         for worker in self._workers:
             ray.kill(worker)
 
 
-class LeanPool:
-    """Picklable handle to a running pool: pass it to Ray Data actors and await checks from anywhere."""
+def header_rank(header: str, worker: int) -> str:
+    """A worker's rank for a header (rendezvous hashing): among equally loaded workers the same header goes to the
+    same worker, from every caller, so a header's REPLs stay together."""
+    return hashlib.blake2b(f"{worker}:{header}".encode(), digest_size=8).hexdigest()
 
-    def __init__(self, router: ray.actor.ActorHandle) -> None:
-        self._router = router
+
+class LeanPool:
+    """Picklable handle to a running pool: pass it to Ray Data actors and await checks from anywhere.
+
+    Each copy counts the checks and replays it has in flight per worker, and sends the next one to the worker with
+    the fewest (ties broken by `header_rank`): one Ray hop per check, and no caller floods one worker.
+    """
+
+    def __init__(self, manager: ray.actor.ActorHandle, workers: Sequence[ray.actor.ActorHandle],
+                 replay_mode: str) -> None:
+        self._manager = manager
+        self._workers = list(workers)
+        self._replay_mode = replay_mode
+        self._in_flight = [0] * len(self._workers)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"manager": self._manager, "workers": self._workers, "replay_mode": self._replay_mode}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["manager"], state["workers"], state["replay_mode"])
 
     @classmethod
-    def start(cls, lean_cfg: Mapping[str, Any], name: str | None = None,
-              verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
-        """Start workers and router for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
+    def start(cls, lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
+        """Start the workers and their manager for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
 
-        Give a `name` when other processes of the job should `attach` to this pool. `verify` is the job's
-        `verify:` section: how `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server
-        checks instead (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
+        Pass the handle to the job's other processes (it pickles). `verify` is the job's `verify:` section: how
+        `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server checks instead (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
         """
         cfg = plain_config(lean_cfg)
         if cfg["backend"] == KIMINA:
@@ -184,15 +200,14 @@ class LeanPool:
         problem = unplaceable_worker(worker_resources(cfg, replay), nodes)
         if problem:
             raise LeanSetupError(problem)
-        router = LeanRouter.options(name=name, max_concurrency=int(cfg["max_queued"])).remote(cfg, replay)
+        manager = LeanPoolManager.remote(cfg, replay)
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
-            ray.get(router.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
-        return cls(router)
+            ray.get(manager.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
+        return cls(manager, ray.get(manager.workers.remote()), replay.mode)
 
-    @classmethod
-    def attach(cls, name: str = DEFAULT_POOL_NAME) -> LeanPool:
-        """The pool another process of this Ray job started under `name`."""
-        return cls(ray.get_actor(name))
+    def _pick(self, header: str) -> int:
+        """The worker for the next call: fewest of this handle's calls in flight, then the header's rank."""
+        return min(range(len(self._workers)), key=lambda w: (self._in_flight[w], header_rank(header, w)))
 
     async def check(
         self,
@@ -207,13 +222,29 @@ class LeanPool:
         `names` are the declarations a proof must provide (default: the target of `statement`, else all
         it declares); `statement` is the compiled statement the proof must keep unchanged.
         """
-        return await self._router.check.remote(snippet, timeout, mode, names, statement)
+        worker = self._pick(split_header(snippet).header)
+        self._in_flight[worker] += 1
+        try:
+            return await self._workers[worker].check.remote(snippet, timeout, mode, names, statement)
+        except ray.exceptions.RayError as error:
+            return CheckResult(status="infra_error", ok=False, reasons=[f"Lean worker failed: {error}"])
+        finally:
+            self._in_flight[worker] -= 1
 
     async def replay(self, snippet: str, statement: str | None = None,
                      names: list[str] | None = None) -> ReplayResult | None:
         """Check a file the pool accepted once more, in a Lean process started for it alone and stopped after it
         (`verify.replay`); None when the replay is off. Same `statement` and `names` as `check`."""
-        return await self._router.replay.remote(snippet, statement, names)
+        if self._replay_mode == OFF:
+            return None
+        worker = self._pick(split_header(snippet).header)
+        self._in_flight[worker] += 1
+        try:
+            return await self._workers[worker].replay.remote(snippet, statement, names)
+        except ray.exceptions.RayError as error:
+            return ReplayResult(ERROR_INFRA, [f"Lean worker failed: {error}"], mode=self._replay_mode)
+        finally:
+            self._in_flight[worker] -= 1
 
     async def check_many(
         self, snippets: Sequence[str], timeout: float | None = None, mode: CheckMode = "proof"
@@ -222,12 +253,12 @@ class LeanPool:
         return list(await asyncio.gather(*(self.check(snippet, timeout, mode) for snippet in snippets)))
 
     def stats(self) -> dict[str, Any]:
-        return ray.get(self._router.stats.remote())
+        return ray.get(self._manager.stats.remote())
 
     def shutdown(self) -> None:
         """Stop every REPL process and the pool's actors."""
-        ray.get(self._router.close.remote())
-        ray.kill(self._router)
+        ray.get(self._manager.close.remote())
+        ray.kill(self._manager)
 
 
 def worker_resources(lean_cfg: Mapping[str, Any], replay: ReplaySettings) -> dict[str, float]:
