@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, faithfulness, formalize, judge, prove, trivial
 from pipelines import stats
 
@@ -34,7 +35,6 @@ ROW_STAGE_OF_CALL = {
 # The LLM roles (conf/llm `models`) each stage's calls go to; prove's are the config's `provers`.
 ROLES_OF_STAGE = {discover.STAGE: ("discover",), judge.STAGE: ("judge",), formalize.STAGE: ("formalize", "diagnose"),
                   faithfulness.STAGE: ("faithfulness",)}
-REPLAY = "replay"
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -141,7 +141,7 @@ class Resources:
     gpu_hours: float
     cpu_hours: float
     ram_gb_per_node: float
-    cpus_per_node: float
+    cpus_reserved_per_node: float
     repls_that_fit_per_node: int
     bounds_s: Mapping[str, float]
 
@@ -179,7 +179,7 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         include_trivial=bool(cfg["prove"]["include_trivial"]),
         prove_max_repairs=int(cfg["prove"]["max_repairs"]),
         provers=len(provers),
-        replay=cfg["verify"]["replay"] != "off",
+        replay=cfg["verify"]["replay"] != REPLAY_OFF,
         lean_workers=int(lean["workers"]),
         repls_per_worker=int(lean["repls_per_worker"]),
         repl_num_cpus=float(lean["resources_per_repl"]["num_cpus"]),
@@ -311,7 +311,7 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     bounds = {"lean pool": (check_seconds + (imports - repls) * cluster.lean_import_s) / repls
               + cluster.lean_import_s}
     if shape.replay:
-        bounds[REPLAY] = replay_seconds / (shape.lean_workers * replay_slots)
+        bounds["replay"] = replay_seconds / (shape.lean_workers * replay_slots)
     if shape.llm_on_cluster and cluster.gpus_per_node > 0:
         bounds["GPUs"] = gpu_seconds / (cluster.nodes * cluster.gpus_per_node)
     for stage, slots in shape.stage_slots.items():
@@ -323,7 +323,7 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
         gpu_hours=gpu_seconds / SECONDS_PER_HOUR,
         cpu_hours=(check_seconds + replay_seconds + imports * cluster.lean_import_s) / SECONDS_PER_HOUR,
         ram_gb_per_node=repls_per_node * shape.repl_memory_gb + cluster.node_overhead_gb,
-        cpus_per_node=repls_per_node * shape.repl_num_cpus,
+        cpus_reserved_per_node=repls_per_node * shape.repl_num_cpus,
         repls_that_fit_per_node=int(min(cluster.cpus_per_node / shape.repl_num_cpus,
                                         (cluster.memory_gb_per_node - cluster.node_overhead_gb)
                                         / shape.repl_memory_gb)),

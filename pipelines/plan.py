@@ -146,7 +146,7 @@ def plan_lines(plan: Plan) -> list[str]:
         f"CPU-hours: {needs.cpu_hours:,.2f} (Lean checks, replays and header imports of {cluster.lean_import_s:.0f} s)",
         f"RAM per node: {needs.ram_gb_per_node:,.1f} GB of {cluster.memory_gb_per_node:,.0f} (Lean REPLs and replay "
         f"slots x {shape.repl_memory_gb} GB + {cluster.node_overhead_gb} GB for Ray and the stages); "
-        f"{needs.cpus_per_node:,.1f} of {cluster.cpus_per_node} CPUs reserved; a node holds up to "
+        f"{needs.cpus_reserved_per_node:,.1f} of {cluster.cpus_per_node} CPUs reserved; a node holds up to "
         f"{needs.repls_that_fit_per_node} REPLs",
         f"wall time: {duration(needs.wall_s)} on {cluster.nodes} nodes x {cluster.cpus_per_node} CPUs, "
         f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB, bound by {needs.bottleneck} "

@@ -135,7 +135,7 @@ def test_resources_per_node_and_the_slowest_bound():
     work = workload([300, 700], shape(), COSTS)
     needs = resources(work, COSTS, shape(), CLUSTER)
     assert needs.ram_gb_per_node == 2 * (2 + 1) * 6.5 + 8  # 3 workers on 2 nodes: 2 on one, each 2 REPLs + 1 replay
-    assert needs.cpus_per_node == 6
+    assert needs.cpus_reserved_per_node == 6
     assert needs.repls_that_fit_per_node == 8  # (64 - 8) / 6.5, under 16 CPUs
     assert needs.bounds_s["lean pool"] == pytest.approx(94 * 2.0 / 6 + 30 + 94 / 100 * 30 / 6)
     assert needs.bounds_s["replay"] == pytest.approx(4 * 60 / 3)
