@@ -17,6 +17,7 @@ import polars as pl
 
 from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, faithfulness, formalize, judge, prove, trivial
+from operators.rows import seeds
 from pipelines import stats
 
 # The verify stages in plan order, and which of them check Lean.
@@ -157,7 +158,7 @@ class Resources:
 
 
 def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
-    """The plan's view of a composed mining config (`conf/mine.yaml` as a plain mapping)."""
+    """The plan's view of a composed mining config (`conf/mine.yaml` with its overrides)."""
     llm, lean, stages = cfg["llm"], cfg["lean"], cfg["stages"]
     provers = tuple(llm["provers"])
     roles = {**ROLES_OF_STAGE, prove.STAGE: provers}
@@ -238,7 +239,7 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
     """Costs measured from an earlier run's tables: per LLM call stage its calls per row and mean tokens and
     latency (discover's prompt less the seed's estimated tokens), checks per row of each Lean stage (from the
     histories), replays and their seconds, and the seconds of the other checks."""
-    sent = discoveries.filter(pl.col("seed_status") == "ok")
+    sent = discoveries.filter(pl.col("seed_status") == seeds.OK)
     units = sent.height
     if units == 0 or candidates.is_empty():
         raise ValueError(f"{source} has no discover call or no candidate to measure costs from")
