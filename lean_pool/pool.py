@@ -24,7 +24,7 @@ import ray
 from omegaconf import OmegaConf
 
 from lean_pool.header import split_header
-from lean_pool.kimina import KIMINA, KiminaPool
+from lean_pool.kimina import KIMINA, KiminaPool, kimina_provenance
 from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
 from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
@@ -259,6 +259,20 @@ class LeanPool:
         """Stop every REPL process and the pool's actors."""
         ray.get(self._manager.close.remote())
         ray.kill(self._manager)
+
+
+def check_lean_setup(lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> None:
+    """Fail with a `LeanSetupError` naming what is missing (a Lake project, a binary; a Kimina server that does
+    not answer, its key, a replay it cannot do) before a job starts anything, whatever the backend."""
+    if lean_cfg["backend"] == KIMINA:
+        KiminaPool.start(lean_cfg, verify)  # a handle and one health probe: nothing to stop
+    else:
+        build_launch(lean_cfg)
+
+
+def checker_provenance(lean_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What every result records about the checker that produced it, whatever the backend."""
+    return kimina_provenance(lean_cfg) if lean_cfg["backend"] == KIMINA else provenance(lean_cfg)
 
 
 def worker_resources(lean_cfg: Mapping[str, Any], replay: ReplaySettings) -> dict[str, float]:

@@ -18,9 +18,7 @@ import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
 
-from lean_pool.launch import build_launch
-from lean_pool.launch import provenance as lean_provenance
-from lean_pool.pool import LeanPool
+from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
 from operators.faithfulness import FaithfulnessSettings
@@ -73,7 +71,7 @@ def _absolute(path: str) -> str:
 def index_revision(lean_cfg: Mapping[str, Any]) -> str | None:
     """The Mathlib revision a declaration index must come from: the one the run's Lean checks against (None,
     any index, for the simulator, which has no Mathlib, or a Lean project whose revision is unknown)."""
-    lean = lean_provenance(lean_cfg)
+    lean = checker_provenance(lean_cfg)
     return None if lean["simulated"] else lean["mathlib_rev"]
 
 
@@ -149,7 +147,8 @@ class MiningJob:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
-        build_launch(self.lean_cfg)  # raises LeanSetupError naming the missing path
+        # A LeanSetupError naming what is missing, before anything starts.
+        check_lean_setup(self.lean_cfg, OmegaConf.to_container(cfg.verify, resolve=True))
         revision = index_revision(self.lean_cfg)
         self.index_provenance = checked_index(cfg, revision)
         # The index as the operators read it: an absolute path (actors may start in another working directory)
@@ -210,7 +209,7 @@ class MiningJob:
 
     def _provenance(self, run_id: str) -> dict[str, Any]:
         llm = self.settings.provenance()
-        lean = lean_provenance(self.lean_cfg)
+        lean = checker_provenance(self.lean_cfg)
         return {
             "run_id": run_id,
             "project_version": metadata.version(PROJECT),

@@ -17,11 +17,13 @@ import subprocess
 import sys
 
 import pytest
+import ray
 
 from lean_pool.kimina import KiminaCode, KiminaPool, judged_answer, kimina_code
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.verdict import ALLOWED_AXIOMS, proof_verdict, statement_verdict
+from pipelines import mine
 from tests.kimina_stand_in import REPO, KiminaStandIn, sim_config
 
 KEY_ENV = "FOLKLORE_TEST_KIMINA_KEY"
@@ -186,3 +188,16 @@ def test_the_check_cli_checks_through_the_server(tmp_path, monkeypatch):
     line = json.loads(proc.stdout)
     assert (line["status"], line["verified"], line["provenance"]["lean_backend"]) == ("passed", True, "kimina")
     assert line["axioms"] == {"two": ["propext", "Classical.choice", "Quot.sound"]}
+
+
+def test_mine_with_lean_kimina_checks_the_server_before_anything_starts(capsys):
+    """Every job takes `lean=kimina`: a server that does not answer is one `error:` line and exit 2 before Ray or
+    the LLM simulator start, as for a missing Lake project."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    status = mine.main(["preset=demo", "lean=kimina", f"lean.kimina.url={dead}", "verify.replay=off",
+                        "lean.kimina.api_key_env=null"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: lean=kimina: the Kimina server") and dead in err, err
+    assert not ray.is_initialized()
