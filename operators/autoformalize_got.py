@@ -107,6 +107,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
 
     @property
     def templates(self) -> dict[str, str]:
+        """The prompt templates (`prompts:` of the config), got's own among them."""
         return dict(self.autoformalize.prompts)
 
     async def ground(self, row: dict[str, Any], concept: Concept, call: int) -> tuple[ConceptOutcome | None, list[str]]:
