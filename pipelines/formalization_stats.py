@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from operators.rows.formalizations import AGENT, BAD_INPUT, MODES, STATUSES
+from operators.rows.formalizations import AGENT, BAD_INPUT, DIRECT, MODES, STATUSES
 from pipelines.stats import ALL, domain_order, ordered, percent, with_all
 
 
@@ -123,8 +123,9 @@ def score_histogram(formalizations: pl.DataFrame, bins: int) -> pl.DataFrame:
 
 def by_mode(formalizations: pl.DataFrame) -> pl.DataFrame:
     """Per mode that has rows (direct, got, agent): valid rows, compiled, compiled and faithful (with their rates),
-    and the mean LLM calls and tool calls per valid row (tool calls: agent rows only, else null)."""
-    valid = valid_rows(formalizations)
+    and the mean LLM calls and tool calls per valid row (tool calls: agent rows only, else null). Rows written
+    before there were modes were direct."""
+    valid = valid_rows(formalizations).with_columns(pl.col("mode").fill_null(DIRECT))
     grouped = valid.group_by("mode").agg(
         pl.len().alias("valid"),
         pl.col("statement").is_not_null().sum().alias("compiled"),

@@ -34,7 +34,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALPHA = 0.8
 STAGE = {"d": "draft", "r": "repair", "f": "faithfulness"}
 FIGURES = ("accuracy", "faithfulness_scores")
-TABLES = ("statuses", "accuracy", "llm_calls", "reference_agreement", "faithful_vs_reference", "faithfulness_scores")
+TABLES = ("statuses", "accuracy", "llm_calls", "reference_agreement", "faithful_vs_reference", "faithfulness_scores",
+          "modes")
 
 
 def calls(stages: str) -> list[dict[str, Any]]:
@@ -138,7 +139,7 @@ def test_cli_writes_page_plots_and_tables_of_a_simulated_run(tmp_path, capsys):
         assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
         assert f"({name}.png)" in page
     assert page.count(SETTINGS["sim_label"]) == 2, "banner at the top and the bottom of the page"
-    assert page.count("(simulated run)") == 6, "the title and every section heading"
+    assert page.count("(simulated run)") == 7, "the title and every section heading"
     assert "- run id: `handmade-af`" in page
     assert "| error_infra | 0 (0.0%) |" in page and "| faithful | 2 (33.3%) |" in page
     assert "| Axler | 3 | 1 | 2 | 1 (50.0%) | 1 (50.0%) |" in page
