@@ -30,7 +30,6 @@ from operators.faithfulness import FaithfulnessOperator
 from operators.llm.client import LLMConfigError
 from operators.rows.formalizations import (
     AGENT,
-    DIRECT,
     ERROR_INFRA,
     FORMALIZATION_SCHEMA,
     GOT,
@@ -147,8 +146,7 @@ def mode_operator(job: AutoformalizeJob) -> tuple[type[AutoformalizeOperator], d
 def stages(job: AutoformalizeJob) -> list[mine.Stage]:
     """autoformalize (the mode's operator) then faithfulness, each an actor pool of async operators."""
     cfg = job.cfg
-    settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k),
-                                     think=bool(cfg.autoformalize.think) and cfg.autoformalize.mode == DIRECT,
+    settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k), think=bool(cfg.autoformalize.think),
                                      prompts=job.steps.formalize.prompts, formalize=job.steps.formalize)
     operator, mode_settings = mode_operator(job)
     return [
