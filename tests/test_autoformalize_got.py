@@ -30,6 +30,7 @@ from operators.concept_graph import (
 )
 from operators.faithfulness import grounded_terms
 from operators.faithfulness import with_definitions as lookup_with_definitions
+from operators.formalize import rejection
 from operators.llm.simulator import SimServer
 from tests.autoformalize_support import (
     TextPool,
@@ -214,3 +215,17 @@ async def test_lean_failing_while_a_concept_is_defined_is_an_infrastructure_fail
     assert row["status"] == "error_infra" and row["reason"] == "define: infrastructure failure"
     assert row["error"].startswith("Lean timeout")
 
+
+
+@pytest.mark.parametrize("definition", [
+    "axiom EvenSquare : ℕ → Prop",
+    "opaque EvenSquare : ℕ → Prop",
+    "partial def EvenSquare (n : ℕ) : Prop := EvenSquare (n + 1)",
+    "unsafe def EvenSquare (n : ℕ) : Prop := n = n",
+    "@[implemented_by id] def EvenSquare (n : ℕ) : Prop := n = n",
+])
+async def test_a_definition_the_refusal_rules_refuse_is_final_without_repair(definition):
+    file = with_definitions("import Mathlib\n", [definition])
+    checked = definition_verdict(await TextPool().check(file), file, "EvenSquare")
+    assert checked.status == "refused" and not checked.ok
+    assert rejection(checked).startswith("refused before Lean: ")
