@@ -169,14 +169,13 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         return ConceptOutcome(SYNTHESIZED, concept.name, "defined and compiled")
 
     async def concepts(self, row: dict[str, Any], concepts: Sequence[Concept]) -> dict[str, ConceptOutcome]:
-        """Ground every concept, then define the missing ones bottom-up; a concept whose dependency failed fails
-        without a try."""
-        outcomes: dict[str, ConceptOutcome] = {}
-        shown: dict[str, list[str]] = {}
-        for call, concept in enumerate(concepts, start=1):
-            grounded, shown[concept.name] = await self.ground(row, concept, call)
-            if grounded is not None:
-                outcomes[concept.name] = grounded
+        """Ground every concept (all at once: they do not depend on each other), then define the missing ones
+        bottom-up; a concept whose dependency failed fails without a try."""
+        grounding = await asyncio.gather(*(self.ground(row, concept, call)
+                                           for call, concept in enumerate(concepts, start=1)))
+        shown = {concept.name: candidates for concept, (_, candidates) in zip(concepts, grounding)}
+        outcomes = {concept.name: grounded for concept, (grounded, _) in zip(concepts, grounding)
+                    if grounded is not None}
         known: list[str] = []
         for concept in bottom_up(concepts):
             if concept.name in outcomes:
