@@ -180,7 +180,10 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
             record_llm_call(row, AGENT_STAGE, turn, answer)
             if answer.infra:
                 return fail_infra(row, AGENT_STAGE, f"{answer.error_kind}: {answer.error}")
-            if not answer.ok or not answer.tool_calls:
+            if not answer.ok:
+                return self.stopped(row, f"the agent's model gave no answer after {row['tool_calls']} tool calls "
+                                         f"({answer.error_kind}: {answer.error})", last_compile)
+            if not answer.tool_calls:
                 return self.stopped(row, f"the agent stopped after {row['tool_calls']} tool calls without a statement "
                                          "that compiles", last_compile)
             messages.append(assistant_message(answer.text, answer.tool_calls))
