@@ -20,7 +20,7 @@ from operators.agent_tools import (
     tool_schemas,
 )
 from operators.autoformalize_agent import AgentAutoformalizeOperator, AgentSettings
-from operators.llm.client import LLMOperator
+from operators.llm.client import LLMOperator, LLMRequest, LLMResult
 from operators.llm.simulator import SimServer
 from tests.autoformalize_support import (
     TextPool,
@@ -180,3 +180,18 @@ async def test_lean_failing_under_a_tool_is_an_infrastructure_failure_not_a_verd
                           pool=TextPool(infra=True))
     assert row["status"] == "error_infra" and row["reason"] == "tool check_term: infrastructure failure"
     assert row["tool_calls"] == 4
+
+
+async def test_a_model_that_answers_without_a_tool_call_ends_the_row_not_compilable(cfg, server):
+    agent = AgentSettings(max_tool_calls=24, search_k=5, max_search_k=20, examples_k=2, examples=None)
+    operator = AgentAutoformalizeOperator(llm_settings(cfg, server.base_url), autoformalize=autoformalize_settings(cfg),
+                                          pool=TextPool(), agent=agent)
+
+    async def prose(request: LLMRequest) -> LLMResult:
+        return LLMResult(text="The statement is clear; no Lean is needed.", model="sim/agent")
+
+    operator.complete = prose
+    row = await operator.process_row(pending_row("prose", "The union of two finite sets is finite.", "agent"))
+    await operator.clients.aclose()
+    assert row["status"] == "not_compilable" and row["tool_calls"] == 0 and row["tool_trace"] == []
+    assert row["reason"] == "the agent stopped after 0 tool calls without a statement that compiles"
