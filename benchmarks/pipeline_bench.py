@@ -24,6 +24,8 @@ import ray
 from ray.data import Dataset
 
 from conf import package_dir
+from operators.discover import SEED_WORK_SCHEMA
+from operators.split import SEED_ITEM_SCHEMA
 from pipelines import mine
 from pipelines.job import MiningJob, load_config
 
@@ -70,21 +72,20 @@ def barriered(ds: Dataset, stages: list[mine.Stage]) -> Dataset:
 
 
 def staged(job: MiningJob) -> None:
-    """`mine.discover` then `mine.verify`, their stages run one after another with barriers."""
-    units = job.pending_units()
-    mine.write(job, barriered(ray.data.from_items(units, override_num_blocks=len(units)), mine.discover_stages(job)),
-               "discoveries")
-    seeds = job.discovery_sources()
-    finished = job.finished_candidates()
-    mine.write(job, barriered(ray.data.from_items(seeds, override_num_blocks=len(seeds)),
-                              mine.verify_stages(job, finished)),
-               "candidates", rows_per_file=int(job.cfg.output.rows_per_file))
+    """The production plan's stages run one after another with barriers: every seed is discovered before the
+    first is split, and so on."""
+    to_discover, to_split = job.seed_work()
+    discover = mine.discover_stage(job)
+    seeds = barriered(mine.seed_blocks(to_discover, SEED_WORK_SCHEMA), [discover])
+    if to_split:
+        seeds = seeds.union(mine.seed_blocks(to_split, SEED_ITEM_SCHEMA))
+    mine.write(job, barriered(seeds, mine.verify_stages(job)), "candidates",
+               rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def streaming(job: MiningJob) -> None:
-    """The production run: `mine.discover` then `mine.verify`."""
-    mine.discover(job)
-    mine.verify(job)
+    """The production run: one plan from seed files to candidates."""
+    mine.mine_seeds(job)
 
 
 def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:

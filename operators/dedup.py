@@ -23,7 +23,7 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.embeddings import encode_statements, load_encoder
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
-from operators.split import explode_seeds
+from operators.split import explode_seeds, unfinished
 
 
 @dataclass(frozen=True)
@@ -125,9 +125,9 @@ class DedupOperator:
 
 
 class SplitDedupOperator(DedupOperator):
-    """The split and dedup steps as one `map_batches` actor over seed items (`seed_id`, `paths`): a seed's
+    """The split and dedup steps as one `map_batches` actor over seed items (`SEED_ITEM_SCHEMA`): a seed's
     candidates are compared with all their siblings in the call that makes them, so no later reshaping of
-    blocks can separate them."""
+    blocks can separate them; then those an earlier run finished are left out."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return super().__call__(explode_seeds(batch))
+        return unfinished(super().__call__(explode_seeds(batch)), batch)

@@ -25,6 +25,7 @@ from operators.rows.candidates import (
     TIMESTAMP,
     llm_call_entry,
     settle_operator_error,
+    unit_id,
 )
 from operators.split import split_answer
 
@@ -56,6 +57,29 @@ DISCOVERY_SCHEMA = pa.schema(
         ("finished_at", TIMESTAMP),
     ]
 )
+
+
+# What discover takes, one row per seed: where the seed is, which samples are still to draw, and the files that
+# split will need for it (`operators.split.SEED_ITEM_SCHEMA`: earlier discoveries and finished candidates).
+SEED_WORK_SCHEMA = pa.schema([
+    ("seed_id", pa.string()),
+    ("seed_path", pa.string()),
+    ("seed_file", pa.string()),
+    ("domain", pa.string()),
+    ("samples", pa.list_(pa.int32())),
+    ("paths", pa.list_(pa.string())),
+    ("finished_files", pa.list_(pa.string())),
+])
+
+
+def seed_units(batch: pa.Table) -> pa.Table:
+    """The discover calls of seed work items (`SEED_WORK_SCHEMA`): one unit per (seed, sample still to draw)."""
+    units = [{"unit_id": unit_id(seed["seed_id"], sample), "sample": sample,
+              **{key: seed[key] for key in ("seed_id", "seed_path", "seed_file", "domain")}}
+             for seed in batch.to_pylist() for sample in seed["samples"]]
+    schema = pa.schema([("unit_id", pa.string()), *(SEED_WORK_SCHEMA.field(key) for key in
+                        ("seed_id", "seed_path", "seed_file", "domain")), ("sample", pa.int32())])
+    return pa.Table.from_pylist(units, schema=schema)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The code after the marker is read with `lean_pool.lean_source.read_commands`; each `lemma`/`theorem`
 becomes a file with the context it needs. What went wrong with an answer (no marker, no lemma) becomes
 the discovery's status. Written discoveries become candidate rows a seed at a time, and the candidates
-an earlier run already finished are left out.
+an earlier run already finished are left out, a seed at a time too.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-import ray
 
 from lean_pool.lean_source import THEOREM_KINDS, Command, read_commands
 from operators.llm.answers import extract_code
@@ -88,8 +88,17 @@ def explode(discovery: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [new_candidate(discovery, index, snippet) for index, snippet in enumerate(discovery["snippets"] or [])]
 
 
+# What split takes, one row per seed: the discovery files holding its rows, and the candidate files holding the
+# rows of it an earlier run finished (read for that seed alone, so no list of every finished id is ever built).
+SEED_ITEM_SCHEMA = pa.schema([
+    ("seed_id", pa.string()),
+    ("paths", pa.list_(pa.string())),
+    ("finished_files", pa.list_(pa.string())),
+])
+
+
 def explode_seeds(batch: pa.Table) -> pa.Table:
-    """`map_batches` step over (`seed_id`, `paths`) items: every candidate of these seeds, from every discovery
+    """`map_batches` step over seed items (`SEED_ITEM_SCHEMA`): every candidate of these seeds, from every discovery
     file that holds them. A seed's candidates leave in one block, so the dedup stage sees them together."""
     seeds = batch.column("seed_id").to_pylist()
     paths = dict.fromkeys(path for paths in batch.column("paths").to_pylist() for path in paths)
@@ -102,9 +111,23 @@ def explode_seeds(batch: pa.Table) -> pa.Table:
     return candidates_table(rows)
 
 
-def drop_finished(batch: pa.Table, finished: list[Any]) -> pa.Table:
-    """`map_batches` step: the candidates whose id is not in the set `finished[0]` refers to (an object ref in a
-    list, so each task fetches the set itself): what an earlier run wrote is never redone."""
-    done = ray.get(finished[0])
-    keep = [candidate not in done for candidate in batch.column("candidate_id").to_pylist()]
-    return batch.filter(pa.array(keep, pa.bool_()))
+def unfinished(candidates: pa.Table, seeds: pa.Table) -> pa.Table:
+    """The `candidates` of the seed items `seeds` that an earlier run has not written: each seed's finished ids are
+    read from its own `finished_files`, so what an earlier run wrote is never redone."""
+    seed_ids = seeds.column("seed_id").to_pylist()
+    files = dict.fromkeys(path for paths in seeds.column("finished_files").to_pylist() for path in paths)
+    finished = []
+    for path in files:
+        filesystem, location = pafs.FileSystem.from_uri(path)
+        written = pq.read_table(location, filesystem=filesystem, columns=["candidate_id"],
+                                filters=[("seed_id", "in", seed_ids)])
+        finished.append(written.column("candidate_id"))
+    if not finished:
+        return candidates
+    done = pa.chunked_array(finished, pa.string()).combine_chunks()
+    return candidates.filter(pc.invert(pc.is_in(candidates.column("candidate_id"), value_set=done)))
+
+
+def split_seeds(batch: pa.Table) -> pa.Table:
+    """The split step without dedup: the seeds' candidates an earlier run has not finished."""
+    return unfinished(explode_seeds(batch), batch)

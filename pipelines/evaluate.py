@@ -103,7 +103,7 @@ class EvaluationJob(MiningJob):
 
 def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) -> None:
     """Check, flag and prove every benchmark statement without a finished row, into candidates/."""
-    finished = ray.get(job.finished_candidates())
+    finished = job.finished_candidate_ids()
     now = datetime.now(timezone.utc)
     rows = [candidate_row(item, text, job.provenance, now) for item, text in statements
             if item.candidate_id not in finished]

@@ -237,8 +237,8 @@ class MiningJob:
         failed for infrastructure reasons and is asked again, half-written files removed, answers cached."""
         discoveries = self.run.prepare("discoveries", RETRIED_STATUSES)
         candidates = self.run.prepare("candidates", {ERROR_INFRA})
-        units = len(self.run.ids("discoveries", "unit_id"))
-        finished = len(self.run.ids("candidates", "candidate_id"))
+        units = self.run.row_count("discoveries")
+        finished = self.run.row_count("candidates")
         redo = discoveries.retried_rows_dropped + candidates.retried_rows_dropped
         removed = discoveries.partial_files_removed + candidates.partial_files_removed
         cached = stored_answers(self.llm_cache_dir) if self.llm_cache_dir else 0
@@ -247,44 +247,53 @@ class MiningJob:
         return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
                 f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
 
-    def pending_units(self) -> list[dict[str, Any]]:
-        """Discover calls still to make: every (seed, sample) without a written, finished discovery."""
+    def seed_work(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What the mining plan starts from: seeds with samples still to draw (discover's work items,
+        `SEED_WORK_SCHEMA`) and seeds whose discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each
+        names the files split will read for it: its discoveries, and the candidates an earlier run finished."""
         self.run.prepare("discoveries", RETRIED_STATUSES)
+        self.run.prepare("candidates", {ERROR_INFRA})
+        discovered = self._files_by_seed("discoveries")
+        finished = self._files_by_seed("candidates")
         done = self.run.ids("discoveries", "unit_id")
         domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
-        units = []
+        samples = range(int(self.cfg.discover.samples_per_seed))
+        to_discover = []
         for relative in self.seed_files:
             name = seed_id(relative)
-            for sample in range(int(self.cfg.discover.samples_per_seed)):
-                if unit_id(name, sample) in done:
-                    continue
-                units.append({
-                    "unit_id": unit_id(name, sample),
+            pending = [sample for sample in samples if unit_id(name, sample) not in done]
+            if pending:
+                to_discover.append({
                     "seed_id": name,
                     "seed_path": relative,
                     "seed_file": self._seed_uri(relative),
                     "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
-                    "sample": sample,
+                    "samples": pending,
+                    "paths": discovered.get(name, []),
+                    "finished_files": finished.get(name, []),
                 })
-        return units
+        drawn = {item["seed_id"] for item in to_discover}
+        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, [])}
+                    for name, paths in sorted(discovered.items()) if name not in drawn]
+        return to_discover, to_split
+
+    def _files_by_seed(self, table: str) -> dict[str, list[str]]:
+        """For each seed, the files of `table` that hold rows of it."""
+        files_of: dict[str, list[str]] = {}
+        for uri, seeds in self.run.column_by_file(table, "seed_id"):
+            for seed in dict.fromkeys(seeds):
+                files_of.setdefault(seed, []).append(uri)
+        return files_of
 
     def _seed_uri(self, relative: str) -> str:
         root = str(self.cfg.seeds.root)
         return f"{root.rstrip('/')}/{relative}" if "://" in root else f"{self.seed_root}/{relative}"
 
-    def discovery_sources(self) -> list[dict[str, Any]]:
-        """One item per seed with written discoveries: the seed id and the discovery files holding its rows,
-        so a seed's candidates are split together and dedup sees all of its siblings at once."""
-        files_of: dict[str, list[str]] = {}
-        for uri, seeds in self.run.column_by_file("discoveries", "seed_id"):
-            for seed in dict.fromkeys(seeds):
-                files_of.setdefault(seed, []).append(uri)
-        return [{"seed_id": seed, "paths": paths} for seed, paths in sorted(files_of.items())]
-
-    def finished_candidates(self) -> ray.ObjectRef:
-        """The ids of candidates already written with a finished status, in the object store for the anti-join."""
+    def finished_candidate_ids(self) -> set[str]:
+        """The ids of candidates already written with a finished status (for jobs whose inputs are few enough to
+        filter on the driver, like a benchmark's statements)."""
         self.run.prepare("candidates", {ERROR_INFRA})
-        return ray.put(frozenset(self.run.ids("candidates", "candidate_id")))
+        return self.run.ids("candidates", "candidate_id")
 
     def operator_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
         """`map_batches` keyword arguments for a stage's async operator, shaped by `stages.<stage>`."""

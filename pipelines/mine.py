@@ -1,8 +1,8 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
-Two resumable Ray Data plans, each streaming: discover (seed files -> one discovery per seed and
-sample) then verify (split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one row
-per candidate). Started again with the same `run_dir`, a run skips what is written and asks again only for
+One resumable, streaming Ray Data plan: discover (seed files -> one discovery per seed and sample, written to
+discoveries/ as they come) -> split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one
+row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is written and asks again only for
 what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
 
@@ -13,21 +13,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import ray
 from ray.data import Dataset
 
 from lean_pool.launch import LeanSetupError
 from operators.dedup import SplitDedupOperator
-from operators.discover import DISCOVERY_SCHEMA, DiscoverOperator
+from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
 from operators.faithfulness import FaithfulnessOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
 from operators.rows.candidates import CANDIDATE_SCHEMA
-from operators.split import drop_finished, explode_seeds
+from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
 from pipelines.cli import run_job
+from pipelines.discoveries import TABLE as DISCOVERIES
+from pipelines.discoveries import DiscoverAndRecord
 from pipelines.job import MiningJob, load_config
 from pipelines.progress import counted, report_batch
 from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
@@ -42,10 +45,12 @@ class Stage:
     options: dict[str, Any]
 
 
-def discover_stages(job: MiningJob) -> list[Stage]:
-    """The discover plan: one call of the discover model per (seed, sample)."""
-    return [Stage("discover", DiscoverOperator,
-                  job.llm_options("discover", discover=job.steps.discover, provenance=job.provenance))]
+def discover_stage(job: MiningJob) -> Stage:
+    """Discover at the head of the plan: each seed's samples drawn, its discoveries written, the seed handed on (it
+    reports its own counts: what it hands on are seeds, not rows with a status)."""
+    return Stage("discover", DiscoverAndRecord, job.llm_options(
+        "discover", discover=job.steps.discover, provenance=job.provenance,
+        table_uri=job.run.table_uri(DISCOVERIES), board=job.board))
 
 
 def statement_stages(job: MiningJob) -> list[Stage]:
@@ -63,18 +68,13 @@ def statement_stages(job: MiningJob) -> list[Stage]:
     ]
 
 
-def verify_stages(job: MiningJob, finished: ray.ObjectRef) -> list[Stage]:
-    """The verify plan, in order: split, [dedup,] leave out the candidates in `finished`, judge, then the statement
-    stages. Finished candidates are left out after dedup, which compares a candidate with all of its siblings."""
+def verify_stages(job: MiningJob) -> list[Stage]:
+    """From seed items to proofs, in order: split (with dedup, which compares a candidate with all of its siblings,
+    when on; the candidates an earlier run finished are left out after it), judge, then the statement stages."""
     steps = job.steps
-    split = Stage("split", explode_seeds, {"batch_format": "pyarrow", "batch_size": 1}) if steps.dedup is None \
+    split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1}) if steps.dedup is None \
         else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup))
-    return [
-        split,
-        Stage("drop_finished", drop_finished, {"batch_format": "pyarrow", "fn_kwargs": {"finished": [finished]}}),
-        Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
-        *statement_stages(job),
-    ]
+    return [split, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)), *statement_stages(job)]
 
 
 def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
@@ -97,21 +97,23 @@ def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = N
     job.ticker.flush()
 
 
-def discover(job: MiningJob) -> None:
-    """Seed files -> discoveries/: one row per (seed, sample), whatever happened to it."""
-    units = job.pending_units()
-    if units:
-        ds = ray.data.from_items(units, override_num_blocks=len(units))
-        write(job, streamed(ds, discover_stages(job), job.board), "discoveries")
+def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
+    """A dataset of `items` with one block per seed, so a seed is never split between two calls of a stage."""
+    return ray.data.from_arrow([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
-def verify(job: MiningJob) -> None:
-    """discoveries/ -> candidates/: every candidate not yet finished, through the verify stages."""
-    seeds = job.discovery_sources()
-    finished = job.finished_candidates()
-    if seeds:
-        ds = ray.data.from_items(seeds, override_num_blocks=len(seeds))
-        write(job, streamed(ds, verify_stages(job, finished), job.board), "candidates",
+def mine_seeds(job: MiningJob) -> None:
+    """Seed files -> discoveries/ and candidates/ in one streaming plan: seeds still to discover go through
+    discover (which writes their discoveries), seeds already discovered join them, and every seed's unfinished
+    candidates go on through the verify stages while later seeds are still being discovered."""
+    to_discover, to_split = job.seed_work()
+    discover = discover_stage(job)
+    sources = [seed_blocks(to_discover, SEED_WORK_SCHEMA).map_batches(discover.operator, **discover.options)
+               ] if to_discover else []
+    sources += [seed_blocks(to_split, SEED_ITEM_SCHEMA)] if to_split else []
+    if sources:
+        seeds = sources[0].union(*sources[1:]) if len(sources) > 1 else sources[0]
+        write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
               rows_per_file=int(job.cfg.output.rows_per_file))
 
 
@@ -135,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             resumed = job.resume_summary()
             if resumed:
                 print(resumed, flush=True)
-            discover(job)
-            verify(job)
+            mine_seeds(job)
             print("\n".join(report(job)), flush=True)
 
     return run_job(run, (LeanSetupError, LLMConfigError))

@@ -41,6 +41,17 @@ def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
                   if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
 
 
+def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table) -> str:
+    """Add `table` to the table stored in `directory` as a new Parquet file, written under a hidden name and then
+    renamed, so a reader (or a resumed run) never sees it half-written; the new file's path."""
+    filesystem.create_dir(directory, recursive=True)
+    name = uuid.uuid4().hex
+    temporary, target = f"{directory}/.{name}.tmp", f"{directory}/{name}{PARQUET_SUFFIX}"
+    pq.write_table(table, temporary, filesystem=filesystem)
+    filesystem.move(temporary, target)
+    return target
+
+
 @dataclass(frozen=True)
 class Repair:
     """What preparing a table for a resumed run did."""
@@ -92,6 +103,10 @@ class RunDir:
     def ids(self, name: str, id_column: str) -> set[str]:
         """The ids written to table `name` (after `prepare`, every one of them is finished)."""
         return set(self.read_column(name, id_column))
+
+    def row_count(self, name: str) -> int:
+        """How many rows table `name` holds, from the files' footers (no column is read)."""
+        return sum(pq.ParquetFile(path, filesystem=self.filesystem).metadata.num_rows for path in self.files(name))
 
     def read_column(self, name: str, column: str) -> list[Any]:
         """One column of table `name` as a Python list, read file by file."""

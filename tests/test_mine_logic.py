@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from lean_pool.session_check import CheckResult
-from operators.discover import DISCOVERY_SCHEMA
+from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA, seed_units
 from operators.formalize import keep_imports, rejection
 from operators.judge import majority
 from operators.llm import prompts
@@ -19,7 +19,16 @@ from operators.llm.simulator import last_lean_block
 from operators.prove import best_proof, with_environment
 from operators.rows.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidates_table, funnel
 from operators.rows.seeds import EMPTY, NOT_UTF8, OK, TOO_LONG, decode_seed, domain_of, seed_id, select
-from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER, explode, explode_seeds, split_answer
+from operators.split import (
+    DISCOVERED,
+    NO_LEMMAS,
+    NO_MARKER,
+    SEED_ITEM_SCHEMA,
+    explode,
+    explode_seeds,
+    split_answer,
+    split_seeds,
+)
 from operators.trivial import with_tactic
 from pipelines.job import load_config
 from pipelines.run_dir import RunDir
@@ -135,6 +144,28 @@ def test_a_seed_is_exploded_whole_from_every_file_that_holds_it(tmp_path):
     table = explode_seeds(items)
     assert table.schema == CANDIDATE_SCHEMA
     assert sorted(table.column("candidate_id").to_pylist()) == ["Mathlib.X/s0/c0", "Mathlib.X/s0/c1", "Mathlib.X/s1/c0"]
+
+
+def test_a_seed_leaves_out_only_its_own_candidates_an_earlier_run_finished(tmp_path):
+    """Finished ids are read per seed from the candidate files the seed item names, never as one set of all."""
+    discoveries = str(tmp_path / "d.parquet")
+    pq.write_table(pa.Table.from_pylist([_discovery(["a", "b", "c"], sample=0)], schema=DISCOVERY_SCHEMA), discoveries)
+    written = str(tmp_path / "c.parquet")
+    pq.write_table(candidates_table([*explode(_discovery(["a"], sample=0)),
+                                     *explode(_discovery(["z", "y"], seed="Mathlib.Y", sample=0))]), written)
+    item = {"seed_id": "Mathlib.X", "paths": [discoveries], "finished_files": [written]}
+    left = split_seeds(pa.Table.from_pylist([item], schema=SEED_ITEM_SCHEMA))
+    assert left.column("candidate_id").to_pylist() == ["Mathlib.X/s0/c1", "Mathlib.X/s0/c2"]
+    fresh = pa.Table.from_pylist([{**item, "finished_files": []}], schema=SEED_ITEM_SCHEMA)
+    assert split_seeds(fresh).num_rows == 3
+
+
+def test_a_seed_work_item_becomes_one_discover_call_per_sample_still_to_draw():
+    work = {"seed_id": "Mathlib.X", "seed_path": "Mathlib/X.lean", "seed_file": "/s/Mathlib/X.lean", "domain": "d",
+            "samples": [0, 2], "paths": [], "finished_files": []}
+    units = seed_units(pa.Table.from_pylist([work], schema=SEED_WORK_SCHEMA)).to_pylist()
+    assert [(unit["unit_id"], unit["sample"], unit["seed_file"]) for unit in units] == [
+        ("Mathlib.X/s0", 0, "/s/Mathlib/X.lean"), ("Mathlib.X/s2", 2, "/s/Mathlib/X.lean")]
 
 
 # --- prompts --------------------------------------------------------------------------------------------
