@@ -20,6 +20,7 @@ from operators.llm.client import (
     LLMOperator,
     LLMResult,
     StageUsage,
+    cache_key,
     settings_from_config,
     start_usage_ledger,
     usage_report,
@@ -49,6 +50,19 @@ def test_an_answer_is_found_under_its_own_key_only(tmp_path: Path) -> None:
     ]
     assert len({key, *others}) == 7
     assert all(cache.get(other) is None for other in others)
+
+
+def test_two_provers_on_one_model_keep_their_own_answers() -> None:
+    """Two prover roles bound to the same model send the same request for a candidate; on resume each must get its
+    own answer back, not the other's."""
+    llm = OmegaConf.to_container(load_config(["preset=demo", "llm=sim"]).llm, resolve=True)
+    llm["models"]["second_prover"] = dict(llm["models"]["prover"])
+    settings = settings_from_config(llm)
+    messages = [{"role": "user", "content": "prove it"}]
+    first, second = (settings.request(role, "prove", messages, "c1") for role in ("prover", "second_prover"))
+    assert (first.model, first.messages) == (second.model, second.messages)
+    assert cache_key(first) != cache_key(second)
+    assert cache_key(first) == cache_key(settings.request("prover", "prove", messages, "c1"))
 
 
 def test_a_process_reads_the_files_of_every_process_before_it(tmp_path: Path) -> None:

@@ -174,7 +174,8 @@ class LLMRequest:
     stage: str
     candidate_id: str
     attempt: int = 1
-    tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call (empty: plain chat)
+    tools: tuple[dict[str, Any], ...] = ()
+    role: str = ""  # the role asking (two provers on one model ask the same thing but want their own answers)  # OpenAI function tools the model may call (empty: plain chat)
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,7 @@ class LLMSettings:
             candidate_id=candidate_id,
             attempt=attempt,
             tools=tuple(tools),
+            role=role,
         )
 
     def with_base_url(self, endpoint: str, base_url: str) -> "LLMSettings":
@@ -312,8 +314,9 @@ def settings_from_config(cfg: Any) -> LLMSettings:
 
 def cache_key(request: LLMRequest) -> CacheKey:
     """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
-    messages, the model, the sampling)."""
-    payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling)}
+    messages, the model, the sampling) and who asked it (the role: two provers on one model draw their own)."""
+    payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling),
+               "role": request.role}
     if request.tools:
         payload["tools"] = list(request.tools)
     return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
