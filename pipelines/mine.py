@@ -107,12 +107,14 @@ def mine_seeds(job: MiningJob) -> None:
     discover (which writes their discoveries), seeds already discovered join them, and every seed's unfinished
     candidates go on through the verify stages while later seeds are still being discovered."""
     to_discover, to_split = job.seed_work()
-    discover = discover_stage(job)
-    sources = [seed_blocks(to_discover, SEED_WORK_SCHEMA).map_batches(discover.operator, **discover.options)
-               ] if to_discover else []
-    sources += [seed_blocks(to_split, SEED_ITEM_SCHEMA)] if to_split else []
+    sources = []
+    if to_discover:
+        discover = discover_stage(job)
+        sources.append(seed_blocks(to_discover, SEED_WORK_SCHEMA).map_batches(discover.operator, **discover.options))
+    if to_split:
+        sources.append(seed_blocks(to_split, SEED_ITEM_SCHEMA))
     if sources:
-        seeds = sources[0].union(*sources[1:]) if len(sources) > 1 else sources[0]
+        seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
         write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
               rows_per_file=int(job.cfg.output.rows_per_file))
 
