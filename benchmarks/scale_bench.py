@@ -12,9 +12,10 @@ root. Measured per size: the subprocess's wall time, the candidates written, the
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
 its calls over (window x the rows its stage keeps in flight, as `pipelines.capacity` reads them from the config); for
-the Lean pool, the summed Lean seconds over (window x REPLs). On zero-latency simulators, low fractions everywhere mean
-the time goes to the pipeline's own work (Ray Data scheduling, serialization, the operators' Python, dedup's
-embeddings), not to waiting on a backend. The last line is machine-readable.
+the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1 when it is
+saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work (Ray
+Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last line
+is machine-readable.
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str,
     busy = {stage: seconds / (window_s * shape.stage_slots[ROW_STAGE_OF_CALL[stage]])
             for stage, calls, seconds in cost.select("stage", "llm_calls", "llm_seconds").iter_rows() if calls > 0}
     lean_seconds = float(run.candidates["lean_seconds"].fill_null(0.0).sum())
-    busy["lean pool"] = lean_seconds / (window_s * shape.lean_workers * shape.repls_per_worker)
+    # A check's seconds run from when its REPL is handed it, and a REPL is handed up to checks_in_flight_per_repl at
+    # once (the next one waits beside it), so a saturated pool records that many seconds per REPL-second.
+    held = shape.lean_workers * shape.repls_per_worker * int(load_config(args).lean.checks_in_flight_per_repl)
+    busy["lean pool"] = lean_seconds / (window_s * held)
     return busy
 
 
