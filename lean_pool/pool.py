@@ -45,7 +45,6 @@ class LeanWorker:
         self._provenance = provenance(lean_cfg)
         self._replayer = Replayer(replay, lean_cfg) if replay.enabled else None
         self._replay_slots = asyncio.Semaphore(max(replay.slots_per_worker, 1))
-        self._replay_mode = replay.mode
         self._import_timeout = float(lean_cfg["import_timeout_s"])
         self._timeout = float(lean_cfg["timeout_s"])
         self._sessions = [
@@ -133,8 +132,8 @@ class LeanPoolManager:
         return self._workers
 
     async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
-        """Import each header on `repls_per_header` REPLs, spread over the workers (a worker's first REPL of every
-        worker before any second one); returns how many came up warm."""
+        """Import each header on `repls_per_header` REPLs, spread over the workers (the first REPL of every worker
+        before any second one); returns how many came up warm."""
         slots = [(worker, index) for index in range(self._repls) for worker in range(len(self._workers))]
         wanted = [header for header in headers for _ in range(repls_per_header)]
         warm = await asyncio.gather(*(self._workers[worker].warm.remote(index, header)
