@@ -1,1 +1,1 @@
-"""Everything that touches a Lean process: REPL driver, sessions, the Ray pool and its router, verdict rules, the simulator."""
+"""Everything that touches a Lean process: REPL driver, sessions, the Ray pool, verdict rules, replay, the Kimina client, the simulator."""

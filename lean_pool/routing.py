@@ -5,7 +5,7 @@ header run on it for the price of the check alone. So a freed REPL goes to the o
 header it holds; a REPL changes header only when the header it would serve has no REPL at all, when
 the checks queued for a header would wait longer on its own REPLs than an import costs, or when a
 header's oldest check has been passed over once per slot in the pool.
-This is plain asyncio with no Ray, so it can be tested on its own; the pool's router drives it.
+This is plain asyncio with no Ray, so it can be tested on its own; each pool worker drives one over its own REPLs.
 """
 
 from __future__ import annotations
