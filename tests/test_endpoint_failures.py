@@ -27,7 +27,8 @@ from operators.llm.client import (
 from operators.llm.simulator import SimProcess, SimServer, fetch_stats
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
-SIM_MODELS = ["discoverer", "formalizer", "judge", "prover"]  # every model conf/llm/sim.yaml's roles name
+# Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.
+SIM_MODELS = sorted({role["model"] for role in yaml.safe_load(CONF.read_text())["models"].values()})
 
 
 def sim_config(**sim_overrides: Any) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def test_the_probe_names_a_refused_key_without_showing_it(monkeypatch: pytest.Mo
         with pytest.raises(LLMConfigError, match="FOLKLORE_TEST_LLM_KEY"):
             probe_endpoints(settings, 5)
     assert len(problems) == 1
-    assert problems[0].startswith(f"endpoint sim ({server.base_url}, model discoverer, formalizer, judge, prover) "
+    assert problems[0].startswith(f"endpoint sim ({server.base_url}, model {', '.join(SIM_MODELS)}) "
                                   "refused the key in FOLKLORE_TEST_LLM_KEY: HTTP 401")
     assert "sk-wrong-key-1111" not in problems[0]
 
@@ -99,7 +100,7 @@ def test_the_probe_names_a_model_the_endpoint_does_not_list() -> None:
     with SimServer(cfg["sim"]) as server:
         problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5)
     assert problems == [f"endpoint sim ({server.base_url}) does not serve model judeg "
-                        "(it lists discoverer, formalizer, judge, prover)"]
+                        f"(it lists {', '.join(SIM_MODELS)})"]
 
 
 def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() -> None:
