@@ -27,4 +27,4 @@ def test_a_config_mistake_is_one_error_line_with_the_hint(main, override, hint, 
 def test_the_check_cli_answers_a_config_mistake_the_same_way(tmp_path, capsys):
     assert check.main([str(tmp_path), "lean=simm"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: In 'check': Could not find 'lean/simm'; Available options in 'lean': repl, sim\n"
+    assert err == "error: In 'check': Could not find 'lean/simm'; Available options in 'lean': kimina, repl, sim\n"
