@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import ray
 from omegaconf import OmegaConf
 
 from conf import package_dir
-from operators.llm.simulator import success_attempt, unit
+from operators.llm.simulator import SimServer, success_attempt, unit
+from pipelines import mine
 from pipelines.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,3 +118,17 @@ def calls_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
     """LLM calls recorded in the candidates' `llm_calls` column, per stage."""
     calls = candidates.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
     return dict(calls.group_by("stage").len().iter_rows())
+
+
+def mine_demo_run(root: Path, samples: int) -> tuple[list[str], dict[str, Any]]:
+    """One complete `mine` run under `root` (its run directory is `root / "run"`) over the demo seeds plus the bad
+    ones, on a local Ray and a sim server serving the demo's script; the run's overrides and the sim's counts."""
+    seed_list = make_seeds(root / "seeds")
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        with SimServer(sim_server_config(0.01, "preset=demo")) as server:
+            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, samples)
+            assert mine.main(args) == 0
+            return args, server.stats.snapshot()
+    finally:
+        ray.shutdown()

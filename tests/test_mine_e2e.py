@@ -15,16 +15,15 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 import pytest
-import ray
 
 from operators.llm.simulator import SimServer
 from operators.rows.candidates import STATUSES
-from pipelines import mine
 from tests.mine_support import (
     BAD_SEEDS,
     REPO,
     calls_by_stage,
     make_seeds,
+    mine_demo_run,
     overrides,
     predicted_status,
     read_table,
@@ -45,17 +44,9 @@ DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """One complete run over the demo seeds plus bad seeds; the run dir, the sim's counts and the printed report."""
+    """One complete run over the demo seeds plus bad seeds; the run dir and the sim's counts."""
     root = tmp_path_factory.mktemp("mine")
-    seed_list = make_seeds(root / "seeds")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        with SimServer(sim_server_config(0.01, DEMO)) as server:
-            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, SAMPLES)
-            assert mine.main(args) == 0
-            stats = server.stats.snapshot()
-    finally:
-        ray.shutdown()
+    _, stats = mine_demo_run(root, SAMPLES)
     return root / "run", stats
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import ray
 
-from operators.llm.simulator import SimServer
-from pipelines import mine, plan
+from pipelines import plan
 from pipelines.capacity import (
     CallCost,
     Cluster,
@@ -19,7 +18,7 @@ from pipelines.capacity import (
     workload,
 )
 from pipelines.job import load_config
-from tests.mine_support import make_seeds, overrides, read_table, sim_server_config
+from tests.mine_support import mine_demo_run, read_table
 
 SAMPLES = 1
 TOLERANCE = 0.25  # the plan is within this share of what the run did
@@ -30,16 +29,8 @@ DEMO = "preset=demo"
 def mined(tmp_path_factory):
     """A finished sim run over the demo seeds plus bad ones; its overrides, its tables and the sim's request counts."""
     root = tmp_path_factory.mktemp("plan")
-    seed_list = make_seeds(root / "seeds")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        with SimServer(sim_server_config(0.01, DEMO)) as server:
-            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, SAMPLES)
-            assert mine.main(args) == 0
-            requests = server.stats.snapshot()["received_by_stage"]
-    finally:
-        ray.shutdown()
-    return args, read_table(root / "run", "candidates"), requests
+    args, stats = mine_demo_run(root, SAMPLES)
+    return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
 
 
 def test_plan_from_a_run_estimates_what_the_run_did(mined):
