@@ -33,6 +33,7 @@ from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.trivial import TrivialSettings
+from pipelines import arrow_wire
 from pipelines.cli import SetupError, compose_config
 from pipelines.progress import StatusBoard, Ticker, route_ray_logs
 from pipelines.run_dir import RunDir
@@ -174,9 +175,10 @@ class MiningJob:
             if local_log:
                 route_ray_logs(local_log)
             ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
-                     configure_logging=False)
+                     configure_logging=False, runtime_env=arrow_wire.RUNTIME_ENV)
             if local_log:
                 route_ray_logs(local_log)
+        arrow_wire.register()
         context = ray.data.DataContext.get_current()
         context.execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
         context.target_max_block_size = ROW_BLOCK_BYTES

@@ -1,0 +1,41 @@
+"""How Arrow tables and schemas cross between Ray processes in a Folklore job: as Arrow IPC.
+
+A mining run hands every candidate on in a block of its own (`pipelines.job.ROW_BLOCK_BYTES`), and a candidate row
+is wide and nested (attempts, diagnostics, proofs, usage). Ray's default reducer for `pyarrow.Table` walks every
+column's buffers in Python to cut zero-copy slices down to size; on a one-row candidate that costs about 9 ms, most
+of a stage actor's CPU on a small machine. Arrow's IPC writer cuts slices the same way in C++ (0.2 ms, the same
+bytes). Ray reverted to its own reducer because IPC copies large tables once where its reducer need not; Folklore's
+blocks are kilobytes, so the copy costs nothing here. Each block's metadata carries its schema, which pickles in 1 ms
+and goes through IPC in 0.04 ms. Registered in every worker of a job through Ray's `worker_process_setup_hook`
+(`RUNTIME_ENV`) and in the driver by `register`; a process without it still reads what one with it wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import ray
+
+# What `ray.init(runtime_env=...)` takes so that each worker process of the job registers the IPC reducer at start.
+RUNTIME_ENV: dict[str, Any] = {"worker_process_setup_hook": "pipelines.arrow_wire.register"}
+
+
+def table_to_ipc(table: pa.Table) -> pa.Buffer:
+    """`table` as one Arrow IPC stream (a slice writes only its own rows)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def table_from_ipc(buffer: pa.Buffer) -> pa.Table:
+    """The table `table_to_ipc` wrote, reading its columns in place from `buffer`."""
+    return pa.ipc.open_stream(buffer).read_all()
+
+
+def register() -> None:
+    """Serialize `pyarrow.Table` and `pyarrow.Schema` through Arrow IPC in this process (Ray's own reducer for tables
+    is replaced in it)."""
+    ray.util.register_serializer(pa.Table, serializer=table_to_ipc, deserializer=table_from_ipc)
+    ray.util.register_serializer(pa.Schema, serializer=pa.Schema.serialize, deserializer=pa.ipc.read_schema)
