@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from lean_pool.kimina import KIMINA
 from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, faithfulness, formalize, judge, prove, trivial
 from operators.rows import seeds
@@ -330,3 +331,33 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
                                         / shape.repl_memory_gb)),
         bounds_s=bounds,
     )
+
+
+def streaming_cpus(cfg: Mapping[str, Any]) -> dict[str, float]:
+    """The logical CPUs Ray must hold at once for the mining plan to stream, by part: each stage's actors, a writer,
+    and the Lean pool's workers (their REPLs, and their replay slots when replaying; nothing with `lean=kimina`,
+    whose server is not on Ray). Ray Data starts every stage's actors when the plan starts; those that do not fit
+    wait until an earlier stage has finished and let its actors go, so stages run one after another."""
+    stages = cfg["stages"]
+    active = [discover.STAGE, *(["dedup"] if cfg["dedup"]["enabled"] else []), judge.STAGE, formalize.STAGE,
+              *([faithfulness.STAGE] if cfg["faithfulness"]["enabled"] else []), trivial.STAGE, prove.STAGE]
+    needs = {stage: int(stages[stage]["actors"]) * float(stages[stage]["num_cpus"]) for stage in active}
+    needs["writer"] = float(cfg["output"]["writer_num_cpus"])
+    if cfg["lean"]["backend"] != KIMINA:
+        shape = mining_shape(cfg)
+        processes = shape.repls_per_worker + (shape.replay_slots_per_worker if shape.replay else 0)
+        needs["lean pool"] = shape.lean_workers * processes * shape.repl_num_cpus
+    return needs
+
+
+def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str | None:
+    """What to tell the user when a cluster of `cluster_cpus` logical CPUs cannot hold the plan's `needs`
+    (`streaming_cpus`) at once, or None when it can."""
+    total = sum(needs.values())
+    if total <= cluster_cpus:
+        return None
+    parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
+    return (f"the mining plan reserves {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}, so some "
+            f"stages will wait for earlier ones to finish instead of streaming; start Ray with more logical CPUs "
+            f"(ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus or "
+            f"lean.resources_per_repl.num_cpus")

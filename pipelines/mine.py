@@ -28,6 +28,7 @@ from operators.prove import ProveOperator
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
+from pipelines.capacity import streaming_cpus, streaming_shortfall
 from pipelines.cli import run_job
 from pipelines.discoveries import TABLE as DISCOVERIES
 from pipelines.discoveries import DiscoverAndRecord
@@ -114,6 +115,9 @@ def mine_seeds(job: MiningJob) -> None:
     if to_split:
         sources.append(seed_blocks(to_split, SEED_ITEM_SCHEMA))
     if sources:
+        shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
+        if shortfall:
+            print(f"warning: {shortfall}", file=sys.stderr, flush=True)
         seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
         write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
               rows_per_file=int(job.cfg.output.rows_per_file))

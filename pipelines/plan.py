@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
+from lean_pool.kimina import KIMINA
 from operators.rows.seeds import estimated_tokens, read_seed
 from pipelines.capacity import (
     Cluster,
@@ -100,6 +101,9 @@ def make_plan(argv: Sequence[str]) -> Plan:
     """The plan for a mining run started with the overrides in `argv` (the plan's own `plan.` ones included)."""
     mine_overrides, plan_overrides = split_overrides(argv)
     cfg = load_config(mine_overrides)
+    if cfg.lean.backend == KIMINA:
+        raise SetupError("the plan sizes Folklore's own Lean pool (lean=repl); with lean=kimina the checks run on "
+                         "your Kimina server, whose capacity the plan cannot see: plan with lean=repl and its shape")
     settings = compose_config(PLAN_KEY, plan_overrides)[PLAN_KEY]
     root, files, tokens = seed_token_counts(cfg)
     shape = mining_shape(OmegaConf.to_container(cfg, resolve=True))

@@ -15,6 +15,8 @@ from pipelines.capacity import (
     mining_shape,
     resources,
     stated_costs,
+    streaming_cpus,
+    streaming_shortfall,
     workload,
 )
 from pipelines.job import load_config
@@ -144,3 +146,24 @@ def test_stage_slots_are_capped_by_the_endpoint_concurrency():
     api = mining_shape(load_config([DEMO, "llm=openai"]))
     assert api.stage_slots["formalize"] == 16 and api.stage_slots["trivial"] == 32 * 8  # trivial calls no LLM
     assert not api.llm_on_cluster
+
+
+def test_a_plan_for_lean_kimina_is_one_error_line(capsys):
+    assert plan.main([DEMO, "lean=kimina"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "lean=kimina" in err and "Traceback" not in err
+
+
+def test_the_demo_plan_streams_on_the_demo_ray_and_a_bigger_pool_is_told_it_does_not():
+    demo = load_config([DEMO])
+    needs = streaming_cpus(demo)
+    assert needs == {"discover": 0.25, "dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
+                     "writer": 0.25, "lean pool": 1.5}  # 1 worker x (2 REPLs + 1 replay slot) x 0.5
+    assert streaming_shortfall(needs, float(demo.ray.num_cpus)) is None
+    bigger = streaming_cpus(load_config([DEMO, "lean.workers=2"]))
+    message = streaming_shortfall(bigger, float(demo.ray.num_cpus))
+    assert message is not None and "reserves 5.5 logical CPUs" in message and "lean pool 3" in message
+    assert "ray.num_cpus" in message
+    without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]))
+    assert "dedup" not in without_replay and without_replay["lean pool"] == 2.0
+    assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]))
