@@ -120,15 +120,21 @@ def calls_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
     return dict(calls.group_by("stage").len().iter_rows())
 
 
-def mine_demo_run(root: Path, samples: int) -> tuple[list[str], dict[str, Any]]:
-    """One complete `mine` run under `root` (its run directory is `root / "run"`) over the demo seeds plus the bad
-    ones, on a local Ray and a sim server serving the demo's script; the run's overrides and the sim's counts."""
-    seed_list = make_seeds(root / "seeds")
+def mine_run(root: Path, seeds_root: Path, seed_list: list[str], samples: int, *more: str
+             ) -> tuple[list[str], dict[str, Any]]:
+    """One complete `mine` run over `seed_list` under `seeds_root` (its run directory is `root / "run"`), on a local
+    Ray and a sim server serving the demo's script (changed by the overrides `more`, which the run gets too); the
+    run's overrides and the sim's counts."""
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        with SimServer(sim_server_config(0.01, "preset=demo")) as server:
-            args = overrides(root / "run", root / "seeds", seed_list, server.base_url, samples)
+        with SimServer(sim_server_config(0.01, "preset=demo", *more)) as server:
+            args = [*overrides(root / "run", seeds_root, seed_list, server.base_url, samples), *more]
             assert mine.main(args) == 0
             return args, server.stats.snapshot()
     finally:
         ray.shutdown()
+
+
+def mine_demo_run(root: Path, samples: int) -> tuple[list[str], dict[str, Any]]:
+    """`mine_run` over the demo seeds plus the bad ones, copied under `root / "seeds"`."""
+    return mine_run(root, root / "seeds", make_seeds(root / "seeds"), samples)

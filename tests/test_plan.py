@@ -3,6 +3,8 @@ the arithmetic on hand-made costs."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import ray
 
@@ -20,11 +22,18 @@ from pipelines.capacity import (
     workload,
 )
 from pipelines.job import load_config
-from tests.mine_support import mine_demo_run, read_table
+from tests.mine_support import mine_demo_run, mine_run, read_table
 
 SAMPLES = 1
 TOLERANCE = 0.25  # the plan is within this share of what the run did
 DEMO = "preset=demo"
+# The forecast: costs measured on some real Mathlib files (the smallest of the fixtures, which fit the tests'
+# seeds.max_tokens), a plan for half as many more other files, and that second run to check it. The sim draws each
+# candidate's fate (judged wrong, broken, proved at attempt k) at random, so the runs are made large enough (the sim
+# answers LEMMAS lemmas per seed) that those draws average out: the test checks the plan, not the dice.
+MEASURED_SEEDS = slice(0, 8)
+FORECAST_SEEDS = slice(8, 20)
+LEMMAS = 18
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +44,61 @@ def mined(tmp_path_factory):
     return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
 
 
-def test_plan_from_a_run_estimates_what_the_run_did(mined):
-    args, candidates, requests = mined
-    run_dir = next(arg.partition("=")[2] for arg in args if arg.startswith("run_dir="))
-    planned = plan.make_plan([*args, f"plan.from_run={run_dir}"])
+def mathlib_run(root, mathlib_sample_dir, files: slice):
+    """A finished sim run over some real Mathlib files of the fixtures; its overrides, tables and request counts."""
+    paths = sorted(mathlib_sample_dir.rglob("*.lean"), key=lambda path: (path.stat().st_size, path))[files]
+    seed_list = []
+    for path in paths:
+        relative = path.relative_to(mathlib_sample_dir)
+        (root / "seeds" / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, root / "seeds" / relative)
+        seed_list.append(str(relative))
+    args, stats = mine_run(root, root / "seeds", seed_list, 1, f"llm.sim.script.discover.lemmas_per_response={LEMMAS}",
+                           f"discover.min_lemmas={LEMMAS}")
+    return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory, mathlib_sample_dir):
+    return mathlib_run(tmp_path_factory.mktemp("measured"), mathlib_sample_dir, MEASURED_SEEDS)
+
+
+@pytest.fixture(scope="module")
+def forecast(tmp_path_factory, mathlib_sample_dir):
+    return mathlib_run(tmp_path_factory.mktemp("forecast"), mathlib_sample_dir, FORECAST_SEEDS)
+
+
+def run_dir_of(args: list[str]) -> str:
+    return next(arg.partition("=")[2] for arg in args if arg.startswith("run_dir="))
+
+
+def estimate_against_actual(planned: plan.Plan, candidates, requests) -> dict[str, float]:
+    """Each figure of the plan (candidates, Lean checks, LLM calls per stage) over what the run did."""
     actual = {"candidates": candidates.height, "lean_checks": int(candidates["lean_checks"].sum()),
               **{f"llm {stage}": count for stage, count in requests.items()}}
     estimated = {"candidates": planned.work.candidates, "lean_checks": planned.work.lean_checks,
                  **{f"llm {stage}": load.calls for stage, load in planned.work.calls.items() if load.calls > 0}}
     assert set(estimated) == set(actual)
-    ratios = {name: estimated[name] / actual[name] for name in actual}
-    assert all(abs(ratio - 1) <= TOLERANCE for ratio in ratios.values()), ratios
+    return {name: estimated[name] / actual[name] for name in actual}
+
+
+def test_plan_from_a_run_reproduces_that_run(mined):
+    args, candidates, requests = mined
+    planned = plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"])
+    ratios = estimate_against_actual(planned, candidates, requests)
+    assert all(ratio == pytest.approx(1.0) for ratio in ratios.values()), ratios
     assert len(planned.seed_tokens) == 3 < planned.seed_files, "bad seeds are counted but never sent"
+
+
+def test_plan_from_one_run_forecasts_another_on_other_seeds(measured, forecast):
+    """The user's case: costs measured on a few seeds, a plan for other seeds at another shape, checked against what
+    that other run then did."""
+    args, candidates, requests = forecast
+    planned = plan.make_plan([*args, f"plan.from_run={run_dir_of(measured[0])}"])
+    assert planned.work.units == FORECAST_SEEDS.stop - FORECAST_SEEDS.start
+    ratios = estimate_against_actual(planned, candidates, requests)
+    assert all(abs(ratio - 1) <= TOLERANCE for ratio in ratios.values()), " ".join(
+        f"{name}={ratio:.2f}" for name, ratio in ratios.items())
 
 
 def test_demo_plan_prints_its_estimate_without_starting_ray(monkeypatch, capsys):
