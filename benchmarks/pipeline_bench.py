@@ -26,12 +26,15 @@ from ray.data import Dataset
 from conf import package_dir
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines import mine
+from pipelines import arrow_wire, mine
 from pipelines.job import MiningJob, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
 RSS_POLL_S = 0.05
+# Logical CPUs of the benchmark's Ray: enough to hold every stage's actor (2.25), a few writers (0.25 each) and the Lean
+# pool below (2.5) at once, so the streaming plan never waits for one stage's actors to leave before the next starts.
+RAY_CPUS = 7
 
 
 def make_seeds(root: Path, count: int) -> None:
@@ -131,7 +134,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         make_seeds(work / "seeds", seeds)
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False, runtime_env=arrow_wire.RUNTIME_ENV)
         try:
             streaming_s = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), streaming)
             staged_s = timed_run(overrides(work / "staged", work / "seeds", llm_s, check_s), staged)
