@@ -41,15 +41,20 @@ def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
                   if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
 
 
-def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table) -> str:
-    """Add `table` to the table stored in `directory` as a new Parquet file, written under a hidden name and then
-    renamed, so a reader (or a resumed run) never sees it half-written; the new file's path."""
+def write_whole(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> str:
+    """Write `table` to the Parquet file `path` (new or replaced) under a hidden name beside it and then rename it, so
+    a reader (or a resumed run) never sees it half-written; `path`."""
+    directory, base = path.rsplit("/", 1)
     filesystem.create_dir(directory, recursive=True)
-    name = uuid.uuid4().hex
-    temporary, target = f"{directory}/.{name}.tmp", f"{directory}/{name}{PARQUET_SUFFIX}"
+    temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
     pq.write_table(table, temporary, filesystem=filesystem)
-    filesystem.move(temporary, target)
-    return target
+    filesystem.move(temporary, path)
+    return path
+
+
+def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table) -> str:
+    """Add `table` to the table stored in `directory` as a new Parquet file (`write_whole`); the new file's path."""
+    return write_whole(filesystem, f"{directory}/{uuid.uuid4().hex}{PARQUET_SUFFIX}", table)
 
 
 @dataclass(frozen=True)
@@ -133,25 +138,13 @@ class RunDir:
             retried = pc.is_in(table.column("status"), value_set=pa.array(sorted(retried_statuses), pa.string()))
             count = pc.sum(retried).as_py() or 0
             if count:
-                self._replace(path, table.filter(pc.invert(retried)))
+                write_whole(self.filesystem, path, table.filter(pc.invert(retried)))
                 dropped += count
         return Repair(removed, dropped)
 
-    def _replace(self, path: str, table: pa.Table) -> None:
-        """Swap a file's content for `table` via a hidden temporary file (a rename where the filesystem has one)."""
-        directory, base = path.rsplit("/", 1)
-        temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(table, temporary, filesystem=self.filesystem)
-        self.filesystem.move(temporary, path)
-
     def write_table(self, name: str, table: pa.Table) -> str:
         """Replace table `name` by one file holding `table` (for small tables rebuilt at the end of a run)."""
-        directory = f"{self.path}/{name}"
-        self.filesystem.create_dir(directory, recursive=True)
-        target = f"{directory}/{name}{PARQUET_SUFFIX}"
-        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(table, temporary, filesystem=self.filesystem)
-        self.filesystem.move(temporary, target)
+        target = write_whole(self.filesystem, f"{self.path}/{name}/{name}{PARQUET_SUFFIX}", table)
         for path in self.files(name):
             if path != target:
                 self.filesystem.delete_file(path)
