@@ -1,9 +1,9 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
-One resumable, streaming Ray Data plan: discover (seed files -> one discovery per seed and sample, written to
-discoveries/ as they come) -> split -> [dedup] -> judge -> formalize -> [faithfulness] -> trivial -> prove -> one
-row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is written and asks again only for
-what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
+Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each: discover (seed files -> one discovery per seed
+and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge -> formalize -> [faithfulness] ->
+trivial -> prove -> one row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is
+written and asks again only for what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
 
 from __future__ import annotations
@@ -103,21 +103,36 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     return ray.data.from_arrow([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
+def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], seeds_per_plan: int
+               ) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """The seed items of each plan a run executes in turn, at most `seeds_per_plan` seeds each: seeds an earlier run
+    discovered first (their candidates can be verified at once), then the seeds still to discover."""
+    tagged = [(False, item) for item in to_split] + [(True, item) for item in to_discover]
+    plans = [tagged[start:start + seeds_per_plan] for start in range(0, len(tagged), seeds_per_plan)]
+    return [([item for discover, item in plan if discover], [item for discover, item in plan if not discover])
+            for plan in plans]
+
+
 def mine_seeds(job: MiningJob) -> None:
-    """Seed files -> discoveries/ and candidates/ in one streaming plan: seeds still to discover go through
-    discover (which writes their discoveries), seeds already discovered join them, and every seed's unfinished
-    candidates go on through the verify stages while later seeds are still being discovered."""
+    """Seed files -> discoveries/ and candidates/ in streaming plans of `ray.seeds_per_plan` seeds, one after another:
+    in each, seeds still to discover go through discover (which writes their discoveries), seeds already discovered
+    join them, and every seed's unfinished candidates go on through the verify stages while later seeds are still
+    being discovered. Ray Data keeps a record of every block a plan makes until the plan ends, so a bounded plan
+    keeps the driver's memory bounded however many seeds a run has."""
     to_discover, to_split = job.seed_work()
-    sources = []
-    if to_discover:
-        discover = discover_stage(job)
-        sources.append(seed_blocks(to_discover, SEED_WORK_SCHEMA).map_batches(discover.operator, **discover.options))
-    if to_split:
-        sources.append(seed_blocks(to_split, SEED_ITEM_SCHEMA))
-    if sources:
-        shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
-        if shortfall:
-            print(f"warning: {shortfall}", file=sys.stderr, flush=True)
+    if not (to_discover or to_split):
+        return
+    shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
+    if shortfall:
+        print(f"warning: {shortfall}", file=sys.stderr, flush=True)
+    for discover_items, split_items in seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan)):
+        sources = []
+        if discover_items:
+            discover = discover_stage(job)
+            sources.append(seed_blocks(discover_items, SEED_WORK_SCHEMA).map_batches(discover.operator,
+                                                                                    **discover.options))
+        if split_items:
+            sources.append(seed_blocks(split_items, SEED_ITEM_SCHEMA))
         seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
         write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
               rows_per_file=int(job.cfg.output.rows_per_file))

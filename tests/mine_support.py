@@ -135,6 +135,6 @@ def mine_run(root: Path, seeds_root: Path, seed_list: list[str], samples: int, *
         ray.shutdown()
 
 
-def mine_demo_run(root: Path, samples: int) -> tuple[list[str], dict[str, Any]]:
+def mine_demo_run(root: Path, samples: int, *more: str) -> tuple[list[str], dict[str, Any]]:
     """`mine_run` over the demo seeds plus the bad ones, copied under `root / "seeds"`."""
-    return mine_run(root, root / "seeds", make_seeds(root / "seeds"), samples)
+    return mine_run(root, root / "seeds", make_seeds(root / "seeds"), samples, *more)

@@ -33,6 +33,7 @@ from tests.mine_support import (
 
 pytestmark = pytest.mark.ray
 SAMPLES = 2
+SEEDS_PER_PLAN = 2  # the demo's 3 seeds and 4 bad ones in 4 plans
 RUN_TIMEOUT_S = 240
 KILLED_RUN_LATENCY_S = 0.2  # slow enough that the kill lands while candidates are still in flight
 WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (the first block written)
@@ -44,9 +45,10 @@ DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """One complete run over the demo seeds plus bad seeds; the run dir and the sim's counts."""
+    """One complete run over the demo seeds plus bad seeds, as a sequence of plans of two seeds each (so every test
+    on it covers a run of several plans); the run dir and the sim's counts."""
     root = tmp_path_factory.mktemp("mine")
-    _, stats = mine_demo_run(root, SAMPLES)
+    _, stats = mine_demo_run(root, SAMPLES, f"ray.seeds_per_plan={SEEDS_PER_PLAN}")
     return root / "run", stats
 
 

@@ -31,6 +31,7 @@ from operators.split import (
 )
 from operators.trivial import with_tactic
 from pipelines.job import load_config
+from pipelines.mine import seed_plans
 from pipelines.run_dir import RunDir
 from pipelines.summary import seeds_table
 
@@ -276,3 +277,13 @@ def test_prepare_removes_partial_files_and_drops_retried_rows(tmp_path):
     assert run.ids("discoveries", "unit_id") == {"A/s0", "B/s0"}
     assert [p.name for p in table_dir.iterdir()] == ["a.parquet"]
     assert run.prepare("discoveries", {ERROR_INFRA}) == type(repair)(0, 0)
+
+
+def test_plans_take_discovered_seeds_first_and_never_exceed_their_size():
+    to_discover = [{"seed_id": f"new{i}"} for i in range(5)]
+    to_split = [{"seed_id": f"old{i}"} for i in range(3)]
+    waves = seed_plans(to_discover, to_split, 3)
+    assert [([d["seed_id"] for d in discover], [s["seed_id"] for s in split]) for discover, split in waves] == [
+        ([], ["old0", "old1", "old2"]), (["new0", "new1", "new2"], []), (["new3", "new4"], [])]
+    assert seed_plans([], [], 3) == []
+    assert len(seed_plans(to_discover, to_split, 100)) == 1
