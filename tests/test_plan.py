@@ -1,5 +1,5 @@
-"""The capacity plan: its estimate against what a small sim mining run did, the demo's plan printed without Ray, and
-the arithmetic on hand-made costs."""
+"""The capacity plan: made from a sim mining run, it reproduces that run and forecasts another over other seeds; the
+demo's plan printed without Ray; the arithmetic on hand-made costs."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ SAMPLES = 1
 TOLERANCE = 0.25  # the plan is within this share of what the run did
 DEMO = "preset=demo"
 # The forecast: costs measured on some real Mathlib files (the smallest of the fixtures, which fit the tests'
-# seeds.max_tokens), a plan for half as many more other files, and that second run to check it. The sim draws each
-# candidate's fate (judged wrong, broken, proved at attempt k) at random, so the runs are made large enough (the sim
-# answers LEMMAS lemmas per seed) that those draws average out: the test checks the plan, not the dice.
+# seeds.max_tokens), a plan for 12 other files, and that second run to check it. The sim draws each candidate's fate
+# (judged wrong, broken, proved at attempt k) at random, so the runs are made large (the sim answers LEMMAS lemmas
+# per seed) for those draws to mostly average out; what is left of them is why the bound is 25 % and not less.
 MEASURED_SEEDS = slice(0, 8)
 FORECAST_SEEDS = slice(8, 20)
 LEMMAS = 18
