@@ -91,6 +91,11 @@ class MiningShape:
     llm_on_cluster: bool
     stage_slots: Mapping[str, int]
 
+    @property
+    def processes_per_worker(self) -> int:
+        """Lean processes a pool worker reserves for: its REPLs, and its replay slots when replaying."""
+        return self.repls_per_worker + (self.replay_slots_per_worker if self.replay else 0)
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -309,7 +314,7 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     replay_seconds = work.replays * costs.replay_s
     workers_per_node = math.ceil(shape.lean_workers / cluster.nodes)
     replay_slots = shape.replay_slots_per_worker if shape.replay else 0
-    repls_per_node = workers_per_node * (shape.repls_per_worker + replay_slots)
+    repls_per_node = workers_per_node * shape.processes_per_worker
     bounds = {"lean pool": (check_seconds + (imports - repls) * cluster.lean_import_s) / repls
               + cluster.lean_import_s}
     if shape.replay:
@@ -345,8 +350,7 @@ def streaming_cpus(cfg: Mapping[str, Any]) -> dict[str, float]:
     needs["writer"] = float(cfg["output"]["writer_num_cpus"])
     if cfg["lean"]["backend"] != KIMINA:
         shape = mining_shape(cfg)
-        processes = shape.repls_per_worker + (shape.replay_slots_per_worker if shape.replay else 0)
-        needs["lean pool"] = shape.lean_workers * processes * shape.repl_num_cpus
+        needs["lean pool"] = shape.lean_workers * shape.processes_per_worker * shape.repl_num_cpus
     return needs
 
 
