@@ -77,7 +77,9 @@ async def warm_session_per_check(lean: dict[str, Any], checks: int) -> float:
 
 def start_warm_pool(lean: dict[str, Any]) -> LeanPool:
     """A pool whose every REPL has imported the benchmark's header."""
-    return LeanPool.start(dict(lean, prewarm_headers=[HEADER], prewarm_repls=int(lean["repls_per_worker"])))
+    pool = LeanPool.start(dict(lean, prewarm_headers=[HEADER], prewarm_repls=int(lean["repls_per_worker"])))
+    pool.warmed()
+    return pool
 
 
 def pool_checks_per_s(pool: LeanPool, checks: int) -> float:

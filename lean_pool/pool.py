@@ -90,13 +90,16 @@ class LeanWorker:
         self._replay_counts[result.verdict] += 1
         return result
 
-    async def warm(self, slot: int, header: str) -> bool:
-        """Import `header` on a slot ahead of time; whether it came up warm."""
-        outcome = await self._sessions[slot].run(header + "\n", self._import_timeout, axioms_for=())
-        warm = outcome.kind == "ok" and outcome.answer is not None
-        if warm:
-            self._scheduler.slots[slot].header = header
-            self._scheduler.note_import(outcome.header_import_seconds)
+    async def warm(self, header: str) -> bool:
+        """Import `header` ahead of time on a REPL the scheduler hands out as it would to a check (an idle one
+        first), so checks that arrive meanwhile wait for it rather than share it; whether it came up warm."""
+        slot = await self._scheduler.acquire(header)
+        warm, import_seconds = False, 0.0
+        try:
+            outcome = await self._sessions[slot.index].run(header + "\n", self._import_timeout, axioms_for=())
+            warm, import_seconds = outcome.kind == "ok" and outcome.answer is not None, outcome.header_import_seconds
+        finally:
+            self._scheduler.release(slot, header if warm else None, import_seconds=import_seconds)
         return warm
 
     def stats(self) -> dict[str, Any]:
@@ -134,10 +137,9 @@ class LeanPoolManager:
     async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
         """Import each header on `repls_per_header` REPLs, spread over the workers (the first REPL of every worker
         before any second one); returns how many came up warm."""
-        slots = [(worker, index) for index in range(self._repls) for worker in range(len(self._workers))]
+        workers = [worker for _ in range(self._repls) for worker in self._workers]
         wanted = [header for header in headers for _ in range(repls_per_header)]
-        warm = await asyncio.gather(*(self._workers[worker].warm.remote(index, header)
-                                      for header, (worker, index) in zip(wanted, slots)))
+        warm = await asyncio.gather(*(worker.warm.remote(header) for header, worker in zip(wanted, workers)))
         return sum(warm)
 
     async def stats(self) -> dict[str, Any]:
@@ -171,11 +173,12 @@ class LeanPool:
     """
 
     def __init__(self, manager: ray.actor.ActorHandle, workers: Sequence[ray.actor.ActorHandle],
-                 replay_mode: str) -> None:
+                 replay_mode: str, warming: ray.ObjectRef | None = None) -> None:
         self._manager = manager
         self._workers = list(workers)
         self._replay_mode = replay_mode
         self._in_flight = [0] * len(self._workers)
+        self._warming = warming
 
     def __getstate__(self) -> dict[str, Any]:
         return {"manager": self._manager, "workers": self._workers, "replay_mode": self._replay_mode}
@@ -185,7 +188,9 @@ class LeanPool:
 
     @classmethod
     def start(cls, lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
-        """Start the workers and their manager for `lean_cfg` (a `conf/lean/*.yaml` mapping) and pre-warm headers.
+        """Start the workers and their manager for `lean_cfg` (a `conf/lean/*.yaml` mapping) and begin importing the
+        pre-warmed headers. It returns without waiting for the imports (a minute for Mathlib), so a job's first LLM
+        calls overlap them; a check that arrives first waits for a REPL like any other. `warmed()` waits for them.
 
         Pass the handle to the job's other processes (it pickles). `verify` is the job's `verify:` section: how
         `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server checks instead (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
@@ -200,9 +205,15 @@ class LeanPool:
         if problem:
             raise LeanSetupError(problem)
         manager = LeanPoolManager.remote(cfg, replay)
+        warming = None
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
-            ray.get(manager.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"])))
-        return cls(manager, ray.get(manager.workers.remote()), replay.mode)
+            warming = manager.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"]))
+        return cls(manager, ray.get(manager.workers.remote()), replay.mode, warming)
+
+    def warmed(self) -> int:
+        """Wait until the pre-warmed headers are imported; how many REPLs came up warm (0 when none were asked
+        for, or on a copy of the handle passed to another process)."""
+        return ray.get(self._warming) if self._warming is not None else 0
 
     def _pick(self, header: str) -> int:
         """The worker for the next call: fewest of this handle's calls in flight, then the header's rank."""

@@ -99,10 +99,6 @@ class HeaderScheduler:
         slot.released_at = next(self._releases)
         self._dispatch()
 
-    def note_import(self, seconds: float) -> None:
-        """Record an import's cost (from pre-warming), which the switching rule weighs."""
-        self._import_seconds.add(seconds)
-
     def _dispatch(self) -> None:
         """Hand slots with room to waiting checks, idle and long-idle slots first."""
         while self._queues:

@@ -25,6 +25,8 @@ CHEATS_DIR = Path(__file__).resolve().parent / "cheats"
 pytestmark = pytest.mark.ray
 
 HEADER = "import Mathlib"
+# Pool stats read back to back right after start (a few ms each), well inside a 2 s simulated import.
+POLLS_WHILE_IMPORTING = 20
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +144,24 @@ def test_many_ray_callers_share_one_pool(pool: LeanPool):
 
     statuses = ray.get([caller.remote(pool, [theorem(f"c{n}_{i}") for i in range(5)]) for n in range(6)])
     assert all(s == ["passed"] * 5 for s in statuses)
+
+
+def test_start_returns_while_headers_import_and_early_checks_wait_for_the_warm_repls(ray_cluster, lean_cfg):
+    """`LeanPool.start` does not wait for pre-warming (a minute for Mathlib), so a job's first LLM calls overlap it:
+    both REPLs are still importing when it returns, and checks sent at once wait for them rather than import the
+    header again on a REPL of their own."""
+    slow = copy.deepcopy(lean_cfg)
+    slow.update(workers=1, repls_per_worker=2, prewarm_repls=2)
+    slow["sim"]["import_s"] = 2.0
+    handle = LeanPool.start(slow)
+    try:
+        busy = [handle.stats()["busy_slots"] for _ in range(POLLS_WHILE_IMPORTING)]
+        assert 2 in busy, busy  # a start that waited for the imports would see only idle REPLs
+        results = asyncio.run(handle.check_many([theorem("early0"), theorem("early1")]))
+        assert [(r.status, r.header_import_seconds) for r in results] == [("passed", 0.0), ("passed", 0.0)]
+        assert handle.warmed() == 2 and handle.stats()["header_switches"] == 0
+    finally:
+        handle.shutdown()
 
 
 def own_pool(ray_cluster, lean_cfg) -> tuple[LeanPool, str]:

@@ -61,8 +61,7 @@ async def test_affinity_never_starves_a_header():
 
 async def test_switching_waits_until_the_queue_outweighs_an_import():
     sched = scheduler([A, B])
-    sched.note_import(10.0)
-    sched.release(await sched.acquire(A), A, check_seconds=1.0)
+    sched.release(await sched.acquire(A), A, check_seconds=1.0, import_seconds=10.0)
     busy_a = await sched.acquire(A)
     idle_b = sched.slots[1]
     queued = [asyncio.ensure_future(sched.acquire(A)) for _ in range(10)]
