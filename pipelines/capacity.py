@@ -361,7 +361,7 @@ def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str 
     if total <= cluster_cpus:
         return None
     parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
-    return (f"the mining plan reserves {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}, so Ray "
-            f"Data starts a stage's actors only as others leave: the run does not stream and can stall for good; start Ray with more logical CPUs "
-            f"(ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus or "
+    return (f"the mining plan reserves {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
+            f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
+            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus or "
             f"lean.resources_per_repl.num_cpus")

@@ -29,7 +29,7 @@ from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
 from pipelines.capacity import streaming_cpus, streaming_shortfall
-from pipelines.cli import run_job
+from pipelines.cli import SetupError, run_job
 from pipelines.discoveries import TABLE as DISCOVERIES
 from pipelines.discoveries import DiscoverAndRecord
 from pipelines.job import MiningJob, load_config
@@ -99,8 +99,9 @@ def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = N
 
 
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
-    """A dataset of `items` with one block per seed, so a seed is never split between two calls of a stage."""
-    return ray.data.from_arrow([pa.Table.from_pylist([item], schema=schema) for item in items])
+    """A dataset of `items` with one block per seed, so a seed is never split between two calls of a stage. The blocks'
+    metadata is read here (`from_arrow` would start a Ray task per seed to read it, and worker processes to run them)."""
+    return ray.data.from_blocks([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
 def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], seeds_per_plan: int
@@ -118,13 +119,16 @@ def mine_seeds(job: MiningJob) -> None:
     in each, seeds still to discover go through discover (which writes their discoveries), seeds already discovered
     join them, and every seed's unfinished candidates go on through the verify stages while later seeds are still
     being discovered. Ray Data keeps a record of every block a plan makes until the plan ends, so a bounded plan
-    keeps the driver's memory bounded however many seeds a run has."""
+    keeps the driver's memory bounded however many seeds a run has. A plan whose actors do not all fit on a local
+    Ray is a `SetupError`: it would not stream, and could stall for good."""
+    shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
+    if shortfall and job.cfg.ray.address is None:
+        raise SetupError(shortfall)
+    if shortfall:
+        print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
     to_discover, to_split = job.seed_work()
     if not (to_discover or to_split):
         return
-    shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
-    if shortfall:
-        print(f"warning: {shortfall}", file=sys.stderr, flush=True)
     for discover_items, split_items in seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan)):
         sources = []
         if discover_items:

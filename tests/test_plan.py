@@ -8,7 +8,7 @@ import shutil
 import pytest
 import ray
 
-from pipelines import plan
+from pipelines import mine, plan
 from pipelines.capacity import (
     CallCost,
     Cluster,
@@ -219,3 +219,14 @@ def test_the_demo_plan_streams_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
     without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]))
     assert "dedup" not in without_replay and without_replay["lean pool"] == 2.0
     assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]))
+
+
+@pytest.mark.ray
+def test_mine_refuses_a_plan_its_local_ray_cannot_hold_before_mining_anything(tmp_path, capsys):
+    """A demo run with two Lean workers reserves 5.5 logical CPUs on the demo's 4: started anyway, it can stall for
+    good, so `mine` says why in one line and exits 2, with no candidate table begun."""
+    assert mine.main([DEMO, "lean.workers=2", f"run_dir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the mining plan reserves 5.5 logical CPUs") and "ray.num_cpus" in err
+    assert "Traceback" not in err and not (tmp_path / "run" / "candidates").exists()
+    assert not ray.is_initialized()
