@@ -5,8 +5,8 @@ Ray never packs more REPLs on a node than its RAM holds. A check costs one Ray h
 handle sends it straight to a worker (the one with the fewest of this caller's checks in flight, ties broken by
 the check's header so equal load keeps a header on the same worker), and the worker hands it to one of its REPLs
 that already holds the check's header (`lean_pool.routing`), so `import Mathlib` is paid once per REPL rather
-than once per check. A manager actor starts and stops the workers, places the pre-warmed headers and sums their
-counts; no check passes through it. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
+than once per check. A manager actor places the pre-warmed headers, sums the workers' counts and stops them; no
+check passes through it, and starting the pool waits on nothing. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
 `await pool.check(...)`. With `verify.replay` on, `await pool.replay(...)` checks an accepted file once more in a
 process started for it alone (`lean_pool.replay`); workers reserve resources for those processes too and bound
 how many run at once.
@@ -118,21 +118,12 @@ class LeanWorker:
 
 @ray.remote(num_cpus=0)
 class LeanPoolManager:
-    """Starts the workers, places the pre-warmed headers on them, sums their counts and stops them; checks go from
-    callers to workers directly, never through it."""
+    """Places the pre-warmed headers on the workers `LeanPool.start` created, sums their counts and stops them;
+    checks go from callers to workers directly, never through it."""
 
-    def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
-        worker_options = {
-            **worker_resources(lean_cfg, replay),
-            # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
-            "max_concurrency": int(lean_cfg["max_queued"]) + replay.slots_per_worker + 2,
-        }
-        self._workers = [LeanWorker.options(**worker_options).remote(lean_cfg, replay)
-                         for _ in range(int(lean_cfg["workers"]))]
-        self._repls = int(lean_cfg["repls_per_worker"])
-
-    def workers(self) -> list[ray.actor.ActorHandle]:
-        return self._workers
+    def __init__(self, workers: list[ray.actor.ActorHandle], repls_per_worker: int) -> None:
+        self._workers = workers
+        self._repls = repls_per_worker
 
     async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
         """Import each header on `repls_per_header` REPLs, spread over the workers (the first REPL of every worker
@@ -204,11 +195,17 @@ class LeanPool:
         problem = unplaceable_worker(worker_resources(cfg, replay), nodes)
         if problem:
             raise LeanSetupError(problem)
-        manager = LeanPoolManager.remote(cfg, replay)
+        worker_options = {
+            **worker_resources(cfg, replay),
+            # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
+            "max_concurrency": int(cfg["max_queued"]) + replay.slots_per_worker + 2,
+        }
+        workers = [LeanWorker.options(**worker_options).remote(cfg, replay) for _ in range(int(cfg["workers"]))]
+        manager = LeanPoolManager.remote(workers, int(cfg["repls_per_worker"]))
         warming = None
         if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
             warming = manager.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"]))
-        return cls(manager, ray.get(manager.workers.remote()), replay.mode, warming)
+        return cls(manager, workers, replay.mode, warming)
 
     def warmed(self) -> int:
         """Wait until the pre-warmed headers are imported; how many REPLs came up warm (0 when none were asked

@@ -47,6 +47,20 @@ RAY_LOG = "logs/ray.log"
 ROW_BLOCK_BYTES = 1
 
 
+def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s: float) -> None:
+    """Ray Data's settings for a mining job: one row per block, and no progress bars (the per-stage status lines
+    say more, in fewer lines).
+
+    A task's output stream may run only a few blocks ahead of the driver taking them (Ray Data sizes that buffer,
+    private to its `DataContext`, for blocks of 128 MB). With one-row blocks a task then waits on the driver after
+    every couple of rows: the split+dedup stage, which turns one seed into all its candidates, ran at a third of its
+    speed. Here the buffer is unbounded; what it holds is bounded by the rows of a plan (`ray.seeds_per_plan`)."""
+    context.execution_no_progress_timeout_s = no_progress_timeout_s
+    context.target_max_block_size = ROW_BLOCK_BYTES
+    context.enable_progress_bars = False
+    context._max_num_blocks_in_streaming_gen_buffer = None
+
+
 def load_config(overrides: Sequence[str]) -> DictConfig:
     """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
     return compose_config("mine", overrides)
@@ -179,10 +193,7 @@ class MiningJob:
             if local_log:
                 route_ray_logs(local_log)
         arrow_wire.register()
-        context = ray.data.DataContext.get_current()
-        context.execution_no_progress_timeout_s = float(self.cfg.ray.no_progress_timeout_s)
-        context.target_max_block_size = ROW_BLOCK_BYTES
-        context.enable_progress_bars = False  # the per-stage status lines say more, in fewer lines
+        configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
         # endpoint unreachable, refusing the key or not serving a role's model.
         self.settings = self.backend.__enter__()
