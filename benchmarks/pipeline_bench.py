@@ -70,7 +70,7 @@ def barriered(ds: Dataset, stages: list[mine.Stage]) -> Dataset:
     starts. Prints how long each stage took."""
     for stage in stages:
         started = time.perf_counter()
-        ds = ds.map_batches(stage.operator, **stage.options).materialize()
+        ds = ds.map_batches(arrow_wire.wired(stage.operator), **stage.options).materialize()
         print(f"  {stage.name}: {time.perf_counter() - started:.1f}s")
     return ds
 
@@ -149,7 +149,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         make_seeds(work / "seeds", seeds)
-        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False, runtime_env=arrow_wire.RUNTIME_ENV)
+        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
         try:
             warm_ray_data()
             streaming_s = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), streaming)

@@ -5,8 +5,8 @@ Ray never packs more REPLs on a node than its RAM holds. A check costs one Ray h
 handle sends it straight to a worker (the one with the fewest of this caller's checks in flight, ties broken by
 the check's header so equal load keeps a header on the same worker), and the worker hands it to one of its REPLs
 that already holds the check's header (`lean_pool.routing`), so `import Mathlib` is paid once per REPL rather
-than once per check. A manager actor places the pre-warmed headers, sums the workers' counts and stops them; no
-check passes through it, and starting the pool waits on nothing. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
+than once per check. The handle that starts the workers also places the pre-warmed headers, sums the workers'
+counts and stops them; starting the pool waits on nothing. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
 `await pool.check(...)`. With `verify.replay` on, `await pool.replay(...)` checks an accepted file once more in a
 process started for it alone (`lean_pool.replay`); workers reserve resources for those processes too and bound
 how many run at once.
@@ -116,38 +116,23 @@ class LeanWorker:
         await asyncio.gather(*(session.close() for session in self._sessions))
 
 
-@ray.remote(num_cpus=0)
-class LeanPoolManager:
-    """Places the pre-warmed headers on the workers `LeanPool.start` created, sums their counts and stops them;
-    checks go from callers to workers directly, never through it."""
+def warming_order(workers: Sequence[Any], repls_per_worker: int, headers: Sequence[str],
+                  repls_per_header: int) -> list[tuple[str, Any]]:
+    """Which worker imports which pre-warmed header: each header on `repls_per_header` REPLs, the first REPL of every
+    worker before any second one."""
+    spread = [worker for _ in range(repls_per_worker) for worker in workers]
+    return list(zip([header for header in headers for _ in range(repls_per_header)], spread))
 
-    def __init__(self, workers: list[ray.actor.ActorHandle], repls_per_worker: int) -> None:
-        self._workers = workers
-        self._repls = repls_per_worker
 
-    async def prewarm(self, headers: Sequence[str], repls_per_header: int) -> int:
-        """Import each header on `repls_per_header` REPLs, spread over the workers (the first REPL of every worker
-        before any second one); returns how many came up warm."""
-        workers = [worker for _ in range(self._repls) for worker in self._workers]
-        wanted = [header for header in headers for _ in range(repls_per_header)]
-        warm = await asyncio.gather(*(worker.warm.remote(header) for header, worker in zip(wanted, workers)))
-        return sum(warm)
-
-    async def stats(self) -> dict[str, Any]:
-        """Counts by status, how often a REPL had to change header, slots in use, and replays by verdict, summed
-        over the workers."""
-        totals: dict[str, Any] = {"by_status": Counter(), "replays": Counter(), "header_switches": 0,
-                                  "busy_slots": 0, "slots": 0, "queued": 0}
-        for worker in await asyncio.gather(*(worker.stats.remote() for worker in self._workers)):
-            for key, value in worker.items():
-                totals[key] += Counter(value) if isinstance(value, dict) else value
-        return {key: dict(value) if isinstance(value, Counter) else value for key, value in totals.items()}
-
-    async def close(self) -> None:
-        """Close every worker's REPLs, then kill the workers; REPLs die with their worker whatever its state."""
-        await asyncio.gather(*(worker.close.remote() for worker in self._workers), return_exceptions=True)
-        for worker in self._workers:
-            ray.kill(worker)
+def summed_stats(per_worker: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The workers' counts (`LeanWorker.stats`) added up: by status, header switches, slots in use, queued checks and
+    replays by verdict."""
+    totals: dict[str, Any] = {"by_status": Counter(), "replays": Counter(), "header_switches": 0,
+                              "busy_slots": 0, "slots": 0, "queued": 0}
+    for worker in per_worker:
+        for key, value in worker.items():
+            totals[key] += Counter(value) if isinstance(value, dict) else value
+    return {key: dict(value) if isinstance(value, Counter) else value for key, value in totals.items()}
 
 
 def header_rank(header: str, worker: int) -> str:
@@ -163,23 +148,22 @@ class LeanPool:
     the fewest (ties broken by `header_rank`): one Ray hop per check, and no caller floods one worker.
     """
 
-    def __init__(self, manager: ray.actor.ActorHandle, workers: Sequence[ray.actor.ActorHandle],
-                 replay_mode: str, warming: ray.ObjectRef | None = None) -> None:
-        self._manager = manager
+    def __init__(self, workers: Sequence[ray.actor.ActorHandle], replay_mode: str,
+                 warming: Sequence[ray.ObjectRef] = ()) -> None:
         self._workers = list(workers)
         self._replay_mode = replay_mode
         self._in_flight = [0] * len(self._workers)
-        self._warming = warming
+        self._warming = list(warming)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"manager": self._manager, "workers": self._workers, "replay_mode": self._replay_mode}
+        return {"workers": self._workers, "replay_mode": self._replay_mode}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["manager"], state["workers"], state["replay_mode"])
+        self.__init__(state["workers"], state["replay_mode"])
 
     @classmethod
     def start(cls, lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
-        """Start the workers and their manager for `lean_cfg` (a `conf/lean/*.yaml` mapping) and begin importing the
+        """Start the workers for `lean_cfg` (a `conf/lean/*.yaml` mapping) and begin importing the
         pre-warmed headers. It returns without waiting for the imports (a minute for Mathlib), so a job's first LLM
         calls overlap them; a check that arrives first waits for a REPL like any other. `warmed()` waits for them.
 
@@ -201,16 +185,14 @@ class LeanPool:
             "max_concurrency": int(cfg["max_queued"]) + replay.slots_per_worker + 2,
         }
         workers = [LeanWorker.options(**worker_options).remote(cfg, replay) for _ in range(int(cfg["workers"]))]
-        manager = LeanPoolManager.remote(workers, int(cfg["repls_per_worker"]))
-        warming = None
-        if cfg["prewarm_headers"] and cfg["prewarm_repls"]:
-            warming = manager.prewarm.remote(list(cfg["prewarm_headers"]), int(cfg["prewarm_repls"]))
-        return cls(manager, workers, replay.mode, warming)
+        order = warming_order(workers, int(cfg["repls_per_worker"]), list(cfg["prewarm_headers"] or []),
+                              int(cfg["prewarm_repls"] or 0))
+        return cls(workers, replay.mode, [worker.warm.remote(header) for header, worker in order])
 
     def warmed(self) -> int:
         """Wait until the pre-warmed headers are imported; how many REPLs came up warm (0 when none were asked
         for, or on a copy of the handle passed to another process)."""
-        return ray.get(self._warming) if self._warming is not None else 0
+        return sum(ray.get(self._warming))
 
     def _pick(self, header: str) -> int:
         """The worker for the next call: fewest of this handle's calls in flight, then the header's rank."""
@@ -260,12 +242,18 @@ class LeanPool:
         return list(await asyncio.gather(*(self.check(snippet, timeout, mode) for snippet in snippets)))
 
     def stats(self) -> dict[str, Any]:
-        return ray.get(self._manager.stats.remote())
+        return summed_stats(ray.get([worker.stats.remote() for worker in self._workers]))
 
     def shutdown(self) -> None:
-        """Stop every REPL process and the pool's actors."""
-        ray.get(self._manager.close.remote())
-        ray.kill(self._manager)
+        """Stop every REPL process and the pool's workers: each closes its REPLs, then it is killed (REPLs die with
+        their worker whatever its state, so a worker that died already is only killed)."""
+        for closed in [worker.close.remote() for worker in self._workers]:
+            try:
+                ray.get(closed)
+            except ray.exceptions.RayError:
+                pass
+        for worker in self._workers:
+            ray.kill(worker)
 
 
 def check_lean_setup(lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> None:

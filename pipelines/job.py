@@ -189,7 +189,7 @@ class MiningJob:
             if local_log:
                 route_ray_logs(local_log)
             ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
-                     configure_logging=False, runtime_env=arrow_wire.RUNTIME_ENV)
+                     configure_logging=False)
             if local_log:
                 route_ray_logs(local_log)
         arrow_wire.register()

@@ -28,6 +28,7 @@ from operators.prove import ProveOperator
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
+from pipelines import arrow_wire
 from pipelines.capacity import streaming_cpus, streaming_shortfall
 from pipelines.cli import SetupError, run_job
 from pipelines.discoveries import TABLE as DISCOVERIES
@@ -82,7 +83,7 @@ def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
     """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them.
     Each stage reports the statuses of the rows it hands on to the status `board`."""
     for stage in stages:
-        ds = ds.map_batches(counted(stage.operator, board, stage.name), **stage.options)
+        ds = ds.map_batches(arrow_wire.wired(counted(stage.operator, board, stage.name)), **stage.options)
     return ds
 
 
@@ -133,8 +134,8 @@ def mine_seeds(job: MiningJob) -> None:
         sources = []
         if discover_items:
             discover = discover_stage(job)
-            sources.append(seed_blocks(discover_items, SEED_WORK_SCHEMA).map_batches(discover.operator,
-                                                                                    **discover.options))
+            sources.append(seed_blocks(discover_items, SEED_WORK_SCHEMA).map_batches(
+                arrow_wire.wired(discover.operator), **discover.options))
         if split_items:
             sources.append(seed_blocks(split_items, SEED_ITEM_SCHEMA))
         seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]

@@ -1,5 +1,5 @@
 """Arrow tables and schemas cross Ray processes through Arrow IPC in a job: rows, types and slices arrive intact, a
-slice carries only its own rows, and a job's workers use it."""
+slice carries only its own rows, and the stages of a job use it."""
 
 from __future__ import annotations
 
@@ -30,22 +30,36 @@ def test_a_slice_goes_through_ipc_intact_and_alone():
 
 @pytest.fixture
 def job_ray():
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, runtime_env=arrow_wire.RUNTIME_ENV)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     arrow_wire.register()
     yield
     ray.shutdown()
 
 
-@ray.remote
-def reducer_and_rows(table: pa.Table) -> tuple[str, list[str], pa.Schema]:
-    """In a worker: the name of the reducer that pickles a table there, and what arrived."""
-    return (ray.cloudpickle.CloudPickler.dispatch[pa.Table].__qualname__, table.column("candidate_id").to_pylist(),
-            table.schema)
+def test_wired_stages_send_their_blocks_through_ipc(job_ray):
+    """A stage class on an actor and a stage function in a task, each wired, write their blocks through IPC. (Both
+    are defined here so that they travel by value: workers cannot import a test module.)"""
 
+    def table_reducer() -> str:
+        reducer = ray.cloudpickle.CloudPickler.dispatch.get(pa.Table)
+        return reducer.__qualname__ if reducer else "none"
 
-def test_a_jobs_workers_send_tables_through_ipc(job_ray):
+    class ReducerColumn:
+        """A stage that adds a column naming the reducer its process pickles tables with."""
+
+        def __call__(self, batch: pa.Table) -> pa.Table:
+            return batch.append_column("reducer", pa.array([table_reducer()] * batch.num_rows))
+
+    def reducer_column(batch: pa.Table) -> pa.Table:
+        return ReducerColumn()(batch)
+
     piece = wide_table(50).slice(10, 3)
-    reducer, ids, schema = ray.get(reducer_and_rows.remote(piece))
-    assert "_register_cloudpickle_serializer" in reducer  # ray.util.register_serializer's, not Ray's table reducer
-    assert ids == ["c10", "c11", "c12"] and schema == CANDIDATE_SCHEMA
+    for operator, options in ((ReducerColumn, {"compute": ray.data.ActorPoolStrategy(size=1)}), (reducer_column, {})):
+        out = ray.data.from_blocks([piece]).map_batches(arrow_wire.wired(operator), batch_format="pyarrow",
+                                                        num_cpus=0.5, **options).to_arrow_refs()
+        (table,) = ray.get(out)
+        assert table.column("candidate_id").to_pylist() == ["c10", "c11", "c12"]
+        (reducer,) = set(table.column("reducer").to_pylist())
+        assert "_register_cloudpickle_serializer" in reducer  # ray.util.register_serializer's, not Ray's own
+        assert table.schema.remove(table.schema.get_field_index("reducer")) == CANDIDATE_SCHEMA
     assert ray.get(ray.put(piece)).equals(piece) and ray.get(ray.put(CANDIDATE_SCHEMA)) == CANDIDATE_SCHEMA
