@@ -6,10 +6,10 @@ handle sends it straight to a worker (the one with the fewest of this caller's c
 the check's header so equal load keeps a header on the same worker), and the worker hands it to one of its REPLs
 that already holds the check's header (`lean_pool.routing`), so `import Mathlib` is paid once per REPL rather
 than once per check. The handle that starts the workers also places the pre-warmed headers, sums the workers'
-counts and stops them; starting the pool waits on nothing. Callers (Ray Data actors, the CLI) hold a picklable `LeanPool` handle and
-`await pool.check(...)`. With `verify.replay` on, `await pool.replay(...)` checks an accepted file once more in a
-process started for it alone (`lean_pool.replay`); workers reserve resources for those processes too and bound
-how many run at once.
+counts and stops them; starting the pool waits on nothing. Callers (Ray Data actors, the CLI) hold a picklable
+`LeanPool` handle and `await pool.check(...)`. With `verify.replay` on, `await pool.replay(...)` checks an accepted
+file once more in a process started for it alone (`lean_pool.replay`); workers reserve resources for those
+processes too and bound how many run at once.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ class LeanPool:
         calls overlap them; a check that arrives first waits for a REPL like any other. `warmed()` waits for them.
 
         Pass the handle to the job's other processes (it pickles). `verify` is the job's `verify:` section: how
-        `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server checks instead (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
+        `replay` works (None: no replay). With `lean=kimina` a running Kimina Lean Server checks instead
+        (lean_pool/kimina.py): the handle has the same `check`, `replay`, `stats`, `shutdown`.
         """
         cfg = plain_config(lean_cfg)
         if cfg["backend"] == KIMINA:

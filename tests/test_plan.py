@@ -223,7 +223,7 @@ def test_the_demo_plan_streams_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
 
 @pytest.mark.ray
 def test_mine_refuses_a_plan_its_local_ray_cannot_hold_before_mining_anything(tmp_path, capsys):
-    """A demo run with two Lean workers reserves 5.5 logical CPUs on the demo's 4: started anyway, it can stall for
+    """A demo run with two Lean workers reserves 5.5 logical CPUs on the demo's 5: started anyway, it can stall for
     good, so `mine` says why in one line and exits 2, with no candidate table begun."""
     assert mine.main([DEMO, "lean.workers=2", f"run_dir={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
