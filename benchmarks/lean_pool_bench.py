@@ -121,7 +121,7 @@ def main() -> None:
     import_s, check_s = float(args.get("import_s", 1.0)), float(args.get("check_s", 0.1))
     checks, fresh_checks = int(args.get("checks", 100)), int(args.get("fresh_checks", 20))
     rounds = int(args.get("rounds", 3))
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
     one_repl = lean_config(import_s, check_s, repls=1)
     fresh_s = asyncio.run(fresh_process_per_check(one_repl, fresh_checks))

@@ -29,6 +29,7 @@ from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
 from pipelines import arrow_wire, mine
 from pipelines.job import MiningJob, load_config
+from pipelines.progress import route_ray_logs
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
@@ -103,7 +104,7 @@ def warm_ray_data() -> None:
     """Run a two-block plan through an actor pool first: Ray Data starts actors of its own (its stats, its
     autoscaling coordinator, its actor-location tracker) on a session's first plans, and without this the variant
     that runs first would pay for them."""
-    ray.data.range(2, override_num_blocks=2).map_batches(_Identity, concurrency=1).materialize()
+    ray.data.range(2, override_num_blocks=2).map_batches(_Identity, compute=ray.data.ActorPoolStrategy(size=1)).materialize()
 
 
 def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
@@ -149,7 +150,10 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         make_seeds(work / "seeds", seeds)
-        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+        # Ray's and Ray Data's notices go to a file, as in a `pipelines.mine` run, so the bench prints its own lines.
+        route_ray_logs(work / "ray.log")
+        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        route_ray_logs(work / "ray.log")
         try:
             warm_ray_data()
             streaming_s = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), streaming)

@@ -2,7 +2,8 @@
 candidate holds and the driver's memory stays flat as the work grows.
 
 Run: `python benchmarks/scale_bench.py [--seeds-root DIR] [--small N] [--large M]` (defaults:
-../shared/fixtures/mathlib-sample, 60 and 600; a quick check: `--small 6 --large 20`).
+../shared/fixtures/mathlib-sample, 60 and 600; a quick check: `--small 6 --large 20`). DIR is a Mathlib checkout
+(its `Mathlib/` files are mined, as `pipelines.mine` does) or any tree of .lean files (all of them are).
 
 Each size is one `python -m pipelines.mine preset=demo` subprocess (LLM sim latency 0, Lean sim import and check 0 s
 without CPU burn) over N (M) seed files spread evenly over the sorted files of the seeds root, copied to a scratch
@@ -65,8 +66,14 @@ def spread(files: list[str], count: int) -> list[str]:
     return [files[index * len(files) // count] for index in range(count)]
 
 
-def run_overrides(run_dir: Path, seeds_root: Path) -> list[str]:
-    return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *ZERO_LATENCY]
+def seeds_include(seeds_root: Path) -> list[str]:
+    """Mining's own choice for a Mathlib checkout (the config's `seeds.include`), or every .lean file of a tree
+    that has no `Mathlib/` folder, so the bench runs on any directory of real Lean files."""
+    return [] if (seeds_root / "Mathlib").is_dir() else ["seeds.include=['*']"]
+
+
+def run_overrides(run_dir: Path, seeds_root: Path, include: list[str]) -> list[str]:
+    return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include, *ZERO_LATENCY]
 
 
 def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str, float]:
@@ -85,14 +92,14 @@ def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str,
     return busy
 
 
-def measure(label: str, files: list[str], source: Path, work: Path) -> Measured:
+def measure(label: str, files: list[str], source: Path, work: Path, include: list[str]) -> Measured:
     """Mine `files` (relative to `source`) in a `python -m pipelines.mine` subprocess and measure it."""
     seeds_root = work / f"{label}-seeds"
     for relative in files:
         (seeds_root / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / relative, seeds_root / relative)
     run_dir = work / f"{label}-run"
-    args = run_overrides(run_dir, seeds_root)
+    args = run_overrides(run_dir, seeds_root, include)
     started = time.perf_counter()
     peak = peak_driver_rss(args)
     wall_s = time.perf_counter() - started
@@ -116,10 +123,11 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=DEFAULT_LARGE, help="seed files of the large run (%(default)s)")
     options = parser.parse_args()
     source = options.seeds_root.resolve()
-    _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}"]))
+    include = seeds_include(source)
+    _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include]))
     with tempfile.TemporaryDirectory() as scratch:
-        small = measure("small", spread(files, options.small), source, Path(scratch))
-        large = measure("large", spread(files, options.large), source, Path(scratch))
+        small = measure("small", spread(files, options.small), source, Path(scratch), include)
+        large = measure("large", spread(files, options.large), source, Path(scratch), include)
     print(f"candidates_per_s_small={small.candidates_per_s:.3f} candidates_per_s_large={large.candidates_per_s:.3f} "
           f"throughput_ratio={large.candidates_per_s / small.candidates_per_s:.3f} "
           f"driver_peak_mb_small={small.driver_peak_bytes / MIB:.1f} "
