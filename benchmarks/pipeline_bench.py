@@ -28,8 +28,10 @@ from conf import package_dir
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
 from pipelines import arrow_wire, mine
+from pipelines.capacity import mining_shape
 from pipelines.job import MiningJob, load_config
 from pipelines.progress import route_ray_logs
+from pipelines.run_data import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
@@ -119,6 +121,16 @@ def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
     return elapsed
 
 
+def replay_floor(args: list[str]) -> tuple[int, float]:
+    """The replays a finished run made, and the seconds its replay slots needed for them back to back: once its first
+    proof is in, no plan of that run can end sooner."""
+    cfg = load_config(args)
+    proofs = load_run(str(cfg.run_dir)).candidates["proofs"].explode().drop_nulls()
+    seconds = proofs.struct.field("replay_seconds").drop_nulls()
+    shape = mining_shape(cfg)
+    return seconds.len(), float(seconds.sum()) / (shape.lean_workers * shape.replay_slots_per_worker)
+
+
 def peak_driver_rss(args: list[str]) -> int:
     """Peak RSS (bytes) of a `python -m pipelines.mine` driver process over its whole run."""
     driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO,
@@ -156,7 +168,9 @@ def main(argv: list[str]) -> None:
         route_ray_logs(work / "ray.log")
         try:
             warm_ray_data()
-            streaming_s = timed_run(overrides(work / "streaming", work / "seeds", llm_s, check_s), streaming)
+            streaming_args = overrides(work / "streaming", work / "seeds", llm_s, check_s)
+            streaming_s = timed_run(streaming_args, streaming)
+            replays, floor_s = replay_floor(streaming_args)
             staged_s = timed_run(overrides(work / "staged", work / "seeds", llm_s, check_s), staged)
         finally:
             ray.shutdown()
@@ -167,6 +181,9 @@ def main(argv: list[str]) -> None:
         large_rss = peak_driver_rss(overrides(work / "run-large", work / "large", *fast))
     print(f"driver peak RSS: {small} seeds {small_rss / 2**20:.0f} MiB, {small * MEMORY_GROWTH} seeds "
           f"{large_rss / 2**20:.0f} MiB")
+    print(f"streaming: {floor_s:.1f} s of its {streaming_s:.1f} s are the replay slots' work ({replays} replays back to "
+          f"back), the rest is start-up and the first proof's way through the stages; "
+          f"replay_floor_vs_staged={floor_s / staged_s:.2f}")
     print(f"streaming_vs_staged={streaming_s / staged_s:.2f} memory_growth_10x={large_rss / small_rss:.2f}")
 
 
