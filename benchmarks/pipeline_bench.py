@@ -30,7 +30,7 @@ from operators.split import SEED_ITEM_SCHEMA
 from pipelines import arrow_wire, mine
 from pipelines.capacity import mining_shape
 from pipelines.job import MiningJob, load_config
-from pipelines.progress import route_ray_logs
+from pipelines.progress import init_ray_logging_to
 from pipelines.run_data import load_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +106,8 @@ def warm_ray_data() -> None:
     """Run a two-block plan through an actor pool first: Ray Data starts actors of its own (its stats, its
     autoscaling coordinator, its actor-location tracker) on a session's first plans, and without this the variant
     that runs first would pay for them."""
-    ray.data.range(2, override_num_blocks=2).map_batches(_Identity, compute=ray.data.ActorPoolStrategy(size=1)).materialize()
+    one_actor = ray.data.ActorPoolStrategy(size=1)
+    ray.data.range(2, override_num_blocks=2).map_batches(_Identity, compute=one_actor).materialize()
 
 
 def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
@@ -163,9 +164,7 @@ def main(argv: list[str]) -> None:
         work = Path(scratch)
         make_seeds(work / "seeds", seeds)
         # Ray's and Ray Data's notices go to a file, as in a `pipelines.mine` run, so the bench prints its own lines.
-        route_ray_logs(work / "ray.log")
-        ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        route_ray_logs(work / "ray.log")
+        init_ray_logging_to(work / "ray.log", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
         try:
             warm_ray_data()
             streaming_args = overrides(work / "streaming", work / "seeds", llm_s, check_s)
@@ -181,8 +180,8 @@ def main(argv: list[str]) -> None:
         large_rss = peak_driver_rss(overrides(work / "run-large", work / "large", *fast))
     print(f"driver peak RSS: {small} seeds {small_rss / 2**20:.0f} MiB, {small * MEMORY_GROWTH} seeds "
           f"{large_rss / 2**20:.0f} MiB")
-    print(f"streaming: {floor_s:.1f} s of its {streaming_s:.1f} s are the replay slots' work ({replays} replays back to "
-          f"back), the rest is start-up and the first proof's way through the stages; "
+    print(f"streaming: {floor_s:.1f} s of its {streaming_s:.1f} s are the replay slots' work ({replays} replays "
+          f"back to back), the rest is start-up and the first proof's way through the stages; "
           f"replay_floor_vs_staged={floor_s / staged_s:.2f}")
     print(f"streaming_vs_staged={streaming_s / staged_s:.2f} memory_growth_10x={large_rss / small_rss:.2f}")
 

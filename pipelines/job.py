@@ -35,7 +35,7 @@ from operators.rows.seeds import domain_of, seed_id, select
 from operators.trivial import TrivialSettings
 from pipelines import arrow_wire
 from pipelines.cli import SetupError, compose_config
-from pipelines.progress import StatusBoard, Ticker, route_ray_logs
+from pipelines.progress import StatusBoard, Ticker, init_ray_logging_to
 from pipelines.run_dir import RunDir
 
 PROJECT = "folklore"
@@ -186,12 +186,8 @@ class MiningJob:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             local_log = Path(self.run.path) / RAY_LOG if "://" not in self.run.uri else None
-            if local_log:
-                route_ray_logs(local_log)
-            ray.init(address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus, include_dashboard=False,
-                     configure_logging=False)
-            if local_log:
-                route_ray_logs(local_log)
+            init_ray_logging_to(local_log, address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus,
+                                include_dashboard=False)
         arrow_wire.register()
         configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an

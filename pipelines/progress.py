@@ -87,7 +87,7 @@ ROUTED_LOGGERS = ("ray", "ray._private", "ray.data")
 def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
     """Send the driver's Ray and Ray Data log records to `path` instead of the terminal (Ray Data's progress
     dumps and notices included), so a run prints its own lines; the file keeps them for a post-mortem. Call it
-    before and after `ray.init`; a logger already writing to `path` is left as it is."""
+    before and after `ray.init` (`init_ray_logging_to` does); a logger already writing to `path` is left as it is."""
     path.parent.mkdir(parents=True, exist_ok=True)
     target = str(path.resolve())
     handler = None
@@ -105,6 +105,16 @@ def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
                 handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
             logger.addHandler(handler)
         logger.propagate = False
+
+
+def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
+    """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
+    (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local)."""
+    if path is not None:
+        route_ray_logs(path)
+    ray.init(configure_logging=False, **init_args)
+    if path is not None:
+        route_ray_logs(path)
 
 
 def format_counts(snapshot: Mapping[str, Mapping[str, int]]) -> list[str]:
