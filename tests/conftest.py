@@ -43,3 +43,12 @@ def ray_cluster():
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def object_store():
+    """A local S3-compatible server (moto) for the session, with the AWS variables pointing at it."""
+    from object_store import running_object_store
+
+    with running_object_store() as store:
+        yield store
