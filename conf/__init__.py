@@ -7,8 +7,9 @@ does not exist, a missing `=`) becomes one `ConfigError` line with the hint Hydr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
+from typing import Any
 
 from hydra import compose, initialize_config_module
 from hydra.errors import HydraException
@@ -48,3 +49,16 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
             return compose(config_name=name, overrides=list(overrides))
     except HydraException as error:
         raise ConfigError(composition_error_text(str(error))) from None
+
+
+def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """`ray.init` keyword arguments from a job's `ray:` section, and a note for the user when a setting was left out.
+
+    `ray.num_cpus` sizes a Ray the job starts itself; a cluster's nodes declare their own CPUs, and Ray refuses the
+    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so."""
+    address, num_cpus = ray_cfg.get("address"), ray_cfg.get("num_cpus")
+    if address is None:
+        return {"num_cpus": num_cpus}, None
+    note = None if num_cpus is None else (f"note: ray.num_cpus={num_cpus} is ignored: joining the Ray cluster at "
+                                          f"{address}, whose nodes declare their own CPUs")
+    return {"address": address}, note

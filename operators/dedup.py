@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,7 +106,7 @@ class DedupOperator:
     def __init__(self, *, dedup: DedupSettings) -> None:
         self.dedup = dedup
         index = dedup.index
-        self.index = DeclarationIndex(Path(index.dir), index.embedding, index.revision) if index.dir else None
+        self.index = DeclarationIndex(index.dir, index.embedding, index.revision) if index.dir else None
         self.encoder = self.index.encoder if self.index else load_encoder(index.embedding)
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.rows import seeds
+from operators.storage import resolve
 from operators.rows.candidates import (
     ERROR_INFRA,
     LLM_CALL,
@@ -129,7 +129,7 @@ class DiscoverOperator(LLMOperator):
         out = {name: None for name in DISCOVERY_SCHEMA.names}
         out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample")})
         out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
-        filesystem, path = pafs.FileSystem.from_uri(row["seed_file"])
+        filesystem, path = resolve(row["seed_file"])
         seed = seeds.read_seed(filesystem, path, self.discover.seed_max_tokens, self.discover.chars_per_token)
         out.update(seed_status=seed.status, seed_chars=seed.chars)
         if seed.text is None:

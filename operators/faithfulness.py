@@ -17,7 +17,6 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -251,7 +250,7 @@ class FaithfulnessOperator(LLMOperator):
         self.faithfulness = faithfulness
         self.kind = ROW_KINDS[rows]
         index = faithfulness.index
-        self.index = None if index.dir is None else DeclarationIndex(Path(index.dir), index.embedding, index.revision)
+        self.index = None if index.dir is None else DeclarationIndex(index.dir, index.embedding, index.revision)
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["status"] != self.kind.accepted:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lean_pool.lean_source import THEOREM_KINDS, Command, read_commands
 from operators.llm.answers import extract_code
+from operators.storage import resolve
 from operators.rows.candidates import candidates_table, new_candidate
 
 # Discovery statuses that come from the answer's text.
@@ -104,7 +104,7 @@ def explode_seeds(batch: pa.Table) -> pa.Table:
     paths = dict.fromkeys(path for paths in batch.column("paths").to_pylist() for path in paths)
     rows = []
     for path in paths:
-        filesystem, location = pafs.FileSystem.from_uri(path)
+        filesystem, location = resolve(path)
         written = pq.read_table(location, filesystem=filesystem, filters=[("seed_id", "in", seeds)])
         for discovery in written.to_pylist():
             rows.extend(explode(discovery))
@@ -118,7 +118,7 @@ def unfinished(candidates: pa.Table, seeds: pa.Table) -> pa.Table:
     files = dict.fromkeys(path for paths in seeds.column("finished_files").to_pylist() for path in paths)
     finished = []
     for path in files:
-        filesystem, location = pafs.FileSystem.from_uri(path)
+        filesystem, location = resolve(path)
         written = pq.read_table(location, filesystem=filesystem, columns=["candidate_id"],
                                 filters=[("seed_id", "in", seed_ids)])
         finished.append(written.column("candidate_id"))

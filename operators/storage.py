@@ -47,10 +47,10 @@ def join(location: str, *parts: str) -> str:
     return urlunsplit((scheme, netloc, f"{path.rstrip('/')}/{relative}", query, fragment))
 
 
-def location_of(base: str, path: str) -> str:
-    """The location of `path`, a path on `base`'s filesystem under `base` (as `resolve(base)` and listings give it),
-    written as `base` is written: a URI with `base`'s scheme and options, or a local path."""
-    _, root = resolve(base)
+def location_of(base: str, root: str, path: str) -> str:
+    """The location of `path`, a path under `root` on `base`'s filesystem (`root` is what `resolve(base)` gave, and
+    listings give paths like it), written as `base` is written: a URI with `base`'s scheme and options, or a local
+    path. No request is made: resolving a URI may ask the store (its bucket's region)."""
     if not is_uri(base):
         return path
     if path != root and not path.startswith(f"{root.rstrip('/')}/"):

@@ -44,7 +44,8 @@ from operators.rows.formalizations import (
 from pipelines import mine
 from pipelines.cli import SetupError, compose_config, run_job
 from pipelines.job import MiningJob
-from pipelines.run_dir import PARQUET_SUFFIX, data_files, filesystem_of
+from operators.storage import open_location
+from pipelines.run_dir import PARQUET_SUFFIX, data_files
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"
@@ -65,7 +66,7 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
 
 def input_files(location: str) -> tuple[pafs.FileSystem, list[str]]:
     """The JSONL and Parquet files at `location` (a file, or a directory searched recursively), sorted."""
-    filesystem, path = filesystem_of(location)
+    filesystem, path = open_location(location)
     info = filesystem.get_file_info(path)
     if info.type == pafs.FileType.File:
         files = [path]

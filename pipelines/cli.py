@@ -15,6 +15,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from conf import ConfigError, compose_config
 from operators.llm.client import endpoint_down_message
+from operators.storage import StorageError
 
 __all__ = ["SetupError", "compose_config", "run_job"]
 
@@ -30,11 +31,12 @@ class SetupError(RuntimeError):
 
 def run_job(job: Callable[[], None], setup_errors: tuple[type[BaseException], ...] = ()) -> int:
     """Run a job's body: 0 when it finished; one `error:` line and 2 when it could not start (a `SetupError`, a
-    config that does not compose, a mandatory value left out, or one of `setup_errors`); one line and 3 when an LLM
+    config that does not compose, a mandatory value left out, a location that cannot be reached, or one of
+    `setup_errors`); one line and 3 when an LLM
     endpoint went down during the run; 130 on Ctrl-C."""
     try:
         job()
-    except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
+    except (SetupError, StorageError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return SETUP_FAILED
     except Exception as error:

@@ -15,7 +15,8 @@ import pyarrow as pa
 from operators.discover import DiscoverOperator, seed_units
 from operators.split import SEED_ITEM_SCHEMA
 from pipelines.progress import report_batch, status_counts
-from pipelines.run_dir import append_file, filesystem_of
+from operators.storage import join, resolve
+from pipelines.run_dir import append_file
 
 STAGE = "discover"
 TABLE = "discoveries"
@@ -28,15 +29,15 @@ class DiscoverAndRecord(DiscoverOperator):
 
     def __init__(self, *args: Any, table_uri: str, board: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._table_uri = table_uri.rstrip("/")
-        self._filesystem, self._directory = filesystem_of(self._table_uri)
+        self._table_uri = table_uri
+        self._filesystem, self._directory = resolve(table_uri)
         self._board = board
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         found = await super().__call__(seed_units(batch))
         self._board.add.remote(STAGE, status_counts(found))
         written = append_file(self._filesystem, self._directory, report_batch(found, self._board, TABLE))
-        uri = f"{self._table_uri}/{written.rsplit('/', 1)[1]}"
+        uri = join(self._table_uri, written.rsplit('/', 1)[1])
         items = [{"seed_id": seed["seed_id"], "paths": [*seed["paths"], uri], "finished_files": seed["finished_files"]}
                  for seed in batch.to_pylist()]
         return pa.Table.from_pylist(items, schema=SEED_ITEM_SCHEMA)

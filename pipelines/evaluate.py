@@ -36,7 +36,8 @@ from pipelines import mine, report, stats
 from pipelines.cli import SetupError, compose_config, run_job
 from pipelines.job import MiningJob
 from pipelines.run_data import load_run
-from pipelines.run_dir import PARQUET_SUFFIX, data_files, filesystem_of
+from operators.storage import open_location
+from pipelines.run_dir import PARQUET_SUFFIX, data_files
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -54,7 +55,7 @@ def read_benchmark(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
     """Every statement of the benchmark with where it comes from, in a stable order; a clear error when the
     location holds neither `.lean` files in the benchmark layout nor Parquet statements."""
     location = str(cfg.benchmark_dir)
-    filesystem, root = filesystem_of(location)
+    filesystem, root = open_location(location)
     info = filesystem.get_file_info(root)
     if info.type == pafs.FileType.File and root.endswith(PARQUET_SUFFIX):
         return _table_statements(filesystem, PurePosixPath(root).parent.as_posix(), [root], cfg)

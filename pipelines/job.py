@@ -7,7 +7,10 @@ LLM backend, the Lean pool, the status board) and stops it at the end, whatever 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -18,6 +21,7 @@ import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
 
+from conf import ray_init_options
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
@@ -28,10 +32,11 @@ from operators.llm.backend import LLMBackend
 from operators.llm.cache import stored_answers
 from operators.llm.client import start_usage_ledger, usage_report
 from operators.prove import ProveSettings
-from operators.retrieval.declaration_index import read_manifest, stale_reasons
+from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
+from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
 from pipelines import arrow_wire
 from pipelines.cli import SetupError, compose_config
@@ -41,6 +46,8 @@ from pipelines.run_dir import RunDir
 PROJECT = "folklore"
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
+# Characters of the run URI's hash that name its node-local log directory when the run directory is a URI.
+NODE_LOG_DIGEST_CHARS = 16
 # Ray Data's block size target, below any row's size: each row leaves a stage in its own block as soon as its
 # batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
 # the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
@@ -69,7 +76,7 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
 def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
     """The seed root's filesystem and path, and the chosen seed files relative to it."""
     root = str(cfg.seeds.root)
-    filesystem, path = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), _absolute(root))
+    filesystem, path = open_location(root)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
         raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
     if cfg.seeds.list is not None:
@@ -79,8 +86,10 @@ def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
     return filesystem, path, select(relative, list(cfg.seeds.include), list(cfg.seeds.exclude))
 
 
-def _absolute(path: str) -> str:
-    return str(Path(path).expanduser().resolve())
+def index_location(location: str) -> str:
+    """`index.dir` as every actor reads it: a URI as given, a local path made absolute (actors may start in another
+    working directory)."""
+    return location if is_uri(location) else str(Path(location).expanduser().resolve())
 
 
 def index_revision(lean_cfg: Mapping[str, Any]) -> str | None:
@@ -100,7 +109,10 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
         raise SetupError("grounding.enabled=true needs index.dir (build one with `python -m pipelines.index`)")
     if not users or index_dir is None:
         return {}
-    manifest = read_manifest(Path(index_dir).expanduser())
+    try:
+        manifest = read_manifest(node_local(str(index_dir)))
+    except (StaleIndex, OSError) as error:
+        raise SetupError(f"index.dir={index_dir}: {first_line(error)}") from error
     reasons = stale_reasons(manifest, revision, str(cfg.embedding.model_id))
     if reasons:
         raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
@@ -166,9 +178,9 @@ class MiningJob:
         check_lean_setup(self.lean_cfg, OmegaConf.to_container(cfg.verify, resolve=True))
         revision = index_revision(self.lean_cfg)
         self.index_provenance = checked_index(cfg, revision)
-        # The index as the operators read it: an absolute path (actors may start in another working directory)
-        # and the revision it must have been built from.
-        index = IndexSettings(dir=None if cfg.index.dir is None else _absolute(str(cfg.index.dir)), revision=revision,
+        # The index as the operators read it (`index_location`) and the revision it must have been built from.
+        index = IndexSettings(dir=None if cfg.index.dir is None else index_location(str(cfg.index.dir)),
+                              revision=revision,
                               embedding=OmegaConf.to_container(cfg.embedding, resolve=True))
         self.steps = step_settings(cfg, index)
         self.find_inputs()
@@ -185,15 +197,16 @@ class MiningJob:
     def __enter__(self) -> MiningJob:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            local_log = Path(self.run.path) / RAY_LOG if "://" not in self.run.uri else None
-            init_ray_logging_to(local_log, address=self.cfg.ray.address, num_cpus=self.cfg.ray.num_cpus,
-                                include_dashboard=False)
+            options, note = ray_init_options(self.cfg.ray)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
         arrow_wire.register()
         configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
         # endpoint unreachable, refusing the key or not serving a role's model.
         self.settings = self.backend.__enter__()
-        self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # None (with a warning) for a remote run_dir
+        self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
         self.board = StatusBoard.remote()
         self.ledger = start_usage_ledger()
         manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
@@ -208,6 +221,17 @@ class MiningJob:
         self.backend.__exit__(*exc)
         if self._started_ray:
             ray.shutdown()  # the job's actors and workers end with it, not minutes later
+            if is_uri(self.run.uri):
+                print(f"ray log: {self.run.keep_log(self.ray_log, RAY_LOG)}", flush=True)
+
+    @property
+    def ray_log(self) -> Path:
+        """Where the driver's Ray log lines go: into a local run directory, else into a file on this node named
+        after the run (uploaded into the run directory when the job ends)."""
+        if not is_uri(self.run.uri):
+            return Path(self.run.path) / RAY_LOG
+        digest = hashlib.sha256(self.run.uri.encode()).hexdigest()[:NODE_LOG_DIGEST_CHARS]
+        return Path(tempfile.gettempdir()) / PROJECT / digest / RAY_LOG
 
     @property
     def pool(self) -> LeanPool:
@@ -296,7 +320,7 @@ class MiningJob:
 
     def _seed_uri(self, relative: str) -> str:
         root = str(self.cfg.seeds.root)
-        return f"{root.rstrip('/')}/{relative}" if "://" in root else f"{self.seed_root}/{relative}"
+        return join(root if is_uri(root) else self.seed_root, relative)
 
     def finished_candidate_ids(self) -> set[str]:
         """The ids of candidates already written with a finished status (for jobs whose inputs are few enough to

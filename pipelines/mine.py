@@ -94,7 +94,7 @@ def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = N
     num_cpus = float(job.cfg.output.writer_num_cpus)
     ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
                         fn_kwargs={"board": job.board, "table": table})
-    ds.write_parquet(job.run.table_uri(table), filesystem=job.run.filesystem, min_rows_per_file=rows_per_file,
+    ds.write_parquet(job.run.table_path(table), filesystem=job.run.filesystem, min_rows_per_file=rows_per_file,
                      ray_remote_args={"num_cpus": num_cpus})
     job.ticker.flush()
 

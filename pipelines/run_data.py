@@ -17,7 +17,8 @@ import pyarrow.fs as pafs
 from operators.discover import DISCOVERY_SCHEMA
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
-from pipelines.run_dir import MANIFEST, RunDir, filesystem_of
+from operators.storage import open_location
+from pipelines.run_dir import MANIFEST, RunDir
 from pipelines.stats import is_simulated
 
 
@@ -80,7 +81,7 @@ class FormalizationRun:
 
 def _run_dir(location: str) -> RunDir:
     """The run directory at `location`, which must exist: RunDir would create it, leaving an empty run behind."""
-    filesystem, path = filesystem_of(location)
+    filesystem, path = open_location(location)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
         raise RunNotFound(f"{location} is not a directory: no run to read")
     return RunDir(location)

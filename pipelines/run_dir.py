@@ -22,15 +22,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from operators.storage import is_uri, join, location_of, open_location, without_options
+
 PARQUET_SUFFIX = ".parquet"
 MANIFEST = "run.json"
-
-
-def filesystem_of(location: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of a local path or URI, and the path on it (local paths made absolute)."""
-    if "://" in location:
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
 
 
 def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
@@ -69,18 +64,22 @@ class RunDir:
     """A run directory on any pyarrow filesystem."""
 
     def __init__(self, location: str) -> None:
-        self._scheme = location.split("://", 1)[0] if "://" in location else None
-        if self._scheme is not None:
-            self.filesystem, self.path = pafs.FileSystem.from_uri(location)
-            self.uri = location.rstrip("/")
-        else:
-            self.filesystem, self.path = pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
-            self.uri = self.path
-        self.filesystem.create_dir(self.path, recursive=True)
+        # A missing bucket or refused credentials is a StorageError here, before a job starts Ray.
+        self.filesystem, self.path = open_location(location, create=True)
+        self.uri = location if is_uri(location) else self.path
+
+    @property
+    def shown(self) -> str:
+        """The run directory as printed to the user: its URI without pyarrow's query options, or its local path."""
+        return without_options(self.uri)
 
     def table_uri(self, name: str) -> str:
-        """Where Ray Data writes table `name` (a URI for remote filesystems, an absolute path locally)."""
-        return f"{self.uri}/{name}"
+        """Where table `name` lives, as a location every node resolves alike (a URI keeps the run's options)."""
+        return join(self.uri, name)
+
+    def table_path(self, name: str) -> str:
+        """Table `name`'s directory as a path on `filesystem` (what Ray Data's writers take with the filesystem)."""
+        return f"{self.path}/{name}"
 
     def files(self, name: str) -> list[str]:
         """The table's Parquet files (filesystem paths), sorted; hidden and temporary files excluded."""
@@ -94,8 +93,8 @@ class RunDir:
         )
 
     def file_uris(self, name: str) -> list[str]:
-        """The table's files as URIs that Ray Data resolves to the right filesystem on any node."""
-        return [f"{self._scheme}://{path}" if self._scheme else path for path in self.files(name)]
+        """The table's files as locations that resolve to the right filesystem on any node."""
+        return [location_of(self.uri, self.path, path) for path in self.files(name)]
 
     def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
         """Table `name` (only `columns` when given) from every file; an empty table when nothing is written."""
@@ -149,6 +148,15 @@ class RunDir:
             if path != target:
                 self.filesystem.delete_file(path)
         return self.table_uri(name)
+
+    def keep_log(self, local: Path, relative: str) -> str:
+        """Copy the node-local file `local` to `relative` in the run directory (replacing an earlier copy); where it
+        went. For what a run writes on its own node, like Ray's log, when the run directory is not local."""
+        target = f"{self.path}/{relative}"
+        self.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        pafs.copy_files(str(local), target, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=self.filesystem)
+        return join(self.uri, relative)
 
     def manifest(self, config: dict[str, Any]) -> dict[str, Any]:
         """The run's manifest (run id, creation time, first config), created on the first start and kept after."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +21,18 @@ from typing import Any
 import faiss
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
+from operators.storage import is_uri, resolve, without_options
 
 TABLE_FILE = "declarations.parquet"
 FAISS_FILE = "declarations.faiss"
 MANIFEST_FILE = "manifest.json"
+# Node-local copies of indexes kept on object storage: under the temporary directory, named by a digest this long.
+NODE_COPY_DIR = "folklore-index"
+NODE_COPY_DIGEST_CHARS = 16
 # Bumped when the files' layout or the canonical statements they store change, so an index of an older
 # format is rebuilt, not misread (2: hypotheses before or after the colon, universes, parentheses).
 FORMAT = 2
@@ -137,6 +144,35 @@ def write_index(out_dir: Path, table: pa.Table, index: faiss.Index, manifest: Ma
     staging.rename(out_dir)
 
 
+def node_local(location: str | Path) -> Path:
+    """The index at `location` as a directory on this node: a local path as it is; an index on object storage
+    (`s3://...`) copied once per node and index build into the temporary directory, since faiss reads only local
+    files. The copy is named after the location and its manifest, so a rebuilt index is copied anew, and it is
+    swapped in whole, so actors starting together on one node never read half a copy."""
+    if not is_uri(str(location)):
+        return Path(location).expanduser().resolve()
+    filesystem, path = resolve(str(location))
+    manifest_path = f"{path}/{MANIFEST_FILE}"
+    if filesystem.get_file_info(manifest_path).type != pafs.FileType.File:
+        raise StaleIndex(f"declaration index {without_options(str(location))}: no {MANIFEST_FILE} there "
+                         f"(build it with `python -m pipelines.index`)")
+    with filesystem.open_input_stream(manifest_path) as stream:
+        manifest = stream.read()
+    digest = hashlib.sha256(str(location).encode() + manifest).hexdigest()[:NODE_COPY_DIGEST_CHARS]
+    local = Path(tempfile.gettempdir()) / NODE_COPY_DIR / digest
+    if not (local / MANIFEST_FILE).is_file():
+        staging = local.with_name(f"{digest}.{uuid.uuid4().hex}.partial")
+        staging.mkdir(parents=True)
+        for name in (TABLE_FILE, FAISS_FILE, MANIFEST_FILE):
+            pafs.copy_files(f"{path}/{name}", str(staging / name), source_filesystem=filesystem,
+                            destination_filesystem=pafs.LocalFileSystem())
+        try:
+            staging.rename(local)
+        except OSError:  # another process on this node swapped its copy in first
+            shutil.rmtree(staging, ignore_errors=True)
+    return local
+
+
 def read_manifest(out_dir: Path) -> dict[str, Any] | None:
     """The manifest of an index directory, or None when there is no complete index there."""
     path = out_dir / MANIFEST_FILE
@@ -160,7 +196,8 @@ def stale_reasons(manifest: Mapping[str, Any] | None, revision: str | None, mode
 class DeclarationIndex:
     """An opened index: the declarations table, their faiss index and the encoder that made the vectors."""
 
-    def __init__(self, out_dir: Path, embedding: Mapping[str, Any], revision: str | None) -> None:
+    def __init__(self, location: str | Path, embedding: Mapping[str, Any], revision: str | None) -> None:
+        out_dir = node_local(location)
         self.manifest = read_manifest(out_dir)
         reasons = stale_reasons(self.manifest, revision, embedding["model_id"])
         if reasons:

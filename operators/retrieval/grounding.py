@@ -14,7 +14,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from difflib import SequenceMatcher
-from pathlib import Path
 from typing import Any
 
 from lean_pool.lean_source import canonical_statement
@@ -104,7 +103,7 @@ class Grounder:
     def __init__(
         self, settings: Mapping[str, Any], embedding: Mapping[str, Any], index_dir: str, index_revision: str | None
     ) -> None:
-        self.index = DeclarationIndex(Path(index_dir), embedding, index_revision)
+        self.index = DeclarationIndex(index_dir, embedding, index_revision)
         self.names = NameIndex(self.index.names)
         self.settings = settings
 

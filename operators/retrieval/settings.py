@@ -12,7 +12,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class IndexSettings:
-    """The declaration index a step reads: `dir` an absolute path (None: no index), `revision` the Mathlib
+    """The declaration index a step reads: `dir` a URI or an absolute path (None: no index), `revision` the Mathlib
     revision it must come from (None: any), `embedding` the encoder's config section (`conf/embedding/`)."""
 
     dir: str | None
