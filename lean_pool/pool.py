@@ -1,7 +1,8 @@
 """A pool of warm Lean REPLs on Ray, shared by every caller in a job.
 
 Workers are Ray actors that each own `repls_per_worker` REPL sessions and reserve CPU and memory per REPL, so
-Ray never packs more REPLs on a node than its RAM holds. A check costs one Ray hop: the caller's `LeanPool`
+Ray never packs more REPLs on a node than its RAM holds (and, with `lean.node_resource` set, only on the nodes
+labelled with that custom resource). A check costs one Ray hop: the caller's `LeanPool`
 handle sends it straight to a worker (the one with the fewest of this caller's checks in flight, ties broken by
 the check's header so equal load keeps a header on the same worker), and the worker hands it to one of its REPLs
 that already holds the check's header (`lean_pool.routing`), so `import Mathlib` is paid once per REPL rather
@@ -30,6 +31,11 @@ from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySet
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
 from lean_pool.session_check import CheckMode, CheckResult, check_on_session
+
+# What each pool worker asks of the custom resource `lean.node_resource` names. The resource is a presence label (a
+# Lean node is started with `--resources='{"lean": 1}'`), so a worker takes a sliver of it: a node labelled with 1 could
+# hold 1000 workers, and its CPUs and memory bound them long before the label does.
+NODE_LABEL_SHARE = 0.001
 
 
 @ray.remote
@@ -271,28 +277,41 @@ def checker_provenance(lean_cfg: Mapping[str, Any]) -> dict[str, Any]:
     return kimina_provenance(lean_cfg) if lean_cfg["backend"] == KIMINA else provenance(lean_cfg)
 
 
-def worker_resources(lean_cfg: Mapping[str, Any], replay: ReplaySettings) -> dict[str, float]:
+def worker_resources(lean_cfg: Mapping[str, Any], replay: ReplaySettings) -> dict[str, Any]:
     """What Ray reserves for one worker: each REPL's share, and as much for each replay slot (a replay process is
-    another Lean importing the header, so it costs what a warm REPL costs)."""
+    another Lean importing the header, so it costs what a warm REPL costs); with `lean.node_resource` set, a sliver
+    of that custom resource too, so Ray places workers only on the nodes labelled with it (Lean nodes)."""
     processes = int(lean_cfg["repls_per_worker"]) + (replay.slots_per_worker if replay.enabled else 0)
     per_repl = lean_cfg["resources_per_repl"]
-    return {"num_cpus": float(per_repl["num_cpus"]) * processes,
-            "memory": int(float(per_repl["memory_gb"]) * GIB * processes)}
+    wanted: dict[str, Any] = {"num_cpus": float(per_repl["num_cpus"]) * processes,
+                              "memory": int(float(per_repl["memory_gb"]) * GIB * processes)}
+    if lean_cfg["node_resource"]:
+        wanted["resources"] = {str(lean_cfg["node_resource"]): NODE_LABEL_SHARE}
+    return wanted
 
 
-def unplaceable_worker(resources: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> str | None:
-    """Why no node can hold a worker asking for `resources`, or None when one can.
+def unplaceable_worker(resources: Mapping[str, Any], nodes: Sequence[Mapping[str, float]]) -> str | None:
+    """Why no node can hold a worker asking for `resources` (`worker_resources`), or None when one can.
 
     Ray would otherwise keep such a worker pending forever and every check would wait on it in silence.
-    `nodes` are the `Resources` of the cluster's live nodes (Ray's `CPU` and `memory` keys).
+    `nodes` are the `Resources` of the cluster's live nodes (Ray's `CPU` and `memory` keys, and custom resources by
+    name); only those carrying the worker's custom resources (the Lean node label) count.
     """
+    label = resources.get("resources", {})
+    lean_nodes = [node for node in nodes if all(node.get(name, 0.0) >= share for name, share in label.items())]
+    if label and not lean_nodes:
+        (name,) = label
+        return (f"no Ray node has the custom resource `{name}` (lean.node_resource): start Lean nodes with "
+                f"ray start --resources='{{\"{name}\": 1}}' (or give their node group that resource in the cluster "
+                f"definition), or set lean.node_resource=null to place Lean workers on any node")
     if any(node.get("CPU", 0.0) >= resources["num_cpus"] and node.get("memory", 0.0) >= resources["memory"]
-           for node in nodes):
+           for node in lean_nodes):
         return None
-    largest = max(nodes, key=lambda node: (node.get("CPU", 0.0), node.get("memory", 0.0)), default={})
+    largest = max(lean_nodes, key=lambda node: (node.get("CPU", 0.0), node.get("memory", 0.0)), default={})
+    among = "".join(f" with `{name}`" for name in label)
     return (f"a Lean pool worker needs {resources['num_cpus']:g} CPUs and {resources['memory'] / GIB:.2f} GiB "
             f"(lean.repls_per_worker REPLs and verify.slots_per_worker replay slots when replaying, each "
-            f"lean.resources_per_repl), but the largest Ray node has {largest.get('CPU', 0.0):g} CPUs and "
+            f"lean.resources_per_repl), but the largest Ray node{among} has {largest.get('CPU', 0.0):g} CPUs and "
             f"{largest.get('memory', 0.0) / GIB:.2f} GiB: lower lean.resources_per_repl or lean.repls_per_worker, "
             f"or start Ray with more logical CPUs (ray.num_cpus=N)")
 

@@ -100,16 +100,25 @@ class MiningShape:
 @dataclass(frozen=True)
 class Cluster:
     """The machines a run is planned for, and what they serve: tokens per second per GPU, the header import's
-    seconds, and the RAM a node needs besides its REPLs."""
+    seconds, and the RAM a node needs besides its REPLs. `nodes` are those the Lean pool spreads over (the ones
+    labelled with `lean.node_resource` on a cluster that labels them), with any GPUs of their own; `gpu_nodes` hold
+    only LLM engines, so a cluster of Lean nodes and GPU nodes is planned as it runs."""
 
     nodes: int
     cpus_per_node: int
     gpus_per_node: int
     memory_gb_per_node: float
+    gpu_nodes: int
+    gpus_per_gpu_node: int
     prompt_tokens_per_s: float
     completion_tokens_per_s: float
     lean_import_s: float
     node_overhead_gb: float
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU the LLM engines can use: the Lean nodes' and the GPU nodes'."""
+        return self.nodes * self.gpus_per_node + self.gpu_nodes * self.gpus_per_gpu_node
 
 
 @dataclass(frozen=True)
@@ -319,8 +328,8 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
               + cluster.lean_import_s}
     if shape.replay:
         bounds["replay"] = replay_seconds / (shape.lean_workers * replay_slots)
-    if shape.llm_on_cluster and cluster.gpus_per_node > 0:
-        bounds["GPUs"] = gpu_seconds / (cluster.nodes * cluster.gpus_per_node)
+    if shape.llm_on_cluster and cluster.gpus > 0:
+        bounds["GPUs"] = gpu_seconds / cluster.gpus
     for stage, slots in shape.stage_slots.items():
         llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if ROW_STAGE_OF_CALL[call] == stage)
         busy = llm_seconds + work.checks.get(stage, 0.0) * costs.lean_check_s

@@ -92,6 +92,7 @@ def cluster_of(settings: DictConfig) -> Cluster:
     shape = settings.cluster
     return Cluster(nodes=int(shape.nodes), cpus_per_node=int(shape.cpus_per_node),
                    gpus_per_node=int(shape.gpus_per_node), memory_gb_per_node=float(shape.memory_gb_per_node),
+                   gpu_nodes=int(shape.gpu_nodes), gpus_per_gpu_node=int(shape.gpus_per_gpu_node),
                    prompt_tokens_per_s=float(settings.gpu.prompt_tokens_per_s),
                    completion_tokens_per_s=float(settings.gpu.completion_tokens_per_s),
                    lean_import_s=float(settings.lean_import_s), node_overhead_gb=float(settings.node_overhead_gb))
@@ -125,6 +126,7 @@ def duration(seconds: float) -> str:
 def plan_lines(plan: Plan) -> list[str]:
     """The plan as the lines `python -m pipelines.plan` prints."""
     work, needs, cluster, shape = plan.work, plan.needs, plan.cluster, plan.shape
+    gpu_nodes = f" and {cluster.gpu_nodes} GPU nodes x {cluster.gpus_per_gpu_node} GPUs" if cluster.gpu_nodes else ""
     lines = [
         f"seeds: {plan.seed_files} files under {plan.seeds_root}, {len(plan.seed_tokens)} fit the discover model "
         f"(about {sum(plan.seed_tokens):,} tokens); discover calls: {work.units:,} ({shape.samples_per_seed} per seed)",
@@ -152,8 +154,8 @@ def plan_lines(plan: Plan) -> list[str]:
         f"slots x {shape.repl_memory_gb} GB + {cluster.node_overhead_gb} GB for Ray and the stages); "
         f"{needs.cpus_reserved_per_node:,.1f} of {cluster.cpus_per_node} CPUs reserved; a node holds up to "
         f"{needs.repls_that_fit_per_node} REPLs",
-        f"wall time: {duration(needs.wall_s)} on {cluster.nodes} nodes x {cluster.cpus_per_node} CPUs, "
-        f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB, bound by {needs.bottleneck} "
+        f"wall time: {duration(needs.wall_s)} on {cluster.nodes} Lean nodes x {cluster.cpus_per_node} CPUs, "
+        f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB{gpu_nodes}, bound by {needs.bottleneck} "
         f"(stages stream, so the slowest bound sets it):",
     ]
     lines += [f"  {name:<20}{duration(seconds):>12}" for name, seconds in needs.bounds_s.items()]

@@ -4,6 +4,7 @@ demo's plan printed without Ray; the arithmetic on hand-made costs."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 import ray
@@ -161,8 +162,8 @@ COSTS = Costs(source="hand", candidates_per_unit=10, row_shares={"judge": 1.0, "
                      "formalize": CallCost(2, 1000, 1000, 20), "prove": CallCost(3, 400, 2000, 30)},
               checks_per_row={"formalize": 3, "trivial": 1, "prove": 3}, replays_per_candidate=0.1,
               lean_check_s=2.0, replay_s=60.0)
-CLUSTER = Cluster(nodes=2, cpus_per_node=16, gpus_per_node=4, memory_gb_per_node=64, prompt_tokens_per_s=1000,
-                  completion_tokens_per_s=100, lean_import_s=30, node_overhead_gb=8)
+CLUSTER = Cluster(nodes=2, cpus_per_node=16, gpus_per_node=4, memory_gb_per_node=64, gpu_nodes=0, gpus_per_gpu_node=0,
+                  prompt_tokens_per_s=1000, completion_tokens_per_s=100, lean_import_s=30, node_overhead_gb=8)
 
 
 def test_workload_adds_up_calls_tokens_and_checks():
@@ -190,6 +191,17 @@ def test_resources_per_node_and_the_slowest_bound():
     assert needs.bounds_s["stage prove"] == pytest.approx((24 * 30 + 24 * 2.0) / 10)
     assert needs.wall_s == max(needs.bounds_s.values()) and needs.bounds_s[needs.bottleneck] == needs.wall_s
     assert "GPUs" not in resources(work, COSTS, shape(llm_on_cluster=False), CLUSTER).bounds_s
+
+
+def test_gpu_nodes_apart_from_the_lean_nodes_serve_the_engines_and_hold_no_repl():
+    """Lean nodes without GPUs beside 3 GPU nodes of 8: the engines have 24 GPUs, the REPLs stay on the Lean nodes."""
+    work = workload([300, 700], shape(), COSTS)
+    split = replace(CLUSTER, gpus_per_node=0, gpu_nodes=3, gpus_per_gpu_node=8)
+    needs, together = resources(work, COSTS, shape(), split), resources(work, COSTS, shape(), CLUSTER)
+    assert needs.bounds_s["GPUs"] == pytest.approx(together.bounds_s["GPUs"] * 8 / 24)
+    assert needs.ram_gb_per_node == together.ram_gb_per_node
+    assert needs.bounds_s["lean pool"] == together.bounds_s["lean pool"]
+    assert "GPUs" not in resources(work, COSTS, shape(), replace(split, gpu_nodes=0)).bounds_s
 
 
 def test_stage_slots_are_capped_by_the_endpoint_concurrency():

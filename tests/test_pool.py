@@ -17,8 +17,10 @@ import ray
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from lean_pool.pool import LeanPool
+from lean_pool.launch import GIB, LeanSetupError
+from lean_pool.pool import NODE_LABEL_SHARE, LeanPool, unplaceable_worker, worker_resources
 from lean_pool.repl import PRIVATE_DIR_PREFIX
+from lean_pool.replay import replay_settings
 
 CHEATS_DIR = Path(__file__).resolve().parent / "cheats"
 
@@ -218,3 +220,37 @@ def test_a_killed_worker_takes_its_repls_with_it(ray_cluster, lean_cfg):
         time.sleep(0.2)
     assert [path for path in private_dirs if path.exists()] == []
     handle.shutdown()
+
+
+# Ray's `Resources` of a GPU node (no Lean label, more CPUs and RAM than any Lean node below) and of a Lean node.
+GPU_NODE = {"CPU": 64.0, "GPU": 8.0, "memory": 512 * GIB}
+LEAN_NODE = {"CPU": 16.0, "memory": 64 * GIB, "lean": 1.0}
+
+
+def labelled(lean_cfg: dict) -> dict:
+    return {**lean_cfg, "node_resource": "lean"}
+
+
+def test_a_node_resource_asks_each_worker_for_a_sliver_of_that_label(lean_cfg):
+    no_replay = replay_settings(None, lean_cfg)
+    plain, wanted = worker_resources(lean_cfg, no_replay), worker_resources(labelled(lean_cfg), no_replay)
+    assert "resources" not in plain
+    assert wanted == {**plain, "resources": {"lean": NODE_LABEL_SHARE}}  # the label adds no CPU or memory
+
+
+def test_a_labelled_worker_counts_only_the_nodes_that_carry_the_label(lean_cfg):
+    """The GPU node could hold the worker's CPUs and memory, but it is not a Lean node."""
+    no_replay = replay_settings(None, lean_cfg)
+    wanted = worker_resources(labelled(lean_cfg), no_replay)
+    why = unplaceable_worker(wanted, [GPU_NODE])
+    assert why is not None and why.startswith("no Ray node has the custom resource `lean` (lean.node_resource)")
+    assert """ray start --resources='{"lean": 1}'""" in why
+    assert unplaceable_worker(wanted, [GPU_NODE, LEAN_NODE]) is None
+    too_small = unplaceable_worker(wanted, [GPU_NODE, {**LEAN_NODE, "CPU": 0.5}])
+    assert too_small is not None and "largest Ray node with `lean` has 0.5 CPUs and 64.00 GiB" in too_small
+    assert unplaceable_worker(worker_resources(lean_cfg, no_replay), [GPU_NODE]) is None  # unlabelled: any node
+
+
+def test_a_pool_whose_label_no_node_carries_is_refused_before_a_worker_starts(ray_cluster, lean_cfg):
+    with pytest.raises(LeanSetupError, match="no Ray node has the custom resource `lean`"):
+        LeanPool.start(labelled(lean_cfg))
