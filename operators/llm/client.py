@@ -14,8 +14,8 @@ operator's block and so the job. Stored errors of that kind name the endpoint's 
 
 `LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
 for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
-keeps hundreds of requests in flight. With a cache directory it replays answers a killed run
-already received (`operators.llm.cache`).
+keeps hundreds of requests in flight. With a cache location (a local directory or an object-store URI) it replays
+answers a killed run already received (`operators.llm.cache`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 import pyarrow as pa
 
-from operators.llm.cache import CacheKey, RequestCache
+from operators.llm.cache import AnswerCache, CacheKey, open_cache
 
 logger = logging.getLogger(__name__)
 
@@ -747,8 +747,8 @@ class LLMOperator:
     bound is shared by all of them. A row whose processing raises is returned with
     `{prefix}_error_kind = "operator_error"`: per-row failures are row fields, never a failed block.
     The one exception is `EndpointDown`: it fails the block, so the job stops and its rows are redone on resume.
-    With `cache_dir`, successful answers are stored there and a request already answered (in this run or a killed
-    one) is answered from it.
+    With `cache_dir` (a local directory or a URI), successful answers are stored there and a request already answered
+    (in this run or a killed one) is answered from it.
     """
 
     stage: str = ""
@@ -757,7 +757,7 @@ class LLMOperator:
                  **client_kwargs: Any) -> None:
         self.settings = settings
         self.clients = LLMClients(settings, share=actors, **client_kwargs)
-        self.cache = None if cache_dir is None else RequestCache(cache_dir)
+        self.cache: AnswerCache | None = None if cache_dir is None else open_cache(cache_dir)
         self._ledger = ledger
         self._pending: dict[str, StageUsage] = {}
 
@@ -774,14 +774,14 @@ class LLMOperator:
         """The cached answer to a request, else send it (caching a success); usage counted for the end-of-job
         report."""
         key = cache_key(request)
-        stored = None if self.cache is None else self.cache.get(key)
+        stored = None if self.cache is None else await self.cache.get(key)
         if stored is not None:
             result = LLMResult(**{**stored, "texts": tuple(stored["texts"]),
                                   "tool_calls": tuple(stored.get("tool_calls") or ()), "tries": 0, "cached": True})
         else:
             result = await self.clients.complete(request)
             if self.cache is not None and result.ok:
-                self.cache.put(key, asdict(result))
+                await self.cache.put(key, asdict(result))
         self._pending.setdefault(request.stage, StageUsage()).add(result)
         return result
 
