@@ -2,7 +2,9 @@
 failing, compared row by row with an undisturbed run of the same config.
 
 Run: `python benchmarks/chaos_bench.py [--kills 5] [--repl-fault-rate 0.1] [--llm-fault-rate 0.2] [--seeds 3]
-[--keep DIR]`.
+[--keep DIR] [--cluster]`. With `--cluster` the run is on a multi-node Ray cluster with its run directory on object
+storage, and worker nodes are killed instead of the driver (`benchmarks/cluster_chaos.py` says how); its last line is
+`lost= duplicated= status_mismatch= llm_calls_redone= node_kills=`.
 
 Both runs are `python -m pipelines.mine preset=demo ...` subprocesses, each in its own session, against LLM sim
 servers that live in this process (so their request counts span every driver) and the Lean simulator. The sims
@@ -58,12 +60,14 @@ from typing import Any
 
 import psutil
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
 from conf import package_dir
 from operators.llm.simulator import SimServer
 from operators.rows.candidates import ERROR_INFRA
+from operators.storage import join, resolve
 from pipelines.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,7 +115,7 @@ class Side:
     """One side of the comparison: its run directory, its LLM sim and what happened to it."""
 
     name: str
-    run_dir: Path
+    run_dir: str                 # a local path or a URI (the cluster side's run lives on object storage)
     server: SimServer
     runs: int = 0
     seconds: float = 0.0
@@ -169,30 +173,33 @@ def overrides(side: Side, seeds_root: Path, seeds: list[str], repl_fault_rate: f
     ]
 
 
-def readable_rows(directory: Path, columns: list[str]) -> list[dict[str, Any]]:
+def readable_rows(run_dir: str, table: str, columns: list[str]) -> list[dict[str, Any]]:
     """Rows of the table's files that can be read (a file cut by a kill is skipped, as a resumed run deletes it)."""
+    filesystem, root = resolve(join(run_dir, table))
+    listed = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     rows = []
-    for path in sorted(directory.glob("*.parquet")):
+    for path in sorted(info.path for info in listed if info.path.endswith(".parquet")
+                       and not info.base_name.startswith((".", "_"))):
         try:
-            rows.extend(pq.read_table(path, columns=columns).to_pylist())
+            rows.extend(pq.read_table(path, columns=columns, filesystem=filesystem).to_pylist())
         except (OSError, pa.ArrowInvalid):
             continue
     return rows
 
 
-def unfinished_rows(run_dir: Path) -> int:
+def unfinished_rows(run_dir: str) -> int:
     """Candidates the pipeline knows of but has not finished: those of seeds with a written discovery, minus the
     rows written with a final status. A kill interrupts these (the queued ones included)."""
-    discovered = sum(len(row["snippets"] or []) for row in readable_rows(run_dir / "discoveries", ["status", "snippets"])
+    discovered = sum(len(row["snippets"] or []) for row in readable_rows(run_dir, "discoveries", ["status", "snippets"])
                      if row["status"] != ERROR_INFRA)
-    finished = sum(row["status"] != ERROR_INFRA for row in readable_rows(run_dir / "candidates", ["status"]))
+    finished = sum(row["status"] != ERROR_INFRA for row in readable_rows(run_dir, "candidates", ["status"]))
     return discovered - finished
 
 
-def infra_rows(run_dir: Path) -> int:
+def infra_rows(run_dir: str) -> int:
     """Rows a resumed run will retry: `error_infra` in candidates/ or discoveries/."""
     return sum(row["status"] == ERROR_INFRA for table in ("candidates", "discoveries")
-               for row in readable_rows(run_dir / table, ["status"]))
+               for row in readable_rows(run_dir, table, ["status"]))
 
 
 def session_processes(leader: int) -> list[psutil.Process]:
@@ -294,7 +301,7 @@ def wait_until(driver: subprocess.Popen[bytes], started: float, ready: Callable[
     return True
 
 
-def finished_ids(run_dir: Path) -> set[str]:
+def finished_ids(run_dir: str) -> set[str]:
     """Candidates written with a final status."""
     return {cid for cid, status in final_rows(run_dir, "candidates", "candidate_id") if status != ERROR_INFRA}
 
@@ -373,8 +380,8 @@ def disturb(chaos: Side, args: list[str], logs: Path, kills: int) -> None:
         resume_until_clean(chaos, args, logs)
 
 
-def final_rows(run_dir: Path, table: str, id_column: str) -> list[tuple[str, str]]:
-    return [(row[id_column], row["status"]) for row in readable_rows(run_dir / table, [id_column, "status"])]
+def final_rows(run_dir: str, table: str, id_column: str) -> list[tuple[str, str]]:
+    return [(row[id_column], row["status"]) for row in readable_rows(run_dir, table, [id_column, "status"])]
 
 
 def compare(reference: Side, chaos: Side) -> dict[str, Any]:
@@ -444,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of LLM deliveries answered 429 or 500 (half each)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seed files to mine")
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories and logs here")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run on a multi-node Ray cluster with the run on object storage and kill worker nodes "
+                             "instead of the driver (benchmarks/cluster_chaos.py)")
     options = parser.parse_args(argv)
 
     work = options.keep or Path(tempfile.mkdtemp(prefix="chaos_bench_"))
@@ -451,11 +461,23 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     seeds = seed_files(work / "seeds", options.seeds)
     started = time.monotonic()
+    if options.cluster:
+        from cluster_chaos import run_cluster_chaos
+
+        try:
+            last_line = run_cluster_chaos(options, work, seeds, logs)
+            print(f"total: {time.monotonic() - started:.0f}s; run directories and logs in {work}"
+                  + ("" if options.keep else " (deleted)"))
+        finally:
+            if options.keep is None:
+                shutil.rmtree(work, ignore_errors=True)
+        print(last_line)
+        return 0
     try:
         with QuietSimServer(sim_config(0.0)) as clean, QuietSimServer(sim_config(options.llm_fault_rate)) as faulty:
-            reference = Side("reference", work / "reference", clean)
+            reference = Side("reference", str(work / "reference"), clean)
             resume_until_clean(reference, overrides(reference, work / "seeds", seeds, 0.0), logs)
-            chaos = Side("chaos", work / "chaos", faulty)
+            chaos = Side("chaos", str(work / "chaos"), faulty)
             disturb(chaos, overrides(chaos, work / "seeds", seeds, options.repl_fault_rate), logs, options.kills)
             figures = compare(reference, chaos)
             print("\n".join(summary(reference, chaos, figures, options)))

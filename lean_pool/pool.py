@@ -38,6 +38,10 @@ from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 NODE_LABEL_SHARE = 0.001
 
 
+# How often Ray may restart a pool worker whose node died: every time, for as long as the run lasts.
+RESTART_ON_NODE_LOSS = -1
+
+
 @ray.remote
 class LeanWorker:
     """Owns REPL sessions on one node, chooses which of them runs each check, and runs it.
@@ -190,6 +194,10 @@ class LeanPool:
             **worker_resources(cfg, replay),
             # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
             "max_concurrency": int(cfg["max_queued"]) + replay.slots_per_worker + 2,
+            # A worker whose node is lost starts again on another node that can hold it, and the checks sent to it
+            # from then on run there; the checks it was running fail (`infra_error`) rather than run twice.
+            "max_restarts": RESTART_ON_NODE_LOSS,
+            "max_task_retries": 0,
         }
         workers = [LeanWorker.options(**worker_options).remote(cfg, replay) for _ in range(int(cfg["workers"]))]
         order = warming_order(workers, int(cfg["repls_per_worker"]), list(cfg["prewarm_headers"] or []),

@@ -125,12 +125,32 @@ def format_counts(snapshot: Mapping[str, Mapping[str, int]]) -> list[str]:
             for name, counts in snapshot.items()]
 
 
+def lost_node_lines(before: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
+    """One line per node alive in `before` and gone from `now` (each: node id -> what to call it), saying what a
+    lost node costs a run, so a night's log tells what was redone and why."""
+    return [f"[cluster] lost node {before[node]}: Ray restarts the actors it held on other nodes; rows whose work was "
+            f"lost there are redone (LLM answers already paid for come from the run's cache) or end error_infra, "
+            f"to be retried by the next start" for node in before if node not in now]
+
+
+def alive_nodes() -> dict[str, str]:
+    """The cluster's live nodes: id -> `IP (id prefix)`."""
+    return {node["NodeID"]: f"{node['NodeManagerAddress']} ({node['NodeID'][:NODE_ID_SHOWN]})"
+            for node in ray.nodes() if node["Alive"]}
+
+
+# Characters of a node id shown in messages (Ray's own `ray status` shows ids this way, cut short).
+NODE_ID_SHOWN = 12
+
+
 class Ticker:
-    """A driver thread that prints, every `every_s` seconds, the line of each stage whose counts moved."""
+    """A driver thread that prints, every `every_s` seconds, the line of each stage whose counts moved, and a line
+    for each node the cluster lost."""
 
     def __init__(self, board: Any, every_s: float) -> None:
         self._board = board
         self._every_s = every_s
+        self._nodes = alive_nodes()
         self._shown: dict[str, dict[str, int]] = {}
         self._printing = threading.Lock()
         self._stop = threading.Event()
@@ -153,6 +173,10 @@ class Ticker:
             self._shown = snapshot
             for line in format_counts(moved):
                 print(f"[status] {line}", flush=True)
+            nodes = alive_nodes()
+            for line in lost_node_lines(self._nodes, nodes):
+                print(line, flush=True)
+            self._nodes = nodes
 
     def _run(self) -> None:
         while not self._stop.wait(self._every_s):

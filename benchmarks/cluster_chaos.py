@@ -1,0 +1,175 @@
+"""`chaos_bench.py --cluster`: the chaos bench's run on a real multi-node Ray cluster, losing worker nodes mid-run.
+
+The cluster is Ray's own multi-node test cluster on this machine (`tests/ray_nodes.py`): a head without CPUs (it runs
+the job server and Ray's own services), a Lean node (the `lean` resource, so the Lean pool's workers run only there)
+and two stage nodes, each its own raylet. The run directory is on an S3-compatible store (moto's server,
+`tests/object_store.py`), so nothing a lost node kept on its disk can help the run. The driver joins the cluster
+(`ray.address=`); at moments set by the run's progress, as the local chaos bench does, a worker node is removed with
+everything on it (raylet, stage actors, Lean workers and their REPLs) and a new node of the same kind joins, as an
+autoscaler would replace a lost machine. Kills alternate: the node holding the Lean workers, then the stage node
+holding most actors. A kill lands when the node held at least one live actor. The run goes on or ends; either way it
+is started again with the same command until no `error_infra` row is left, and its table is compared with the
+same preset run undisturbed on one local Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray.util.state import list_actors
+
+from chaos_bench import (
+    KILL_SEED,
+    RUN_TIMEOUT_S,
+    KillPlan,
+    QuietSimServer,
+    Side,
+    compare,
+    driver_process,
+    finished_ids,
+    infra_rows,
+    overrides,
+    reap,
+    resume_until_clean,
+    sim_config,
+    unfinished_rows,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from object_store import running_object_store  # noqa: E402  (the tests' store and cluster harness)
+from ray_nodes import RayNodes, running_cluster  # noqa: E402
+
+BUCKET = "chaos-bench"
+LEAN = "lean"
+STAGE = "stage"
+# Node kinds: logical CPUs and custom resources. The Lean node holds the pool (2 REPLs and a replay slot at the demo's
+# 0.5 CPU each); the two stage nodes hold the stages' actors and writers (the demo reserves 5 CPUs in all).
+NODE_KINDS = {LEAN: (2.0, {LEAN: 1.0}), STAGE: (2.0, {})}
+STAGE_NODES = 2
+HEAD_CPUS = 0
+POLL_S = 0.5                   # progress is read from object storage: a listing per poll
+
+
+@dataclass
+class NodeKill:
+    """What one node removal caught."""
+
+    moment: str                # what the kill waited for
+    after_s: float             # since the driver started
+    kind: str                  # lean or stage
+    actors: int                # live actors the node held (0: the kill did not land)
+    in_flight: int             # LLM requests received by the sim and not answered yet
+    unfinished_rows: int       # candidates of written discoveries not yet written finished
+
+
+def live_actors_by_node(nodes: RayNodes) -> Counter[str]:
+    """The cluster's live actors per node id."""
+    return Counter(actor["node_id"] for actor in list_actors(address=nodes.job_server, filters=[("state", "=", "ALIVE")],
+                                                             limit=10_000))
+
+
+def victim(nodes: RayNodes, kind: str) -> tuple[str, int]:
+    """The worker node of `kind` holding most live actors, and how many it holds."""
+    held = live_actors_by_node(nodes)
+    names = [name for name in nodes.workers if name.startswith(kind)]
+    name = max(names, key=lambda candidate: held[nodes.node_id(candidate)])
+    return name, held[nodes.node_id(name)]
+
+
+def replace_node(nodes: RayNodes, kind: str, serial: int) -> None:
+    num_cpus, resources = NODE_KINDS[kind]
+    nodes.add_worker(f"{kind}-{serial}", num_cpus, resources)
+
+
+def run_with_node_kills(side: Side, args: list[str], logs: Path, nodes: RayNodes, kills: int) -> list[NodeKill]:
+    """One driver run on the cluster, `kills` worker nodes removed (and replaced) at moments set by its progress: the
+    first at its first LLM request, each later one once k new finished rows are written (k drawn as the local bench
+    draws it). Returns what each kill caught; the run then ends by itself."""
+    side.runs += 1
+    started = time.monotonic()
+    received = side.received()
+    before = finished_ids(side.run_dir)
+    draws = random.Random(KILL_SEED)
+    caught: list[NodeKill] = []
+    with driver_process(args, logs / f"{side.name}-{side.runs:02d}.log") as driver:
+        for number in range(kills):
+            rows = 0 if number == 0 else draws.randint(1, max(1, unfinished_rows(side.run_dir) // (kills - number + 1)))
+            plan = KillPlan(rows)
+            if not poll_until(driver, started, lambda: side.received() > received and plan.reached(side, before)):
+                break
+            kind = LEAN if number % 2 == 0 else STAGE
+            name, actors = victim(nodes, kind)
+            in_flight = side.server.stats.snapshot()["in_flight"]
+            rows_in_flight = unfinished_rows(side.run_dir)
+            nodes.remove_worker(name)
+            caught.append(NodeKill(plan.describe(), time.monotonic() - started, kind, actors, in_flight,
+                                   rows_in_flight))
+            replace_node(nodes, kind, len(caught) + STAGE_NODES)
+        driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
+        reap(driver, [])
+    side.seconds += time.monotonic() - started
+    side.failed_runs += driver.returncode != 0
+    side.infra_left.append(infra_rows(side.run_dir))
+    return caught
+
+
+def poll_until(driver: Any, started: float, ready: Any) -> bool:
+    """Poll `ready()` every POLL_S; False when the driver exits first. A run past RUN_TIMEOUT_S is an error."""
+    while not ready():
+        if driver.poll() is not None:
+            return False
+        if time.monotonic() - started > RUN_TIMEOUT_S:
+            raise TimeoutError(f"a driver ran past {RUN_TIMEOUT_S:g}s")
+        time.sleep(POLL_S)
+    return True
+
+
+def cluster_lines(reference: Side, chaos: Side, caught: list[NodeKill], figures: dict[str, Any]) -> list[str]:
+    """The human part of the output."""
+    lines = [
+        f"cluster: head ({HEAD_CPUS} CPUs, job server), {LEAN} node {NODE_KINDS[LEAN]}, {STAGE_NODES} {STAGE} nodes "
+        f"{NODE_KINDS[STAGE]}; run directory on an S3-compatible store (moto)",
+        f"workload: {figures['rows']} candidates ({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
+        f"reference (one local Ray): {reference.runs} run(s), {reference.seconds:.0f}s, {reference.paid()} LLM calls paid",
+        f"cluster: {chaos.runs} runs ({chaos.failed_runs} ended non-zero), {chaos.seconds:.0f}s, {chaos.paid()} LLM "
+        f"calls paid; error_infra rows left by each run (retried by the next): {chaos.infra_left}",
+    ]
+    for number, kill in enumerate(caught, start=1):
+        lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into the run, a {kill.kind} node holding "
+                     f"{kill.actors} live actors, {kill.unfinished_rows} rows and {kill.in_flight} LLM requests in "
+                     f"flight; replaced by a new {kill.kind} node")
+    for cid, expected, actual in figures["status_mismatch"]:
+        lines.append(f"  status mismatch: {cid}: reference {expected}, cluster {actual}")
+    lines += [f"  lost: {cid}" for cid in figures["lost"]] + [f"  duplicated: {i}" for i in figures["duplicated"]]
+    return lines
+
+
+def run_cluster_chaos(options: argparse.Namespace, work: Path, seeds: list[str], logs: Path) -> str:
+    """The reference on one local Ray, then the cluster run with node kills; the human lines are printed, the last
+    line returned."""
+    with QuietSimServer(sim_config(0.0)) as clean, QuietSimServer(sim_config(options.llm_fault_rate)) as faulty:
+        reference = Side("reference", str(work / "reference"), clean)
+        resume_until_clean(reference, overrides(reference, work / "seeds", seeds, 0.0), logs)
+        with running_object_store() as store, running_cluster(HEAD_CPUS, {
+                f"{LEAN}-0": NODE_KINDS[LEAN], **{f"{STAGE}-{n}": NODE_KINDS[STAGE] for n in range(1, STAGE_NODES + 1)},
+        }) as nodes:
+            chaos = Side("cluster", f"{store.create_bucket(BUCKET)}/run", faulty)
+            args = [*overrides(chaos, work / "seeds", seeds, options.repl_fault_rate),
+                    f"ray.address={nodes.address}", f"lean.node_resource={LEAN}"]
+            caught = run_with_node_kills(chaos, args, logs, nodes, options.kills)
+            if infra_rows(chaos.run_dir) or chaos.failed_runs:
+                resume_until_clean(chaos, args, logs)
+            figures = compare(reference, chaos)
+            print("\n".join(cluster_lines(reference, chaos, caught, figures)))
+    landed = sum(kill.actors > 0 for kill in caught)
+    return (f"lost={len(figures['lost'])} duplicated={len(figures['duplicated'])} "
+            f"status_mismatch={len(figures['status_mismatch'])} llm_calls_redone={figures['llm_calls_redone']} "
+            f"node_kills={landed}")
