@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf import ray_init_options
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
@@ -207,7 +208,9 @@ class MiningJob:
         # endpoint unreachable, refusing the key or not serving a role's model.
         self.settings = self.backend.__enter__()
         self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
-        self.board = StatusBoard.remote()
+        # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        self.board = StatusBoard.options(scheduling_strategy=here).remote()
         self.ledger = start_usage_ledger()
         manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
         self.provenance = self._provenance(manifest["run_id"])

@@ -3,14 +3,16 @@ an index on object storage copied to the node, and Ray's settings for a local Ra
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.fs as pafs
 import pytest
 import ray
 
-from conf import ray_init_options
+from conf import package_dir, ray_init_options
 from operators.retrieval.declaration_index import FAISS_FILE, MANIFEST_FILE, TABLE_FILE, StaleIndex, node_local
 from operators.storage import StorageError, join, location_of, open_location, resolve, without_options
-from pipelines import mine
+from pipelines import autoformalize, mine, report
 from pipelines.run_dir import RunDir
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
@@ -96,3 +98,44 @@ def pa_table():
     import pyarrow as pa
 
     return pa.table({"seed_id": ["a"], "status": ["ok"]})
+
+
+def upload_tree(filesystem: pafs.FileSystem, local_root: Path, target: str) -> None:
+    """Copy every file under `local_root` to `target` (a path on `filesystem`), keeping relative paths."""
+    for path in sorted(local_root.rglob("*")):
+        if path.is_file():
+            with filesystem.open_output_stream(f"{target}/{path.relative_to(local_root)}") as stream:
+                stream.write(path.read_bytes())
+
+
+@pytest.mark.ray
+def test_mining_with_seeds_and_run_on_object_storage_named_by_uri_options_alone(object_store, monkeypatch, capsys):
+    bucket = object_store.create_bucket("mine-by-options")
+    options = object_store.uri_options()
+    filesystem, root = open_location(bucket)
+    upload_tree(filesystem, Path(package_dir("pipelines/demo_seeds")), f"{root}/seeds")
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # nothing but the URIs says where the store is, in any Ray process
+    run_dir = f"{bucket}/run?{options}"
+    assert mine.main(["preset=demo", f"seeds.root='{bucket}/seeds?{options}'", f"run_dir='{run_dir}'"]) == 0
+    out = capsys.readouterr().out
+    assert "candidates: 18" in out and f"ray log: {join(run_dir, 'logs/ray.log')}" in out
+    written = object_store.keys("mine-by-options/run")
+    assert "mine-by-options/run/logs/ray.log" in written and "mine-by-options/run/seeds/seeds.parquet" in written
+    statuses = RunDir(run_dir).read_column("candidates", "status")
+    assert len(statuses) == 18 and statuses.count("proved") == 3
+
+
+@pytest.mark.ray
+def test_autoformalize_reads_its_input_and_writes_its_run_on_object_storage(object_store, capsys):
+    bucket = object_store.create_bucket("autoformalize-home")
+    filesystem, root = open_location(bucket)
+    problems = Path(package_dir("pipelines/demo_problems/problems.jsonl"))
+    with filesystem.open_output_stream(f"{root}/inputs/problems.jsonl") as stream:
+        stream.write(problems.read_bytes())
+    assert autoformalize.main(["preset=demo", f"input={bucket}/inputs/problems.jsonl",
+                               f"run_dir={bucket}/af"]) == 0
+    capsys.readouterr()
+    rows = RunDir(f"{bucket}/af").read_column("formalizations", "id")
+    assert len(rows) == len(problems.read_text().splitlines())
+    assert report.main([f"run_dir={bucket}/af"]) == 0
+    assert "autoformalize-home/af/report/report.md" in object_store.keys("autoformalize-home/af/report")

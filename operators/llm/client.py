@@ -718,11 +718,13 @@ class UsageLedger:
 
 
 def start_usage_ledger() -> Any:
-    """Start the job's usage ledger actor; pass the handle to the LLM operators (`ledger=`), read it with
-    `ledger.totals.remote()`."""
+    """Start the job's usage ledger actor on the driver's node (a worker node lost mid-run must not take the job's
+    counts with it); pass the handle to the LLM operators (`ledger=`), read it with `ledger.totals.remote()`."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return ray.remote(num_cpus=0)(UsageLedger).remote()
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(UsageLedger).options(scheduling_strategy=here).remote()
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], prefixes: Sequence[str]) -> pa.Table:
