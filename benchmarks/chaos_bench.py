@@ -290,14 +290,16 @@ def driver_process(args: list[str], log: Path) -> Iterator[subprocess.Popen[byte
             reap(driver, known)
 
 
-def wait_until(driver: subprocess.Popen[bytes], started: float, ready: Callable[[], bool]) -> bool:
-    """Poll until `ready()`; False when the driver exits first. A run past RUN_TIMEOUT_S is an error."""
+def wait_until(driver: subprocess.Popen[bytes], started: float, ready: Callable[[], bool],
+               poll_s: float = POLL_S) -> bool:
+    """Poll until `ready()`, every `poll_s`; False when the driver exits first. A run past RUN_TIMEOUT_S is an
+    error."""
     while not ready():
         if driver.poll() is not None:
             return False
         if time.monotonic() - started > RUN_TIMEOUT_S:
             raise TimeoutError(f"a driver ran past {RUN_TIMEOUT_S:g}s")
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
     return True
 
 

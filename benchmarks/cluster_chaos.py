@@ -40,6 +40,7 @@ from chaos_bench import (
     resume_until_clean,
     sim_config,
     unfinished_rows,
+    wait_until,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +57,7 @@ NODE_KINDS = {LEAN: (2.0, {LEAN: 1.0}), STAGE: (2.0, {})}
 STAGE_NODES = 2
 HEAD_CPUS = 0
 POLL_S = 0.5                   # progress is read from object storage: a listing per poll
+ACTORS_LISTED = 10_000         # more than a demo run ever holds at once
 
 
 @dataclass
@@ -72,8 +74,8 @@ class NodeKill:
 
 def live_actors_by_node(nodes: RayNodes) -> Counter[str]:
     """The cluster's live actors per node id."""
-    return Counter(actor["node_id"] for actor in list_actors(address=nodes.job_server, filters=[("state", "=", "ALIVE")],
-                                                             limit=10_000))
+    alive = list_actors(address=nodes.job_server, filters=[("state", "=", "ALIVE")], limit=ACTORS_LISTED)
+    return Counter(actor["node_id"] for actor in alive)
 
 
 def victim(nodes: RayNodes, kind: str) -> tuple[str, int]:
@@ -103,7 +105,8 @@ def run_with_node_kills(side: Side, args: list[str], logs: Path, nodes: RayNodes
         for number in range(kills):
             rows = 0 if number == 0 else draws.randint(1, max(1, unfinished_rows(side.run_dir) // (kills - number + 1)))
             plan = KillPlan(rows)
-            if not poll_until(driver, started, lambda: side.received() > received and plan.reached(side, before)):
+            if not wait_until(driver, started, lambda: side.received() > received and plan.reached(side, before),
+                              POLL_S):
                 break
             kind = LEAN if number % 2 == 0 else STAGE
             name, actors = victim(nodes, kind)
@@ -119,17 +122,6 @@ def run_with_node_kills(side: Side, args: list[str], logs: Path, nodes: RayNodes
     side.failed_runs += driver.returncode != 0
     side.infra_left.append(infra_rows(side.run_dir))
     return caught
-
-
-def poll_until(driver: Any, started: float, ready: Any) -> bool:
-    """Poll `ready()` every POLL_S; False when the driver exits first. A run past RUN_TIMEOUT_S is an error."""
-    while not ready():
-        if driver.poll() is not None:
-            return False
-        if time.monotonic() - started > RUN_TIMEOUT_S:
-            raise TimeoutError(f"a driver ran past {RUN_TIMEOUT_S:g}s")
-        time.sleep(POLL_S)
-    return True
 
 
 def cluster_lines(reference: Side, chaos: Side, caught: list[NodeKill], figures: dict[str, Any]) -> list[str]:

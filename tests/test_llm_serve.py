@@ -66,6 +66,8 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
     assert run_kwargs(serve) == {"name": "folklore-llm", "route_prefix": "/llm/", "blocking": False}
     assert base_url(serve) == "http://127.0.0.1:8123/llm/v1"
     assert base_url(vllm_cfg["serve"]) == "http://127.0.0.1:8000/v1"
+    # On a cluster the proxy listens everywhere and stages on any node call the head's.
+    assert base_url({**vllm_cfg["serve"], "http_host": "0.0.0.0"}, "10.0.0.7") == "http://10.0.0.7:8000/v1"
 
 
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:

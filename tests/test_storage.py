@@ -85,7 +85,8 @@ def test_a_local_ray_setting_is_left_out_when_joining_a_cluster():
     assert ray_init_options({"address": None, "num_cpus": 5}) == ({"num_cpus": 5}, None)
     options, note = ray_init_options({"address": "auto", "num_cpus": 5})
     assert options == {"address": "auto"}
-    assert note == "note: ray.num_cpus=5 is ignored: joining the Ray cluster at auto, whose nodes declare their own CPUs"
+    assert note == ("note: ray.num_cpus=5 is ignored: joining the Ray cluster at auto, whose nodes declare their own "
+                    "CPUs")
     assert ray_init_options({"address": "auto", "num_cpus": None}) == ({"address": "auto"}, None)
 
 

@@ -59,10 +59,31 @@ def run_kwargs(serve: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": serve["app_name"], "route_prefix": serve["route_prefix"], "blocking": False}
 
 
-def base_url(serve: Mapping[str, Any]) -> str:
-    """The OpenAI base URL of the application as seen from this job's nodes."""
+# A proxy host that listens on every interface: the stages then reach the head node's proxy by its address.
+EVERY_INTERFACE = "0.0.0.0"
+# The resource Ray gives the head node alone.
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+
+
+def base_url(serve: Mapping[str, Any], head_address: str | None = None) -> str:
+    """The OpenAI base URL of the application as seen from this job's nodes: `serve.http_host`, or, when the proxy
+    listens on every interface, the head node's address. Serve always runs a proxy on the head, but on other nodes
+    only where a replica runs, so a stage actor on a Lean node finds none at 127.0.0.1."""
     prefix = serve["route_prefix"].rstrip("/")
-    return f"http://{serve['http_host']}:{serve['http_port']}{prefix}/v1"
+    host = serve["http_host"]
+    if host == EVERY_INTERFACE:
+        if head_address is None:
+            raise ValueError(f"serve.http_host={EVERY_INTERFACE} needs the head node's address")
+        host = head_address
+    return f"http://{host}:{serve['http_port']}{prefix}/v1"
+
+
+def head_node_address() -> str:
+    """The address of the Ray cluster's head node, which always runs a Serve proxy."""
+    import ray
+
+    return next(node["NodeManagerAddress"] for node in ray.nodes()
+                if node["Alive"] and HEAD_NODE_RESOURCE in node["Resources"])
 
 
 class ServeApp:
@@ -87,14 +108,14 @@ class ServeApp:
             if not self._running():
                 raise RuntimeError(f"llm=vllm: no running Ray Serve application named {name!r} to attach to")
             logger.info("attached to Ray Serve LLM application %s", name)
-            return base_url(self.serve)
+            return base_url(self.serve, head_node_address())
         from ray.serve.llm import build_openai_app
 
         serve.start(http_options={"host": self.serve["http_host"], "port": self.serve["http_port"]})
         serve.run(build_openai_app(serving_args(self.serve)), **run_kwargs(self.serve))
         self._started = True
         logger.info("started Ray Serve LLM application %s", name)
-        return base_url(self.serve)
+        return base_url(self.serve, head_node_address())
 
     def shutdown(self) -> None:
         """Delete the application if this job started it; an attached one is left running."""
