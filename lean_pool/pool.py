@@ -38,10 +38,6 @@ from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 NODE_LABEL_SHARE = 0.001
 
 
-# How often Ray may restart a pool worker whose node died: every time, for as long as the run lasts.
-RESTART_ON_NODE_LOSS = -1
-
-
 @ray.remote
 class LeanWorker:
     """Owns REPL sessions on one node, chooses which of them runs each check, and runs it.
@@ -151,11 +147,19 @@ def header_rank(header: str, worker: int) -> str:
     return hashlib.blake2b(f"{worker}:{header}".encode(), digest_size=8).hexdigest()
 
 
+# Why a check fails at once when this handle has seen every worker die.
+EVERY_WORKER_LOST = "every Lean pool worker was lost (their nodes died); the next start of the run retries this row"
+
+
 class LeanPool:
     """Picklable handle to a running pool: pass it to Ray Data actors and await checks from anywhere.
 
     Each copy counts the checks and replays it has in flight per worker, and sends the next one to the worker with
-    the fewest (ties broken by `header_rank`): one Ray hop per check, and no caller floods one worker.
+    the fewest (ties broken by `header_rank`): one Ray hop per check, and no caller floods one worker. A worker found
+    dead (its node lost) gets no more work from this copy: its checks in flight end `infra_error`, later ones go to
+    the workers left, and with none left a check ends `infra_error` at once, so the run ends with those rows to
+    retry rather than waiting for a worker that may never come back. Workers are not restarted in place: a restart
+    waits for room on a labelled node, which a cluster that lost its only Lean node may never have.
     """
 
     def __init__(self, workers: Sequence[ray.actor.ActorHandle], replay_mode: str,
@@ -163,6 +167,7 @@ class LeanPool:
         self._workers = list(workers)
         self._replay_mode = replay_mode
         self._in_flight = [0] * len(self._workers)
+        self._lost: set[int] = set()
         self._warming = list(warming)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -194,10 +199,6 @@ class LeanPool:
             **worker_resources(cfg, replay),
             # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
             "max_concurrency": int(cfg["max_queued"]) + replay.slots_per_worker + 2,
-            # A worker whose node is lost starts again on another node that can hold it, and the checks sent to it
-            # from then on run there; the checks it was running fail (`infra_error`) rather than run twice.
-            "max_restarts": RESTART_ON_NODE_LOSS,
-            "max_task_retries": 0,
         }
         workers = [LeanWorker.options(**worker_options).remote(cfg, replay) for _ in range(int(cfg["workers"]))]
         order = warming_order(workers, int(cfg["repls_per_worker"]), list(cfg["prewarm_headers"] or []),
@@ -209,9 +210,17 @@ class LeanPool:
         for, or on a copy of the handle passed to another process)."""
         return sum(ray.get(self._warming))
 
-    def _pick(self, header: str) -> int:
-        """The worker for the next call: fewest of this handle's calls in flight, then the header's rank."""
-        return min(range(len(self._workers)), key=lambda w: (self._in_flight[w], header_rank(header, w)))
+    def _pick(self, header: str) -> int | None:
+        """The worker for the next call among those not lost: fewest of this handle's calls in flight, then the
+        header's rank; None when every worker is lost."""
+        alive = [w for w in range(len(self._workers)) if w not in self._lost]
+        return min(alive, key=lambda w: (self._in_flight[w], header_rank(header, w)), default=None)
+
+    def _failed(self, worker: int, error: ray.exceptions.RayError) -> str:
+        """Why a call to `worker` failed; a worker that died (with its node, say) is not sent anything more."""
+        if isinstance(error, ray.exceptions.RayActorError):
+            self._lost.add(worker)
+        return f"Lean worker failed: {error}"
 
     async def check(
         self,
@@ -227,11 +236,13 @@ class LeanPool:
         it declares); `statement` is the compiled statement the proof must keep unchanged.
         """
         worker = self._pick(split_header(snippet).header)
+        if worker is None:
+            return CheckResult(status="infra_error", ok=False, reasons=[EVERY_WORKER_LOST])
         self._in_flight[worker] += 1
         try:
             return await self._workers[worker].check.remote(snippet, timeout, mode, names, statement)
         except ray.exceptions.RayError as error:
-            return CheckResult(status="infra_error", ok=False, reasons=[f"Lean worker failed: {error}"])
+            return CheckResult(status="infra_error", ok=False, reasons=[self._failed(worker, error)])
         finally:
             self._in_flight[worker] -= 1
 
@@ -242,11 +253,13 @@ class LeanPool:
         if self._replay_mode == OFF:
             return None
         worker = self._pick(split_header(snippet).header)
+        if worker is None:
+            return ReplayResult(ERROR_INFRA, [EVERY_WORKER_LOST], mode=self._replay_mode)
         self._in_flight[worker] += 1
         try:
             return await self._workers[worker].replay.remote(snippet, statement, names)
         except ray.exceptions.RayError as error:
-            return ReplayResult(ERROR_INFRA, [f"Lean worker failed: {error}"], mode=self._replay_mode)
+            return ReplayResult(ERROR_INFRA, [self._failed(worker, error)], mode=self._replay_mode)
         finally:
             self._in_flight[worker] -= 1
 

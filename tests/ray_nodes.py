@@ -23,6 +23,8 @@ HOST = "127.0.0.1"
 # Every node's object store: the demo's blocks are small, and three nodes share one machine's memory.
 OBJECT_STORE_BYTES = 150 * 1024 * 1024
 NODE_START_TIMEOUT_S = 60.0
+# Ray's directory for unpacked runtime environments (working dirs), under its session directory.
+RUNTIME_ENV_DIR = "runtime_resources"
 
 
 def free_port() -> int:
@@ -45,8 +47,11 @@ class RayNodes:
 
     def add_worker(self, name: str, num_cpus: float, resources: Mapping[str, float] | None = None) -> None:
         """Start worker node `name` with `num_cpus` logical CPUs and `resources`; returns once it has joined."""
+        # Each node unpacks a job's working directory into a directory of its own, as on its own disk: nodes sharing
+        # one would unpack into it while another node's processes import from it.
         self.workers[name] = self.cluster.add_node(num_cpus=num_cpus, resources=dict(resources or {}),
-                                                   object_store_memory=OBJECT_STORE_BYTES)
+                                                   object_store_memory=OBJECT_STORE_BYTES,
+                                                   runtime_env_dir_name=f"{RUNTIME_ENV_DIR}-{name}")
         self.cluster.wait_for_nodes(timeout=NODE_START_TIMEOUT_S)
 
     def remove_worker(self, name: str) -> None:

@@ -254,3 +254,24 @@ def test_a_labelled_worker_counts_only_the_nodes_that_carry_the_label(lean_cfg):
 def test_a_pool_whose_label_no_node_carries_is_refused_before_a_worker_starts(ray_cluster, lean_cfg):
     with pytest.raises(LeanSetupError, match="no Ray node has the custom resource `lean`"):
         LeanPool.start(labelled(lean_cfg))
+
+
+def test_a_lost_worker_gets_no_more_checks_and_with_none_left_a_check_fails_at_once(ray_cluster, lean_cfg):
+    """A worker that dies (its node lost) costs the checks it held, as infrastructure failures; the pool sends the
+    next ones to the workers left, and with none left answers `infra_error` at once instead of waiting."""
+    pool = LeanPool.start({**lean_cfg, "workers": 2, "repls_per_worker": 1})
+    try:
+        lost, kept = pool._workers
+        ray.kill(lost)
+        one_by_one = [asyncio.run(pool.check(theorem(f"k{i}"))).status for i in range(4)]
+        assert one_by_one.count("infra_error") <= 1 and one_by_one[-1] == "passed", one_by_one  # at most the first
+        assert [r.status for r in asyncio.run(pool.check_many([theorem(f"a{i}") for i in range(4)]))] == \
+            ["passed"] * 4
+        ray.kill(kept)
+        asyncio.run(pool.check(theorem("last")))
+        started = time.monotonic()
+        result = asyncio.run(pool.check(theorem("none_left")))
+        assert result.status == "infra_error" and "every Lean pool worker was lost" in result.reasons[0]
+        assert time.monotonic() - started < 1.0
+    finally:
+        pool.shutdown()
