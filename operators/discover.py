@@ -17,7 +17,6 @@ import pyarrow as pa
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.rows import seeds
-from operators.storage import resolve
 from operators.rows.candidates import (
     ERROR_INFRA,
     LLM_CALL,
@@ -28,6 +27,7 @@ from operators.rows.candidates import (
     unit_id,
 )
 from operators.split import split_answer
+from operators.storage import resolve
 
 STAGE = "discover"
 NO_ANSWER = "no_answer"

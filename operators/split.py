@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from lean_pool.lean_source import THEOREM_KINDS, Command, read_commands
 from operators.llm.answers import extract_code
-from operators.storage import resolve
 from operators.rows.candidates import candidates_table, new_candidate
+from operators.storage import resolve
 
 # Discovery statuses that come from the answer's text.
 DISCOVERED = "discovered"

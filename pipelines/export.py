@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 from operators.rows.candidates import PROVED
+from operators.storage import join
 from pipelines import corpora
 from pipelines.cli import compose_config, run_job
 from pipelines.run_data import RunData, RunNotFound, load_run
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg: DictConfig = compose_config("export", sys.argv[1:] if argv is None else argv)
         run = load_run(str(cfg.run_dir))
         manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
-        lines = [f"export: {run.uri}/{cfg.out_subdir}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
+        lines = [f"export: {join(run.uri, cfg.out_subdir)}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
         lines += [f"  {name:<13} train={c['train']} test={c['test']} duplicates_dropped={c['duplicates_dropped']}"
                   for name, c in manifest["corpora"].items()]
         lines.append(f"  lean files    {len(manifest['lean_files'])}")

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from operators.rows.candidates import CANDIDATE, MATHLIB
+from operators.storage import join
 from pipelines import formalization_stats as fstats
 from pipelines import plots, stats
 from pipelines.cli import compose_config, run_job
@@ -352,7 +353,7 @@ def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
         put(f"{name}.png", buffer.getvalue())
     for name, table in report.tables.items():
         put(f"tables/{name}.csv", table.write_csv().encode())
-    return f"{target.uri}/{out_subdir}/{REPORT_FILE}"
+    return join(target.uri, out_subdir, REPORT_FILE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from operators.storage import is_uri, join, location_of, open_location, without_options
+from operators.storage import is_uri, join, location_of, open_location
 
 PARQUET_SUFFIX = ".parquet"
 MANIFEST = "run.json"
@@ -67,11 +67,6 @@ class RunDir:
         # A missing bucket or refused credentials is a StorageError here, before a job starts Ray.
         self.filesystem, self.path = open_location(location, create=True)
         self.uri = location if is_uri(location) else self.path
-
-    @property
-    def shown(self) -> str:
-        """The run directory as printed to the user: its URI without pyarrow's query options, or its local path."""
-        return without_options(self.uri)
 
     def table_uri(self, name: str) -> str:
         """Where table `name` lives, as a location every node resolves alike (a URI keeps the run's options)."""
