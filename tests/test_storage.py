@@ -3,6 +3,7 @@ an index on object storage copied to the node, and Ray's settings for a local Ra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -13,9 +14,11 @@ from conf import package_dir, ray_init_options
 from operators.retrieval.declaration_index import FAISS_FILE, MANIFEST_FILE, TABLE_FILE, StaleIndex, node_local
 from operators.storage import StorageError, join, location_of, open_location, resolve, without_options
 from pipelines import autoformalize, mine, report
+from pipelines import index as index_pipeline
 from pipelines.run_dir import RunDir
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
+DEMO_CPUS = 5  # the demo preset's ray.num_cpus, for a Ray this test starts itself
 
 
 def test_a_path_added_to_a_uri_goes_before_its_query_options():
@@ -110,20 +113,30 @@ def upload_tree(filesystem: pafs.FileSystem, local_root: Path, target: str) -> N
 
 
 @pytest.mark.ray
-def test_mining_with_seeds_and_run_on_object_storage_named_by_uri_options_alone(object_store, monkeypatch, capsys):
+def test_mining_with_seeds_index_and_run_on_object_storage_named_by_uri_options_alone(
+        object_store, mathlib_sample_dir, tmp_path, monkeypatch, capsys):
     bucket = object_store.create_bucket("mine-by-options")
     options = object_store.uri_options()
     filesystem, root = open_location(bucket)
     upload_tree(filesystem, Path(package_dir("pipelines/demo_seeds")), f"{root}/seeds")
     monkeypatch.delenv("AWS_ENDPOINT_URL")  # nothing but the URIs says where the store is, in any Ray process
     run_dir = f"{bucket}/run?{options}"
-    assert mine.main(["preset=demo", f"seeds.root='{bucket}/seeds?{options}'", f"run_dir='{run_dir}'"]) == 0
+    ray.init(num_cpus=DEMO_CPUS, include_dashboard=False, log_to_driver=False)
+    try:
+        assert index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out={tmp_path / 'index'}",
+                                    "include=[Mathlib/Logic/Basic.lean]"]) == 0
+        upload_tree(filesystem, tmp_path / "index", f"{root}/index")
+        assert mine.main(["preset=demo", f"seeds.root='{bucket}/seeds?{options}'", f"run_dir='{run_dir}'",
+                          f"index.dir='{bucket}/index?{options}'"]) == 0
+    finally:
+        ray.shutdown()
     out = capsys.readouterr().out
-    assert "candidates: 18" in out and f"ray log: {join(run_dir, 'logs/ray.log')}" in out
-    written = object_store.keys("mine-by-options/run")
-    assert "mine-by-options/run/logs/ray.log" in written and "mine-by-options/run/seeds/seeds.parquet" in written
+    assert "candidates: 18" in out
+    assert "mine-by-options/run/seeds/seeds.parquet" in object_store.keys("mine-by-options/run")
     statuses = RunDir(run_dir).read_column("candidates", "status")
     assert len(statuses) == 18 and statuses.count("proved") == 3
+    dedup = json.loads(RunDir(run_dir).read_column("candidates", "provenance")[0]["dedup"])
+    assert dedup["index_rev"]  # dedup read the index from the store
 
 
 @pytest.mark.ray
