@@ -4,18 +4,19 @@ The cluster is Ray's own multi-node test cluster on this machine (`tests/ray_nod
 the job server and Ray's own services), a Lean node (the `lean` resource, so the Lean pool's workers run only there)
 and two stage nodes, each its own raylet. The run directory is on an S3-compatible store (moto's server,
 `tests/object_store.py`), so nothing a lost node kept on its disk can help the run. The driver joins the cluster
-(`ray.address=`); at moments set by the run's progress, as the local chaos bench does, a worker node is removed with
-everything on it (raylet, stage actors, Lean workers and their REPLs) and a new node of the same kind joins, as an
-autoscaler would replace a lost machine. Kills alternate: the node holding the Lean workers, then the stage node
-holding most actors. A kill lands when the node held at least one live actor. The run goes on or ends; either way it
-is started again with the same command until no `error_infra` row is left, and its table is compared with the
-same preset run undisturbed on one local Ray.
+(`ray.address=`). Like the local chaos bench, which kills one driver per run, each of the first `--kills` runs loses
+one worker node at its first LLM request, when every stage's actors and the Lean pool are up: the node holding most
+live actors (stage actors go to whichever node has room, the Lean node included), removed with everything on it
+(raylet, stage actors, Lean workers and their REPLs) while a new node of the same kind joins, as an autoscaler would
+replace a lost machine. A kill lands when the node held at least one live actor. Each run ends by itself (once its
+Lean workers are lost, its checks end `error_infra` at once) and the next resumes it; after the kills the run is
+started again with the same command until no `error_infra` row is left, and its table is compared with the same
+preset run undisturbed on one local Ray.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from collections import Counter
@@ -26,16 +27,14 @@ from typing import Any
 from ray.util.state import list_actors
 
 from chaos_bench import (
-    KILL_SEED,
     RUN_TIMEOUT_S,
-    KillPlan,
     QuietSimServer,
     Side,
     compare,
     driver_process,
-    finished_ids,
     infra_rows,
     overrides,
+    readable_rows,
     reap,
     resume_until_clean,
     sim_config,
@@ -78,11 +77,10 @@ def live_actors_by_node(nodes: RayNodes) -> Counter[str]:
     return Counter(actor["node_id"] for actor in alive)
 
 
-def victim(nodes: RayNodes, kind: str) -> tuple[str, int]:
-    """The worker node of `kind` holding most live actors, and how many it holds."""
+def victim(nodes: RayNodes) -> tuple[str, int]:
+    """The worker node holding most live actors, and how many it holds."""
     held = live_actors_by_node(nodes)
-    names = [name for name in nodes.workers if name.startswith(kind)]
-    name = max(names, key=lambda candidate: held[nodes.node_id(candidate)])
+    name = max(nodes.workers, key=lambda candidate: held[nodes.node_id(candidate)])
     return name, held[nodes.node_id(name)]
 
 
@@ -91,31 +89,24 @@ def replace_node(nodes: RayNodes, kind: str, serial: int) -> None:
     nodes.add_worker(f"{kind}-{serial}", num_cpus, resources)
 
 
-def run_with_node_kills(side: Side, args: list[str], logs: Path, nodes: RayNodes, kills: int) -> list[NodeKill]:
-    """One driver run on the cluster, `kills` worker nodes removed (and replaced) at moments set by its progress: the
-    first at its first LLM request, each later one once k new finished rows are written (k drawn as the local bench
-    draws it). Returns what each kill caught; the run then ends by itself."""
+def run_with_a_node_kill(side: Side, args: list[str], logs: Path, nodes: RayNodes, serial: int) -> NodeKill | None:
+    """One driver run on the cluster, the worker node holding most live actors removed (and replaced) at the run's
+    first LLM request, when every stage's actors and the Lean pool are up; the run then ends by itself. What the
+    kill caught, or None when the run ended before asking anything (all its answers cached)."""
     side.runs += 1
     started = time.monotonic()
     received = side.received()
-    before = finished_ids(side.run_dir)
-    draws = random.Random(KILL_SEED)
-    caught: list[NodeKill] = []
+    caught = None
     with driver_process(args, logs / f"{side.name}-{side.runs:02d}.log") as driver:
-        for number in range(kills):
-            rows = 0 if number == 0 else draws.randint(1, max(1, unfinished_rows(side.run_dir) // (kills - number + 1)))
-            plan = KillPlan(rows)
-            if not wait_until(driver, started, lambda: side.received() > received and plan.reached(side, before),
-                              POLL_S):
-                break
-            kind = LEAN if number % 2 == 0 else STAGE
-            name, actors = victim(nodes, kind)
+        if wait_until(driver, started, lambda: side.received() > received, POLL_S):
+            name, actors = victim(nodes)
+            kind = name.split("-", 1)[0]
             in_flight = side.server.stats.snapshot()["in_flight"]
             rows_in_flight = unfinished_rows(side.run_dir)
             nodes.remove_worker(name)
-            caught.append(NodeKill(plan.describe(), time.monotonic() - started, kind, actors, in_flight,
-                                   rows_in_flight))
-            replace_node(nodes, kind, len(caught) + STAGE_NODES)
+            caught = NodeKill(f"run {side.runs}'s first LLM request", time.monotonic() - started, kind, actors,
+                              in_flight, rows_in_flight)
+            replace_node(nodes, kind, serial)
         driver.wait(timeout=max(POLL_S, RUN_TIMEOUT_S - (time.monotonic() - started)))
         reap(driver, [])
     side.seconds += time.monotonic() - started
@@ -138,8 +129,10 @@ def cluster_lines(reference: Side, chaos: Side, caught: list[NodeKill], figures:
         lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into the run, a {kill.kind} node holding "
                      f"{kill.actors} live actors, {kill.unfinished_rows} rows and {kill.in_flight} LLM requests in "
                      f"flight; replaced by a new {kill.kind} node")
+    reasons = {row["candidate_id"]: row["error"]
+               for row in readable_rows(chaos.run_dir, "candidates", ["candidate_id", "error"])}
     for cid, expected, actual in figures["status_mismatch"]:
-        lines.append(f"  status mismatch: {cid}: reference {expected}, cluster {actual}")
+        lines.append(f"  status mismatch: {cid}: reference {expected}, cluster {actual} ({reasons.get(cid)})")
     lines += [f"  lost: {cid}" for cid in figures["lost"]] + [f"  duplicated: {i}" for i in figures["duplicated"]]
     return lines
 
@@ -156,7 +149,12 @@ def run_cluster_chaos(options: argparse.Namespace, work: Path, seeds: list[str],
             chaos = Side("cluster", f"{store.create_bucket(BUCKET)}/run", faulty)
             args = [*overrides(chaos, work / "seeds", seeds, options.repl_fault_rate),
                     f"ray.address={nodes.address}", f"lean.node_resource={LEAN}"]
-            caught = run_with_node_kills(chaos, args, logs, nodes, options.kills)
+            caught = []
+            for serial in range(STAGE_NODES + 1, STAGE_NODES + 1 + options.kills):
+                kill = run_with_a_node_kill(chaos, args, logs, nodes, serial)
+                if kill is None:
+                    break
+                caught.append(kill)
             if infra_rows(chaos.run_dir) or chaos.failed_runs:
                 resume_until_clean(chaos, args, logs)
             figures = compare(reference, chaos)

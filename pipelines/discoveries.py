@@ -36,7 +36,7 @@ class DiscoverAndRecord(DiscoverOperator):
     async def __call__(self, batch: pa.Table) -> pa.Table:
         found = await super().__call__(seed_units(batch))
         self._board.add.remote(STAGE, status_counts(found))
-        written = append_file(self._filesystem, self._directory, report_batch(found, self._board, TABLE))
+        written = append_file(self._filesystem, self._directory, report_batch(found, self._board, TABLE), "unit_id")
         uri = join(self._table_uri, written.rsplit('/', 1)[1])
         items = [{"seed_id": seed["seed_id"], "paths": [*seed["paths"], uri], "finished_files": seed["finished_files"]}
                  for seed in batch.to_pylist()]

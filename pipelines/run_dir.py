@@ -9,6 +9,7 @@ are asked again, without ever leaving two rows for one id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Collection, Sequence
@@ -25,6 +26,8 @@ import pyarrow.parquet as pq
 from operators.storage import is_uri, join, location_of, open_location
 
 PARQUET_SUFFIX = ".parquet"
+# Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
+FILE_DIGEST_CHARS = 32
 MANIFEST = "run.json"
 
 
@@ -47,9 +50,13 @@ def write_whole(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> str:
     return path
 
 
-def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table) -> str:
-    """Add `table` to the table stored in `directory` as a new Parquet file (`write_whole`); the new file's path."""
-    return write_whole(filesystem, f"{directory}/{uuid.uuid4().hex}{PARQUET_SUFFIX}", table)
+def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table, id_column: str) -> str:
+    """Add `table` to the table stored in `directory` as a Parquet file (`write_whole`) named by the ids it holds; the
+    file's path. The same rows written again, by a task Ray retried after its node was lost once the first copy had
+    landed, replace that copy instead of adding a second one."""
+    ids = "\n".join(sorted(table.column(id_column).to_pylist()))
+    name = hashlib.sha256(ids.encode()).hexdigest()[:FILE_DIGEST_CHARS]
+    return write_whole(filesystem, f"{directory}/{name}{PARQUET_SUFFIX}", table)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from operators.retrieval.declaration_index import FAISS_FILE, MANIFEST_FILE, TAB
 from operators.storage import StorageError, join, location_of, open_location, resolve, without_options
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
-from pipelines.run_dir import RunDir
+from pipelines.run_dir import RunDir, append_file
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
 DEMO_CPUS = 5  # the demo preset's ray.num_cpus, for a Ray this test starts itself
@@ -153,3 +153,18 @@ def test_autoformalize_reads_its_input_and_writes_its_run_on_object_storage(obje
     assert len(rows) == len(problems.read_text().splitlines())
     assert report.main([f"run_dir={bucket}/af"]) == 0
     assert "autoformalize-home/af/report/report.md" in object_store.keys("autoformalize-home/af/report")
+
+
+def test_rows_written_again_replace_their_first_copy(tmp_path):
+    """A discover task Ray retries after its node was lost, once its discoveries had landed, writes them again:
+    the file is named by the ids it holds, so the second copy replaces the first."""
+    import pyarrow as pa
+
+    filesystem, directory = resolve(str(tmp_path / "discoveries"))
+    units = pa.table({"unit_id": ["Mathlib.Order.Clamp/s0", "Mathlib.Order.Clamp/s1"], "status": ["ok", "ok"]})
+    first = append_file(filesystem, directory, units, "unit_id")
+    again = append_file(filesystem, directory, units.take([1, 0]), "unit_id")
+    other = append_file(filesystem, directory, units.slice(0, 1), "unit_id")
+    assert first == again != other
+    assert sorted(p.name for p in (tmp_path / "discoveries").iterdir()) == sorted(
+        [first.rsplit("/", 1)[1], other.rsplit("/", 1)[1]])
