@@ -99,9 +99,10 @@ def run_with_a_node_kill(side: Side, args: list[str], logs: Path, nodes: RayNode
     caught = None
     with driver_process(args, logs / f"{side.name}-{side.runs:02d}.log") as driver:
         if wait_until(driver, started, lambda: side.received() > received, POLL_S):
+            at_kill = side.server.stats.snapshot()  # before anything slower: what a kill now would cut off
             name, actors = victim(nodes)
             kind = name.split("-", 1)[0]
-            in_flight = side.server.stats.snapshot()["in_flight"]
+            in_flight = at_kill["in_flight"]
             rows_in_flight = unfinished_rows(side.run_dir)
             nodes.remove_worker(name)
             caught = NodeKill(f"run {side.runs}'s first LLM request", time.monotonic() - started, kind, actors,
@@ -162,4 +163,4 @@ def run_cluster_chaos(options: argparse.Namespace, work: Path, seeds: list[str],
     landed = sum(kill.actors > 0 for kill in caught)
     return (f"lost={len(figures['lost'])} duplicated={len(figures['duplicated'])} "
             f"status_mismatch={len(figures['status_mismatch'])} llm_calls_redone={figures['llm_calls_redone']} "
-            f"node_kills={landed}")
+            f"node_kills={landed} llm_in_flight_at_kills={sum(kill.in_flight for kill in caught)}")
