@@ -55,7 +55,7 @@ STAGE = "stage"
 NODE_KINDS = {LEAN: (2.0, {LEAN: 1.0}), STAGE: (2.0, {})}
 STAGE_NODES = 2
 HEAD_CPUS = 0
-POLL_S = 0.5                   # progress is read from object storage: a listing per poll
+POLL_S = 0.5                   # how often the bench looks for a run's first LLM request
 ACTORS_LISTED = 10_000         # more than a demo run ever holds at once
 
 
