@@ -21,6 +21,7 @@ from ray.util.state import list_actors
 
 from object_store import ObjectStore
 from pipelines import export, mine, report
+from pipelines.progress import lost_node_lines
 from ray_nodes import RayNodes, running_cluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.cluster]
@@ -125,3 +126,11 @@ def test_submitted_stopped_and_resubmitted_run_matches_a_local_run(cluster: RayN
     for expected in ("run.json", "logs/ray.log", "report/report.md", "export/README.md", "seeds/seeds.parquet"):
         assert f"{BUCKET}/folklore/demo/{expected}" in written, expected
     assert any(key.startswith(f"{BUCKET}/folklore/demo/llm_cache/") for key in written)
+
+
+def test_each_lost_node_gets_one_line_saying_what_it_costs():
+    before = {"a" * 56: "10.0.0.1 (aaaaaaaaaaaa)", "b" * 56: "10.0.0.2 (bbbbbbbbbbbb)"}
+    lines = lost_node_lines(before, {"b" * 56: before["b" * 56], "c" * 56: "10.0.0.3 (cccccccccccc)"})
+    assert len(lines) == 1 and lines[0].startswith("[cluster] lost node 10.0.0.1 (aaaaaaaaaaaa): ")
+    assert "error_infra" in lines[0] and "cache" in lines[0]
+    assert lost_node_lines(before, before) == []
