@@ -20,7 +20,7 @@ from typing import Any
 import ray
 from omegaconf import DictConfig
 
-from conf import ConfigError, compose_config
+from conf import ConfigError, compose_config, ray_init_options
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.replay import OFF, ReplayResult
@@ -147,8 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = list(lean_files(paths))
     # stdout is one JSON line per file: Ray's notices stay out of the way, its errors still reach stderr.
     logging.getLogger("ray").setLevel(logging.ERROR)
-    ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    options, note = ray_init_options(cfg.ray)
+    if note:
+        print(note, file=sys.stderr)
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **options)
     try:
         pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
     except LeanSetupError as error:

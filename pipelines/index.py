@@ -23,6 +23,7 @@ import pyarrow as pa
 import ray
 from omegaconf import DictConfig, OmegaConf
 
+from conf import ray_init_options
 from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
@@ -164,7 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         if not ray.is_initialized():
-            ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, include_dashboard=False)
+            options, note = ray_init_options(cfg.ray)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            ray.init(include_dashboard=False, **options)
         manifest = build(cfg)
         print("\n".join(summary_lines(manifest, str(cfg.out))), flush=True)
 
