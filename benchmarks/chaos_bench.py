@@ -68,7 +68,7 @@ from conf import package_dir
 from operators.llm.simulator import SimServer
 from operators.rows.candidates import ERROR_INFRA
 from operators.storage import join, resolve
-from pipelines.job import load_config
+from pipelines.runtime.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SEEDS = REPO.parent / "shared" / "fixtures" / "mathlib-sample"

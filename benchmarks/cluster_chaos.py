@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ray.util.state import list_actors
-
 from chaos_bench import (
     RUN_TIMEOUT_S,
     QuietSimServer,
@@ -41,6 +39,7 @@ from chaos_bench import (
     unfinished_rows,
     wait_until,
 )
+from ray.util.state import list_actors
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))

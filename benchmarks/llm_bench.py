@@ -31,7 +31,7 @@ from operators.judge import JudgeOperator
 from operators.llm.client import usage_report
 from operators.llm.simulator import fetch_stats, reset_stats
 from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
-from pipelines.job import MiningJob, load_config
+from pipelines.runtime.job import MiningJob, load_config
 
 SEED = "Mathlib.Bench"
 

@@ -27,11 +27,12 @@ from ray.data import Dataset
 from conf import package_dir
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines import arrow_wire, mine
-from pipelines.capacity import mining_shape
-from pipelines.job import MiningJob, load_config
-from pipelines.progress import init_ray_logging_to
-from pipelines.run_data import load_run
+from pipelines import mine
+from pipelines.reporting.capacity import mining_shape
+from pipelines.reporting.run_data import load_run
+from pipelines.runtime import arrow_wire
+from pipelines.runtime.job import MiningJob, load_config
+from pipelines.runtime.progress import init_ray_logging_to
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10

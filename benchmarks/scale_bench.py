@@ -12,7 +12,7 @@ root. Measured per size: the subprocess's wall time, the candidates written, the
 (the rows' timestamps), which leaves Ray's start-up out; candidates_per_s is over that window.
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
-its calls over (window x the rows its stage keeps in flight, as `pipelines.capacity` reads them from the config); for
+its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the config); for
 the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1 when it is
 saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work (Ray
 Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last line
@@ -30,10 +30,10 @@ from pathlib import Path
 
 from pipeline_bench import peak_driver_rss
 
-from pipelines import stats
-from pipelines.capacity import ROW_STAGE_OF_CALL, mining_shape
-from pipelines.job import list_seed_files, load_config
-from pipelines.run_data import load_run
+from pipelines.reporting import stats
+from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
+from pipelines.reporting.run_data import load_run
+from pipelines.runtime.job import list_seed_files, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SEEDS_ROOT = REPO.parent / "shared" / "fixtures" / "mathlib-sample"

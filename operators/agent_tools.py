@@ -1,7 +1,7 @@
 """The tools of the autoformalization agent (ALA), as plain data: their OpenAI schemas, reading the calls a model
 makes, and turning what a tool found into the text the model reads next.
 
-The tools themselves need Lean, the index or another model, so `operators.autoformalize_agent` runs them; here is
+The tools themselves need Lean, the index or another model, so `operators.autoformalize.agent` runs them; here is
 everything about them that is only text: which calls are well formed, the `#check` file of a term, the nearest
 solved examples of a corpus, how diagnostics and declarations read in a tool answer, and the trace kept per call.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from lean_pool.lean_source import read_commands
 from lean_pool.session_check import CheckResult
-from operators.autoformalize import under_header
+from operators.autoformalize.direct import under_header
 from operators.llm.prompts import format_diagnostics
 from operators.rows.candidates import diagnostics
 from operators.rows.formalizations import informal_statement

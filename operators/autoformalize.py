@@ -4,7 +4,7 @@ The skeleton Aria, FORMAL and ALA share: the declarations nearest to the stateme
 index; optionally (FORMAL) the model first names the concepts and the shape of the statement; it drafts a
 Lean statement ending in `sorry`; then mining's own formalize loop compiles and repairs it (T rounds, full
 history, optional diagnosis, unknown names grounded). Whether the result means what was asked is the next
-stage's question (`operators.faithfulness`).
+stage's question (`operators.autoformalize.faithfulness`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """autoformalize mode=agent (ALA): one model with tools formalizes the statement under a budget of tool calls.
 
-The model is offered five tools through OpenAI tool calling (`operators.agent_tools`): `compile` (the Lean pool,
+The model is offered five tools through OpenAI tool calling (`operators.autoformalize.agent_tools`): `compile` (the Lean pool,
 refusal rules first, diagnostics back), `search_declarations` (the index), `check_term` (`#check` through the
 pool), `translate` (a second role, the translator model) and `examples` (nearest solved pairs of a corpus). Every
 call counts against the budget K; the loop stops at the first compile of a file that declares a theorem, which is
@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lean_pool.session_check import CheckResult
-from operators.agent_tools import (
+from operators.autoformalize.agent_tools import (
     CHECK_TERM,
     COMPILE,
     EXAMPLES,
@@ -36,7 +36,7 @@ from operators.agent_tools import (
     tool_schemas,
     trace_entry,
 )
-from operators.autoformalize import AutoformalizeOperator, reference_match, under_header
+from operators.autoformalize.direct import AutoformalizeOperator, reference_match, under_header
 from operators.llm import prompts
 from operators.llm.answers import extract_code
 from operators.llm.client import LLMSettings

@@ -1,6 +1,6 @@
 """autoformalize mode=got (Aria's Graph-of-Thought): concepts first, missing ones defined bottom-up, then the draft.
 
-The model lays out the concepts the statement needs as a dependency graph (`operators.concept_graph` checks it).
+The model lays out the concepts the statement needs as a dependency graph (`operators.autoformalize.concept_graph` checks it).
 Each concept is grounded in the declaration index: by its exact name, else by the nearest declarations if the
 model confirms one. A missing concept gets a Lean definition, dependencies first, each compiled with the repair
 loop in a file that holds the definitions made before it; a definition that uses `sorry` does not count, and the
@@ -21,8 +21,7 @@ from typing import Any
 
 from lean_pool.lean_source import without_imports, without_repeated
 from lean_pool.session_check import CheckResult
-from operators.autoformalize import AutoformalizeOperator, compiled, under_header
-from operators.concept_graph import (
+from operators.autoformalize.concept_graph import (
     FAILED,
     GROUNDED,
     SYNTHESIZED,
@@ -34,6 +33,7 @@ from operators.concept_graph import (
     graph_column,
     read_concept_graph,
 )
+from operators.autoformalize.direct import AutoformalizeOperator, compiled, under_header
 from operators.formalize import rejection
 from operators.llm import prompts
 from operators.llm.answers import extract_json

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.lean_source import opened_namespaces, referenced_constants
-from operators.concept_graph import defined_declarations
+from operators.autoformalize.concept_graph import defined_declarations
 from operators.llm.answers import extract_json
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
 from operators.retrieval.declaration_index import DeclarationIndex

@@ -1,1 +1,3 @@
-"""Hydra entry points (mine, evaluate, report, export, index) that wire Ray Data plans from the operators."""
+"""Hydra entry points, one per job (mine, autoformalize, evaluate, plan, index, report, export), each wiring a Ray
+Data plan from the operators. Beside them, `runtime/` (what a job runs on) and `reporting/` (what turns a run into
+tables, plots and summaries)."""

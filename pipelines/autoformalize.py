@@ -22,11 +22,11 @@ import ray
 from omegaconf import DictConfig, open_dict
 
 from lean_pool.launch import LeanSetupError
-from operators.agent_tools import example_pair
-from operators.autoformalize import AutoformalizeOperator, AutoformalizeSettings
-from operators.autoformalize_agent import AgentAutoformalizeOperator, AgentSettings
-from operators.autoformalize_got import GraphAutoformalizeOperator, GraphSettings
-from operators.faithfulness import FaithfulnessOperator
+from operators.autoformalize.agent import AgentAutoformalizeOperator, AgentSettings
+from operators.autoformalize.agent_tools import example_pair
+from operators.autoformalize.direct import AutoformalizeOperator, AutoformalizeSettings
+from operators.autoformalize.faithfulness import FaithfulnessOperator
+from operators.autoformalize.got import GraphAutoformalizeOperator, GraphSettings
 from operators.llm.client import LLMConfigError
 from operators.rows.formalizations import (
     AGENT,
@@ -41,11 +41,11 @@ from operators.rows.formalizations import (
     problem_row,
     with_unique_ids,
 )
-from pipelines import mine
-from pipelines.cli import SetupError, compose_config, run_job
-from pipelines.job import MiningJob
 from operators.storage import open_location
-from pipelines.run_dir import PARQUET_SUFFIX, data_files
+from pipelines import mine
+from pipelines.runtime.cli import SetupError, compose_config, run_job
+from pipelines.runtime.job import MiningJob
+from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"

@@ -17,9 +17,10 @@ import polars as pl
 
 from lean_pool.kimina import KIMINA
 from lean_pool.replay import OFF as REPLAY_OFF
-from operators import discover, faithfulness, formalize, judge, prove, trivial
+from operators import discover, formalize, judge, prove, trivial
+from operators.autoformalize import faithfulness
 from operators.rows import seeds
-from pipelines import stats
+from pipelines.reporting import stats
 
 # The verify stages in plan order, and which of them check Lean.
 VERIFY_STAGES = (judge.STAGE, formalize.STAGE, faithfulness.STAGE, trivial.STAGE, prove.STAGE)

@@ -14,9 +14,9 @@ import pyarrow as pa
 
 from operators.discover import DiscoverOperator, seed_units
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines.progress import report_batch, status_counts
 from operators.storage import join, resolve
-from pipelines.run_dir import append_file
+from pipelines.runtime.progress import report_batch, status_counts
+from pipelines.runtime.run_dir import append_file
 
 STAGE = "discover"
 TABLE = "discoveries"

@@ -32,12 +32,13 @@ from operators.rows.benchmark_items import (
     table_item,
 )
 from operators.rows.candidates import candidates_table, funnel
-from pipelines import mine, report, stats
-from pipelines.cli import SetupError, compose_config, run_job
-from pipelines.job import MiningJob
-from pipelines.run_data import load_run
 from operators.storage import open_location
-from pipelines.run_dir import PARQUET_SUFFIX, data_files
+from pipelines import mine, report
+from pipelines.reporting import stats
+from pipelines.reporting.run_data import load_run
+from pipelines.runtime.cli import SetupError, compose_config, run_job
+from pipelines.runtime.job import MiningJob
+from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 

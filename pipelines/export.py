@@ -23,11 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from operators.rows.candidates import PROVED
 from operators.storage import join
-from pipelines import corpora
-from pipelines.cli import compose_config, run_job
-from pipelines.run_data import RunData, RunNotFound, load_run
-from pipelines.run_dir import RunDir
-from pipelines.seed_lean_file import ProvedLemma, namespace_for, seed_file
+from pipelines.reporting import corpora
+from pipelines.reporting.run_data import RunData, RunNotFound, load_run
+from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file
+from pipelines.runtime.cli import compose_config, run_job
+from pipelines.runtime.run_dir import RunDir
 
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
 CARD_FILE = "README.md"

@@ -1,7 +1,7 @@
 """The numbers of an autoformalization run, computed from its formalizations table with polars.
 
 Compile rate and final accuracy (compiled and faithful, Aria's metric) count every row with valid input,
-so a statement the model refused or never got to compile counts against the run. Like `pipelines.stats`,
+so a statement the model refused or never got to compile counts against the run. Like `pipelines.reporting.stats`,
 every function is pure, so a small hand-built table checks each figure.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from operators.rows.formalizations import AGENT, BAD_INPUT, DIRECT, MODES, STATUSES
-from pipelines.stats import ALL, domain_order, ordered, percent, with_all
+from pipelines.reporting.stats import ALL, domain_order, ordered, percent, with_all
 
 
 def valid_rows(formalizations: pl.DataFrame) -> pl.DataFrame:

@@ -35,7 +35,7 @@ from operators.retrieval.declaration_index import (
 )
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
-from pipelines.cli import compose_config, run_job
+from pipelines.runtime.cli import compose_config, run_job
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:

@@ -24,9 +24,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf import ray_init_options
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
+from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
-from operators.faithfulness import FaithfulnessSettings
 from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
@@ -39,10 +39,10 @@ from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
-from pipelines import arrow_wire
-from pipelines.cli import SetupError, compose_config
-from pipelines.progress import StatusBoard, Ticker, init_ray_logging_to
-from pipelines.run_dir import RunDir
+from pipelines.runtime import arrow_wire
+from pipelines.runtime.cli import SetupError, compose_config
+from pipelines.runtime.progress import StatusBoard, Ticker, init_ray_logging_to
+from pipelines.runtime.run_dir import RunDir
 
 PROJECT = "folklore"
 # Where a run started here keeps Ray's own log lines, under its run directory.

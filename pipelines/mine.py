@@ -18,9 +18,9 @@ import ray
 from ray.data import Dataset
 
 from lean_pool.launch import LeanSetupError
+from operators.autoformalize.faithfulness import FaithfulnessOperator
 from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
-from operators.faithfulness import FaithfulnessOperator
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
@@ -28,14 +28,14 @@ from operators.prove import ProveOperator
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
-from pipelines import arrow_wire
-from pipelines.capacity import streaming_cpus, streaming_shortfall
-from pipelines.cli import SetupError, run_job
-from pipelines.discoveries import TABLE as DISCOVERIES
-from pipelines.discoveries import DiscoverAndRecord
-from pipelines.job import MiningJob, load_config
-from pipelines.progress import counted, report_batch
-from pipelines.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
+from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
+from pipelines.reporting.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
+from pipelines.runtime import arrow_wire
+from pipelines.runtime.cli import SetupError, run_job
+from pipelines.runtime.discoveries import TABLE as DISCOVERIES
+from pipelines.runtime.discoveries import DiscoverAndRecord
+from pipelines.runtime.job import MiningJob, load_config
+from pipelines.runtime.progress import counted, report_batch
 
 
 @dataclass(frozen=True)

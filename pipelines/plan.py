@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lean_pool.kimina import KIMINA
 from operators.rows.seeds import estimated_tokens, read_seed
-from pipelines.capacity import (
+from pipelines.reporting.capacity import (
     Cluster,
     Costs,
     MiningShape,
@@ -28,9 +28,9 @@ from pipelines.capacity import (
     stated_costs,
     workload,
 )
-from pipelines.cli import SetupError, compose_config, run_job
-from pipelines.job import list_seed_files, load_config
-from pipelines.run_data import RunNotFound, load_run
+from pipelines.reporting.run_data import RunNotFound, load_run
+from pipelines.runtime.cli import SetupError, compose_config, run_job
+from pipelines.runtime.job import list_seed_files, load_config
 
 PLAN_KEY = "plan"
 MINUTE_S = 60.0

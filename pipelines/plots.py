@@ -1,5 +1,5 @@
-"""The report's figures, drawn with matplotlib from the data frames of `pipelines.stats` (and of
-`pipelines.formalization_stats` for an autoformalize run).
+"""The report's figures, drawn with matplotlib from the data frames of `pipelines.reporting.stats` (and of
+`pipelines.reporting.formalization_stats` for an autoformalize run).
 
 Each function returns a `Figure` (no pyplot state, safe anywhere) so the report saves it as PNG, the
 notebook shows it, and a test reads back its bars. A figure of a simulated run carries the label
@@ -14,7 +14,7 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from pipelines.stats import ALL
+from pipelines.reporting.stats import ALL
 
 FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"),
                  ("compilable", "compilable"), ("trivial", "trivial"), ("proved", "proved"))

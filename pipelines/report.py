@@ -3,12 +3,12 @@
 What a researcher needs in the morning, laid out like the MathlibLemma paper: the funnel per domain
 (Table 1), Success@t per prover and domain with the union over provers (Table 3) and their overlap,
 the token and Lean cost per stage and per proved lemma, time per stage, and why candidates failed.
-Every number comes from the candidates table through `pipelines.stats`; a simulated run says so at the
+Every number comes from the candidates table through `pipelines.reporting.stats`; a simulated run says so at the
 top and bottom of the page, in every section title and on every plot.
 
 An autoformalize run (a formalizations table, no candidates) gets its own page, laid out the same way:
 outcomes, compile rate and final accuracy per source, LLM calls per problem, agreement with the reference
-statements and the faithfulness scores, from `pipelines.formalization_stats`.
+statements and the faithfulness scores, from `pipelines.reporting.formalization_stats`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from omegaconf import DictConfig
 
 from operators.rows.candidates import CANDIDATE, MATHLIB
 from operators.storage import join
-from pipelines import formalization_stats as fstats
-from pipelines import plots, stats
-from pipelines.cli import compose_config, run_job
-from pipelines.run_data import FormalizationRun, RunData, RunNotFound, load_any
-from pipelines.run_dir import RunDir
+from pipelines.reporting import formalization_stats as fstats
+from pipelines.reporting import plots, stats
+from pipelines.reporting.run_data import FormalizationRun, RunData, RunNotFound, load_any
+from pipelines.runtime.cli import compose_config, run_job
+from pipelines.runtime.run_dir import RunDir
 
 REPORT_FILE = "report.md"
 NONE = "—"

@@ -18,8 +18,8 @@ from operators.discover import DISCOVERY_SCHEMA
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.storage import open_location
-from pipelines.run_dir import MANIFEST, RunDir
-from pipelines.stats import is_simulated
+from pipelines.reporting.stats import is_simulated
+from pipelines.runtime.run_dir import MANIFEST, RunDir
 
 
 class RunNotFound(RuntimeError):

@@ -10,12 +10,12 @@ from omegaconf import OmegaConf
 from lean_pool import verdict
 from lean_pool.lean_source import find_tokens
 from lean_pool.session_check import CheckResult
-from operators.autoformalize import AutoformalizeSettings
+from operators.autoformalize.direct import AutoformalizeSettings
 from operators.llm.client import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
 from pipelines.autoformalize import load_config
-from pipelines.job import step_settings
+from pipelines.runtime.job import step_settings
 
 ERROR_MARK = "sim:error"
 

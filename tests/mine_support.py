@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from conf import package_dir
 from operators.llm.simulator import SimServer, success_attempt, unit
 from pipelines import mine
-from pipelines.job import load_config
+from pipelines.runtime.job import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_CONF = REPO / "conf" / "llm" / "sim.yaml"

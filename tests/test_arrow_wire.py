@@ -8,7 +8,7 @@ import pytest
 import ray
 
 from operators.rows.candidates import CANDIDATE_SCHEMA, candidates_table
-from pipelines import arrow_wire
+from pipelines.runtime import arrow_wire
 
 
 def wide_table(rows: int) -> pa.Table:

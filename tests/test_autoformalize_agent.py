@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from operators.agent_tools import (
+from operators.autoformalize.agent import AgentAutoformalizeOperator, AgentSettings
+from operators.autoformalize.agent_tools import (
     PARAMETERS,
     TOOLS,
     example_pair,
@@ -19,7 +20,6 @@ from operators.agent_tools import (
     term_file,
     tool_schemas,
 )
-from operators.autoformalize_agent import AgentAutoformalizeOperator, AgentSettings
 from operators.llm.client import LLMOperator, LLMRequest, LLMResult
 from operators.llm.simulator import SimServer
 from tests.autoformalize_support import (

@@ -9,14 +9,7 @@ from typing import Any
 import pytest
 
 from lean_pool.session_check import CheckResult
-from operators.autoformalize_got import (
-    GraphAutoformalizeOperator,
-    GraphSettings,
-    definition_verdict,
-    new_definition,
-    with_definitions,
-)
-from operators.concept_graph import (
+from operators.autoformalize.concept_graph import (
     FAILED,
     SYNTHESIZED,
     Concept,
@@ -28,8 +21,15 @@ from operators.concept_graph import (
     graph_column,
     read_concept_graph,
 )
-from operators.faithfulness import grounded_terms
-from operators.faithfulness import with_definitions as lookup_with_definitions
+from operators.autoformalize.faithfulness import grounded_terms
+from operators.autoformalize.faithfulness import with_definitions as lookup_with_definitions
+from operators.autoformalize.got import (
+    GraphAutoformalizeOperator,
+    GraphSettings,
+    definition_verdict,
+    new_definition,
+    with_definitions,
+)
 from operators.formalize import rejection
 from operators.llm.simulator import SimServer
 from tests.autoformalize_support import (

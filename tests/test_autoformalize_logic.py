@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lean_pool.session_check import CheckResult
-from operators.autoformalize import compiled, reference_match, under_header
+from operators.autoformalize.direct import compiled, reference_match, under_header
 from operators.formalize import rejection
 from operators.llm.client import LLMResult
 from operators.repair import RepairLoop, run_loop

@@ -20,8 +20,8 @@ from typing import Any
 import polars as pl
 
 from operators.rows.formalizations import empty_formalization, formalizations_table
-from pipelines import formalization_stats as fstats
 from pipelines import report
+from pipelines.reporting import formalization_stats as fstats
 from tests.handmade_run import STAMP, provenance
 from tests.test_report_formalizations import write_formalization_run
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from object_store import ObjectStore
 from ray.job_submission import JobSubmissionClient
 from ray.util.state import list_actors
-
-from object_store import ObjectStore
-from pipelines import export, mine, report
-from pipelines.progress import lost_node_lines
 from ray_nodes import RayNodes, running_cluster
+
+from pipelines import export, mine, report
+from pipelines.runtime.progress import lost_node_lines
 
 pytestmark = [pytest.mark.ray, pytest.mark.cluster]
 

@@ -14,7 +14,8 @@ import yaml
 
 from operators.llm.simulator import SimServer, success_attempt, unit
 from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
-from pipelines import evaluate, stats
+from pipelines import evaluate
+from pipelines.reporting import stats
 from tests.mine_support import SIM_CONF, sim_server_config
 
 SEED_DIR = "abstract/RepresentationTheory/FiniteIndex"

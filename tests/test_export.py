@@ -10,7 +10,7 @@ import pytest
 
 from lean_pool.verdict import precheck
 from pipelines import export
-from pipelines.corpora import split_of
+from pipelines.reporting.corpora import split_of
 from tests.handmade_run import candidates, write_run
 
 TEST_FRACTION = 0.2  # with the default salt: seed A goes to test, B and C to train

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pipelines import export
-from pipelines.corpora import SCHEMAS
+from pipelines.reporting.corpora import SCHEMAS
 from tests.handmade_run import write_run
 
 CORPORA = ("pairs", "trajectories", "judge")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lean_pool.lean_source import opened_namespaces, referenced_constants
-from operators.faithfulness import (
+from operators.autoformalize.faithfulness import (
     ROW_KINDS,
     Assessment,
     FaithfulnessSettings,
@@ -30,7 +30,7 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import candidates_table, empty_candidate
 from operators.rows.formalizations import empty_formalization, formalizations_table
-from pipelines.job import faithfulness_settings, load_config
+from pipelines.runtime.job import faithfulness_settings, load_config
 
 NO_INDEX = IndexSettings(dir=None, revision=None, embedding={})
 ALPHA, PENALTY = 0.9, 0.1

@@ -34,7 +34,7 @@ from operators.llm.client import (
 from operators.llm.simulator import SimServer
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
 from operators.storage import join
-from pipelines.job import load_config
+from pipelines.runtime.job import load_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 PAYLOAD = {"messages": [{"role": "user", "content": "is 1 = 1?"}], "model": "judge", "sampling": {"temperature": 0}}

@@ -31,10 +31,10 @@ from operators.split import (
     split_seeds,
 )
 from operators.trivial import with_tactic
-from pipelines.job import ROW_BLOCK_BYTES, configure_data_context, load_config
 from pipelines.mine import seed_plans
-from pipelines.run_dir import RunDir
-from pipelines.summary import seeds_table
+from pipelines.reporting.summary import seeds_table
+from pipelines.runtime.job import ROW_BLOCK_BYTES, configure_data_context, load_config
+from pipelines.runtime.run_dir import RunDir
 
 MARKER = "brainstormed mathlib lemmas"
 

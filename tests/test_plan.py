@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from pipelines import mine, plan
-from pipelines.capacity import (
+from pipelines.reporting.capacity import (
     CallCost,
     Cluster,
     Costs,
@@ -22,7 +22,7 @@ from pipelines.capacity import (
     streaming_shortfall,
     workload,
 )
-from pipelines.job import load_config
+from pipelines.runtime.job import load_config
 from tests.mine_support import mine_demo_run, mine_run, read_table
 
 SAMPLES = 1

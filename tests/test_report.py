@@ -8,8 +8,9 @@ import polars as pl
 import pytest
 import yaml
 
-from pipelines import report, stats
-from pipelines.run_data import load_run
+from pipelines import report
+from pipelines.reporting import stats
+from pipelines.reporting.run_data import load_run
 from tests.handmade_run import REPO, candidate, candidates, provenance, write_run
 
 SETTINGS = yaml.safe_load((REPO / "conf" / "report.yaml").read_text())

@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from operators.rows.formalizations import empty_formalization, formalizations_table
-from pipelines import formalization_stats as fstats
 from pipelines import report
-from pipelines.run_data import FormalizationRun, RunNotFound, load_any, load_formalizations
+from pipelines.reporting import formalization_stats as fstats
+from pipelines.reporting.run_data import FormalizationRun, RunNotFound, load_any, load_formalizations
 from tests.handmade_run import REPO, STAMP, provenance, write_run
 
 SETTINGS = yaml.safe_load((REPO / "conf" / "report.yaml").read_text())

@@ -20,7 +20,7 @@ from operators.llm.simulator import SimServer, last_lean_block
 from operators.prove import ProveOperator
 from pipelines import index as index_pipeline
 from pipelines import mine
-from pipelines.job import MiningJob, load_config
+from pipelines.runtime.job import MiningJob, load_config
 from tests.mine_support import (
     REPO,
     SIM_CONF,

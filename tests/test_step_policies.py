@@ -27,8 +27,8 @@ from operators.rows.seeds import TOO_LONG
 from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines import evaluate
-from pipelines.corpora import pair_rows
-from pipelines.job import load_config, step_settings
+from pipelines.reporting.corpora import pair_rows
+from pipelines.runtime.job import load_config, step_settings
 from tests.loop_script import Script
 
 FORMALIZE_MARKER = "error-free code"

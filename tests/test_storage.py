@@ -15,7 +15,7 @@ from operators.retrieval.declaration_index import FAISS_FILE, MANIFEST_FILE, TAB
 from operators.storage import StorageError, join, location_of, open_location, resolve, without_options
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
-from pipelines.run_dir import RunDir, append_file
+from pipelines.runtime.run_dir import RunDir, append_file
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
 DEMO_CPUS = 5  # the demo preset's ray.num_cpus, for a Ray this test starts itself

@@ -85,7 +85,7 @@ FAITHFULNESS_LABEL = pa.struct(
 GROUNDED_TERM = pa.struct(
     [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
 )
-# The faithfulness check's columns (`operators.faithfulness`), the same in every table it runs on; null when it
+# The faithfulness check's columns (`operators.autoformalize.faithfulness`), the same in every table it runs on; null when it
 # did not run.
 FAITHFULNESS_FIELDS = [
     ("faithful", pa.bool_()),

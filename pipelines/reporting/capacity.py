@@ -1,0 +1,377 @@
+"""The arithmetic of a capacity plan: seed files, a mining config and per-call costs in; LLM calls and tokens per
+stage, Lean checks, GPU- and CPU-hours, RAM per node and wall time out.
+
+Costs are either stated (`plan.defaults` in conf/plan.yaml, in the funnel's words: accept shares, mean repairs) or
+measured from an earlier run's tables; both become one `Costs`, so the same arithmetic serves both. Every function
+here is pure (no Ray, no I/O), so `pipelines.plan` stays a thin wrapper and each figure can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from lean_pool.kimina import KIMINA
+from lean_pool.replay import OFF as REPLAY_OFF
+from operators import discover, formalize, judge, prove, trivial
+from operators.autoformalize import faithfulness
+from operators.rows import seeds
+from pipelines.reporting import stats
+
+# The verify stages in plan order, and which of them check Lean.
+VERIFY_STAGES = (judge.STAGE, formalize.STAGE, faithfulness.STAGE, trivial.STAGE, prove.STAGE)
+LEAN_STAGES = (formalize.STAGE, trivial.STAGE, prove.STAGE)
+# The stage whose rows each LLM call (by the stage its `llm_calls` entry names) is made for.
+ROW_STAGE_OF_CALL = {
+    discover.STAGE: discover.STAGE,
+    judge.STAGE: judge.STAGE,
+    formalize.STAGE: formalize.STAGE,
+    formalize.DIAGNOSE_STAGE: formalize.STAGE,
+    faithfulness.DECOMPOSE_STAGE: faithfulness.STAGE,
+    faithfulness.STAGE: faithfulness.STAGE,
+    prove.STAGE: prove.STAGE,
+}
+# The LLM roles (conf/llm `models`) each stage's calls go to; prove's are the config's `provers`.
+ROLES_OF_STAGE = {discover.STAGE: ("discover",), judge.STAGE: ("judge",), formalize.STAGE: ("formalize", "diagnose"),
+                  faithfulness.STAGE: ("faithfulness",)}
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """One LLM call stage's cost: calls per row of the stage it serves, and per call its tokens and latency."""
+
+    calls_per_row: float
+    prompt_tokens: float
+    completion_tokens: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a mining run costs per unit of work, whatever it was learned from (`source`): candidates per discover
+    call, the share of candidates each verify stage takes in, each LLM call stage's cost (discover's prompt leaves
+    out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay."""
+
+    source: str
+    candidates_per_unit: float
+    row_shares: Mapping[str, float]
+    calls: Mapping[str, CallCost]
+    checks_per_row: Mapping[str, float]
+    replays_per_candidate: float
+    lean_check_s: float
+    replay_s: float
+
+
+@dataclass(frozen=True)
+class MiningShape:
+    """What the plan reads from the mining config: the method's budgets and switches, the Lean pool's shape, and
+    how many rows each stage keeps in flight (its actors' concurrency, capped by its endpoints' concurrency)."""
+
+    samples_per_seed: int
+    min_lemmas: int
+    judge_samples: int
+    formalize_max_repairs: int
+    diagnose: bool
+    dedup: bool
+    faithfulness: bool
+    include_trivial: bool
+    prove_max_repairs: int
+    provers: int
+    replay: bool
+    lean_workers: int
+    repls_per_worker: int
+    repl_num_cpus: float
+    repl_memory_gb: float
+    repl_max_uses: int
+    replay_slots_per_worker: int
+    llm_on_cluster: bool
+    stage_slots: Mapping[str, int]
+
+    @property
+    def processes_per_worker(self) -> int:
+        """Lean processes a pool worker reserves for: its REPLs, and its replay slots when replaying."""
+        return self.repls_per_worker + (self.replay_slots_per_worker if self.replay else 0)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machines a run is planned for, and what they serve: tokens per second per GPU, the header import's
+    seconds, and the RAM a node needs besides its REPLs. `nodes` are those the Lean pool spreads over (the ones
+    labelled with `lean.node_resource` on a cluster that labels them), with any GPUs of their own; `gpu_nodes` hold
+    only LLM engines, so a cluster of Lean nodes and GPU nodes is planned as it runs."""
+
+    nodes: int
+    cpus_per_node: int
+    gpus_per_node: int
+    memory_gb_per_node: float
+    gpu_nodes: int
+    gpus_per_gpu_node: int
+    prompt_tokens_per_s: float
+    completion_tokens_per_s: float
+    lean_import_s: float
+    node_overhead_gb: float
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU the LLM engines can use: the Lean nodes' and the GPU nodes'."""
+        return self.nodes * self.gpus_per_node + self.gpu_nodes * self.gpus_per_gpu_node
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """One LLM call stage's total: calls, tokens and the seconds its calls take (summed latency)."""
+
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    llm_seconds: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The work a run will do: discover calls, candidates, rows entering each verify stage, LLM calls per call
+    stage, Lean checks per Lean stage and replays."""
+
+    units: int
+    candidates: float
+    rows: Mapping[str, float]
+    calls: Mapping[str, StageLoad]
+    checks: Mapping[str, float]
+    replays: float
+
+    @property
+    def lean_checks(self) -> float:
+        """Every Lean check: the stages' checks and the replays (as the candidates' `lean_checks` count them)."""
+        return sum(self.checks.values()) + self.replays
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the workload needs of a cluster: GPU- and CPU-hours, RAM and CPUs reserved per node, how many REPLs a
+    node could hold, and the wall-time bound each resource or stage sets (seconds; the largest is the wall time)."""
+
+    gpu_hours: float
+    cpu_hours: float
+    ram_gb_per_node: float
+    cpus_reserved_per_node: float
+    repls_that_fit_per_node: int
+    bounds_s: Mapping[str, float]
+
+    @property
+    def wall_s(self) -> float:
+        """The run's wall time if every stage streams into the next: the slowest bound."""
+        return max(self.bounds_s.values())
+
+    @property
+    def bottleneck(self) -> str:
+        """The resource or stage that sets the wall time."""
+        return max(self.bounds_s, key=self.bounds_s.__getitem__)
+
+
+def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
+    """The plan's view of a composed mining config (`conf/mine.yaml` with its overrides)."""
+    llm, lean, stages = cfg["llm"], cfg["lean"], cfg["stages"]
+    provers = tuple(llm["provers"])
+    roles = {**ROLES_OF_STAGE, prove.STAGE: provers}
+
+    def slots(stage: str) -> int:
+        shape = stages[stage]
+        in_flight = int(shape["actors"]) * int(shape["max_concurrent_calls_per_actor"]) * int(shape["batch_size"])
+        endpoints = [llm["endpoints"][llm["models"][role]["endpoint"]] for role in roles.get(stage, ())]
+        return min([in_flight, *(int(endpoint["concurrency"]) for endpoint in endpoints)])
+
+    return MiningShape(
+        samples_per_seed=int(cfg["discover"]["samples_per_seed"]),
+        min_lemmas=int(cfg["discover"]["min_lemmas"]),
+        judge_samples=int(cfg["judge"]["samples"]),
+        formalize_max_repairs=int(cfg["formalize"]["max_repairs"]),
+        diagnose=bool(cfg["formalize"]["diagnose"]),
+        dedup=bool(cfg["dedup"]["enabled"]),
+        faithfulness=bool(cfg["faithfulness"]["enabled"]),
+        include_trivial=bool(cfg["prove"]["include_trivial"]),
+        prove_max_repairs=int(cfg["prove"]["max_repairs"]),
+        provers=len(provers),
+        replay=cfg["verify"]["replay"] != REPLAY_OFF,
+        lean_workers=int(lean["workers"]),
+        repls_per_worker=int(lean["repls_per_worker"]),
+        repl_num_cpus=float(lean["resources_per_repl"]["num_cpus"]),
+        repl_memory_gb=float(lean["resources_per_repl"]["memory_gb"]),
+        repl_max_uses=int(lean["max_uses"]),
+        replay_slots_per_worker=int(cfg["verify"]["slots_per_worker"]),
+        llm_on_cluster=llm["backend"] == "vllm",
+        stage_slots={stage: slots(stage) for stage in (discover.STAGE, *VERIFY_STAGES)},
+    )
+
+
+def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
+    """Costs from the stated defaults (`plan.defaults`) and the config's budgets: repairs and proof attempts are
+    capped at T and K + 1, judge calls are `judge.samples`, stages that are off take no rows."""
+    repairs = min(float(defaults["repairs_per_statement"]), shape.formalize_max_repairs)
+    attempts = shape.provers * min(float(defaults["proof_attempts_per_statement"]), shape.prove_max_repairs + 1)
+    judged = 1.0 - float(defaults["duplicate_share"]) if shape.dedup else 1.0
+    formalized = judged * float(defaults["judge_accept_share"])
+    compiled = formalized * float(defaults["compiled_share"])
+    kept = compiled * float(defaults["faithful_share"]) if shape.faithfulness else compiled
+    proved_rows = kept if shape.include_trivial else kept * (1.0 - float(defaults["trivial_share"]))
+    per_row = {discover.STAGE: 1.0, judge.STAGE: float(shape.judge_samples), formalize.STAGE: repairs,
+               formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
+               faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
+    llm = defaults["llm"]
+    return Costs(
+        source="stated defaults (conf/plan.yaml plan.defaults)",
+        candidates_per_unit=shape.min_lemmas * float(defaults["candidates_per_lemma_asked"]),
+        row_shares={judge.STAGE: judged, formalize.STAGE: formalized,
+                    faithfulness.STAGE: compiled if shape.faithfulness else 0.0, trivial.STAGE: kept,
+                    prove.STAGE: proved_rows},
+        calls={stage: CallCost(per_row[stage], float(llm[stage]["prompt_tokens"]),
+                               float(llm[stage]["completion_tokens"]), float(llm[stage]["latency_s"]))
+               for stage in per_row},
+        checks_per_row={formalize.STAGE: 1.0 + repairs, trivial.STAGE: 1.0, prove.STAGE: attempts},
+        replays_per_candidate=proved_rows * shape.provers * float(defaults["proved_share"]) if shape.replay else 0.0,
+        lean_check_s=float(defaults["lean_check_s"]),
+        replay_s=float(defaults["replay_s"]),
+    )
+
+
+def rows_entering(candidates: pl.DataFrame) -> dict[str, int]:
+    """How many of a run's candidates each verify stage worked on, read off the columns it fills."""
+    counts = candidates.select(
+        pl.col("judge_verdict").is_not_null().sum().alias(judge.STAGE),
+        (pl.col("formalize_attempts").list.len() > 0).sum().alias(formalize.STAGE),
+        pl.col("faithful").is_not_null().sum().alias(faithfulness.STAGE),
+        pl.col("trivial").is_not_null().sum().alias(trivial.STAGE),
+        (pl.col("proofs").list.len() > 0).sum().alias(prove.STAGE),
+    ).row(0, named=True)
+    return {stage: int(count) for stage, count in counts.items()}
+
+
+def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_per_token: float,
+                   source: str) -> Costs:
+    """Costs measured from an earlier run's tables: per LLM call stage its calls per row and mean tokens and
+    latency (discover's prompt less the seed's estimated tokens), checks per row of each Lean stage (from the
+    histories), replays and their seconds, and the seconds of the other checks."""
+    sent = discoveries.filter(pl.col("seed_status") == seeds.OK)
+    units = sent.height
+    if units == 0 or candidates.is_empty():
+        raise ValueError(f"{source} has no discover call or no candidate to measure costs from")
+    rows = {discover.STAGE: units, **rows_entering(candidates)}
+    calls = stats.llm_calls(candidates, discoveries)
+    unknown = set(calls["stage"].unique().to_list()) - set(ROW_STAGE_OF_CALL)
+    if unknown:
+        raise ValueError(f"{source} has LLM calls of stages a mining plan does not know: {sorted(unknown)}")
+    seed_tokens = float(sent["seed_chars"].sum()) / chars_per_token  # as `seeds.chars_per_token` estimates them
+    per_stage = calls.group_by("stage").agg(
+        pl.len().alias("calls"), pl.col("prompt_tokens").fill_null(0).sum(),
+        pl.col("completion_tokens").fill_null(0).sum(), pl.col("latency_s").fill_null(0.0).sum())
+    totals = {stage: values for stage, *values in per_stage.iter_rows()}
+    costs = {}
+    for stage in (stage for stage in ROW_STAGE_OF_CALL if stage in totals):  # in plan order
+        count, prompt_tokens, completion_tokens, latency = totals[stage]
+        if stage == discover.STAGE:
+            prompt_tokens -= seed_tokens
+        costs[stage] = CallCost(count / max(rows[ROW_STAGE_OF_CALL[stage]], 1), prompt_tokens / count,
+                                completion_tokens / count, latency / count)
+    replays = candidates.select(pl.col("proofs").explode().struct.field("replay_seconds")).drop_nulls()
+    replay_seconds = float(replays.to_series().sum())
+    checks = stats.lean_checks_by_stage(candidates)
+    stage_checks = sum(checks.values())
+    lean_seconds = float(candidates["lean_seconds"].fill_null(0.0).sum()) - replay_seconds
+    return Costs(
+        source=source,
+        candidates_per_unit=candidates.height / units,
+        row_shares={stage: rows[stage] / candidates.height for stage in VERIFY_STAGES},
+        calls=costs,
+        checks_per_row={stage: checks[stage] / rows[stage] if rows[stage] else 0.0 for stage in LEAN_STAGES},
+        replays_per_candidate=replays.height / candidates.height,
+        lean_check_s=lean_seconds / stage_checks if stage_checks else 0.0,
+        replay_s=replay_seconds / replays.height if replays.height else 0.0,
+    )
+
+
+def workload(seed_tokens: Sequence[int], shape: MiningShape, costs: Costs) -> Workload:
+    """The work of mining seeds whose estimated token counts are `seed_tokens` (the seeds that fit the model):
+    `samples_per_seed` discover calls each, then each stage's rows, calls and checks at the given costs."""
+    units = len(seed_tokens) * shape.samples_per_seed
+    candidates = units * costs.candidates_per_unit
+    rows = {discover.STAGE: float(units), **{stage: candidates * share for stage, share in costs.row_shares.items()}}
+    seed_prompt = float(sum(seed_tokens) * shape.samples_per_seed)
+    loads = {}
+    for stage, cost in costs.calls.items():
+        calls = rows[ROW_STAGE_OF_CALL[stage]] * cost.calls_per_row
+        prompt_tokens = calls * cost.prompt_tokens + (seed_prompt if stage == discover.STAGE else 0.0)
+        loads[stage] = StageLoad(calls, prompt_tokens, calls * cost.completion_tokens, calls * cost.latency_s)
+    checks = {stage: rows[stage] * per_row for stage, per_row in costs.checks_per_row.items()}
+    return Workload(units, candidates, rows, loads, checks, candidates * costs.replays_per_candidate)
+
+
+def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster) -> Resources:
+    """What `work` needs of `cluster`. Wall time assumes every stage streams into the next, so the slowest of
+    these bounds sets it: the Lean pool (check seconds over its REPLs, after one header import), the replay slots,
+    the GPUs (only when the LLM engines run on the cluster), and each stage (its LLM and Lean seconds over the rows
+    it keeps in flight)."""
+    prompt_tokens = sum(load.prompt_tokens for load in work.calls.values())
+    completion_tokens = sum(load.completion_tokens for load in work.calls.values())
+    gpu_seconds = prompt_tokens / cluster.prompt_tokens_per_s + completion_tokens / cluster.completion_tokens_per_s
+    repls = shape.lean_workers * shape.repls_per_worker
+    checks = sum(work.checks.values())
+    imports = repls + checks / shape.repl_max_uses
+    check_seconds = checks * costs.lean_check_s
+    replay_seconds = work.replays * costs.replay_s
+    workers_per_node = math.ceil(shape.lean_workers / cluster.nodes)
+    replay_slots = shape.replay_slots_per_worker if shape.replay else 0
+    repls_per_node = workers_per_node * shape.processes_per_worker
+    bounds = {"lean pool": (check_seconds + (imports - repls) * cluster.lean_import_s) / repls
+              + cluster.lean_import_s}
+    if shape.replay:
+        bounds["replay"] = replay_seconds / (shape.lean_workers * replay_slots)
+    if shape.llm_on_cluster and cluster.gpus > 0:
+        bounds["GPUs"] = gpu_seconds / cluster.gpus
+    for stage, slots in shape.stage_slots.items():
+        llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if ROW_STAGE_OF_CALL[call] == stage)
+        busy = llm_seconds + work.checks.get(stage, 0.0) * costs.lean_check_s
+        if busy > 0:
+            bounds[f"stage {stage}"] = busy / slots
+    return Resources(
+        gpu_hours=gpu_seconds / SECONDS_PER_HOUR,
+        cpu_hours=(check_seconds + replay_seconds + imports * cluster.lean_import_s) / SECONDS_PER_HOUR,
+        ram_gb_per_node=repls_per_node * shape.repl_memory_gb + cluster.node_overhead_gb,
+        cpus_reserved_per_node=repls_per_node * shape.repl_num_cpus,
+        repls_that_fit_per_node=int(min(cluster.cpus_per_node / shape.repl_num_cpus,
+                                        (cluster.memory_gb_per_node - cluster.node_overhead_gb)
+                                        / shape.repl_memory_gb)),
+        bounds_s=bounds,
+    )
+
+
+def streaming_cpus(cfg: Mapping[str, Any]) -> dict[str, float]:
+    """The logical CPUs Ray must hold at once for the mining plan to stream, by part: each stage's actors, a writer,
+    and the Lean pool's workers (their REPLs, and their replay slots when replaying; nothing with `lean=kimina`,
+    whose server is not on Ray). Ray Data starts every stage's actors when the plan starts; those that do not fit
+    wait until an earlier stage has finished and let its actors go, so stages run one after another."""
+    stages = cfg["stages"]
+    active = [discover.STAGE, *(["dedup"] if cfg["dedup"]["enabled"] else []), judge.STAGE, formalize.STAGE,
+              *([faithfulness.STAGE] if cfg["faithfulness"]["enabled"] else []), trivial.STAGE, prove.STAGE]
+    needs = {stage: int(stages[stage]["actors"]) * float(stages[stage]["num_cpus"]) for stage in active}
+    needs["writer"] = float(cfg["output"]["writer_num_cpus"])
+    if cfg["lean"]["backend"] != KIMINA:
+        shape = mining_shape(cfg)
+        needs["lean pool"] = shape.lean_workers * shape.processes_per_worker * shape.repl_num_cpus
+    return needs
+
+
+def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str | None:
+    """What to tell the user when a cluster of `cluster_cpus` logical CPUs cannot hold the plan's `needs`
+    (`streaming_cpus`) at once, or None when it can."""
+    total = sum(needs.values())
+    if total <= cluster_cpus:
+        return None
+    parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
+    return (f"the mining plan reserves {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
+            f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
+            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus or "
+            f"lean.resources_per_repl.num_cpus")

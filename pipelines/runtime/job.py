@@ -1,0 +1,368 @@
+"""Everything a mining run holds besides its plan: config, checks before starting, Ray, backends, run directory.
+
+`MiningJob` fails early with one clear message when a backend is missing (no Lean project, no API key,
+no seed directory), so an overnight run does not die an hour in. It owns what the run starts (the
+LLM backend, the Lean pool, the status board) and stops it at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import ray
+from omegaconf import DictConfig, OmegaConf
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from conf import ray_init_options
+from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
+from operators.autoformalize.faithfulness import FaithfulnessSettings
+from operators.dedup import DedupSettings
+from operators.discover import RETRIED_STATUSES, DiscoverSettings
+from operators.formalize import FormalizeSettings
+from operators.judge import JudgeSettings
+from operators.llm.backend import LLMBackend
+from operators.llm.cache import stored_answers
+from operators.llm.client import start_usage_ledger, usage_report
+from operators.prove import ProveSettings
+from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
+from operators.retrieval.settings import GroundingSettings, IndexSettings
+from operators.rows.candidates import ERROR_INFRA, unit_id
+from operators.rows.seeds import domain_of, seed_id, select
+from operators.storage import first_line, is_uri, join, open_location
+from operators.trivial import TrivialSettings
+from pipelines.runtime import arrow_wire
+from pipelines.runtime.cli import SetupError, compose_config
+from pipelines.runtime.progress import StatusBoard, Ticker, init_ray_logging_to
+from pipelines.runtime.run_dir import RunDir
+
+PROJECT = "folklore"
+# Where a run started here keeps Ray's own log lines, under its run directory.
+RAY_LOG = "logs/ray.log"
+# Characters of the run URI's hash that name its node-local log directory when the run directory is a URI.
+NODE_LOG_DIGEST_CHARS = 16
+# Ray Data's block size target, below any row's size: each row leaves a stage in its own block as soon as its
+# batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
+# the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
+ROW_BLOCK_BYTES = 1
+
+
+def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s: float) -> None:
+    """Ray Data's settings for a mining job: one row per block, and no progress bars (the per-stage status lines
+    say more, in fewer lines).
+
+    A task's output stream may run only a few blocks ahead of the driver taking them (Ray Data sizes that buffer,
+    private to its `DataContext`, for blocks of 128 MB). With one-row blocks a task then waits on the driver after
+    every couple of rows: the split+dedup stage, which turns one seed into all its candidates, ran at a third of its
+    speed. Here the buffer is unbounded; what it holds is bounded by the rows of a plan (`ray.seeds_per_plan`)."""
+    context.execution_no_progress_timeout_s = no_progress_timeout_s
+    context.target_max_block_size = ROW_BLOCK_BYTES
+    context.enable_progress_bars = False
+    context._max_num_blocks_in_streaming_gen_buffer = None
+
+
+def load_config(overrides: Sequence[str]) -> DictConfig:
+    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
+    return compose_config("mine", overrides)
+
+
+def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
+    """The seed root's filesystem and path, and the chosen seed files relative to it."""
+    root = str(cfg.seeds.root)
+    filesystem, path = open_location(root)
+    if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+        raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
+    if cfg.seeds.list is not None:
+        return filesystem, path, [str(p) for p in cfg.seeds.list]
+    infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+    relative = [info.path[len(path) + 1 :] for info in infos if info.type == pafs.FileType.File]
+    return filesystem, path, select(relative, list(cfg.seeds.include), list(cfg.seeds.exclude))
+
+
+def index_location(location: str) -> str:
+    """`index.dir` as every actor reads it: a URI as given, a local path made absolute (actors may start in another
+    working directory)."""
+    return location if is_uri(location) else str(Path(location).expanduser().resolve())
+
+
+def index_revision(lean_cfg: Mapping[str, Any]) -> str | None:
+    """The Mathlib revision a declaration index must come from: the one the run's Lean checks against (None,
+    any index, for the simulator, which has no Mathlib, or a Lean project whose revision is unknown)."""
+    lean = checker_provenance(lean_cfg)
+    return None if lean["simulated"] else lean["mathlib_rev"]
+
+
+def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
+    """The revision and model of the declaration index dedup and grounding read, checked before the run starts
+    (empty when neither reads one); a missing, stale or foreign index is a `SetupError` that says how to build the
+    right one."""
+    users = [name for name in ("dedup", "grounding") if cfg[name].enabled]
+    index_dir = cfg.index.dir
+    if "grounding" in users and index_dir is None:
+        raise SetupError("grounding.enabled=true needs index.dir (build one with `python -m pipelines.index`)")
+    if not users or index_dir is None:
+        return {}
+    try:
+        manifest = read_manifest(node_local(str(index_dir)))
+    except (StaleIndex, OSError) as error:
+        raise SetupError(f"index.dir={index_dir}: {first_line(error)}") from error
+    reasons = stale_reasons(manifest, revision, str(cfg.embedding.model_id))
+    if reasons:
+        raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
+                         f"with `python -m pipelines.index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
+    return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
+    `dedup`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
+
+    discover: DiscoverSettings
+    dedup: DedupSettings | None
+    judge: JudgeSettings
+    formalize: FormalizeSettings
+    faithfulness: FaithfulnessSettings | None
+    trivial: TrivialSettings
+    prove: ProveSettings
+
+
+def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: IndexSettings) -> FaithfulnessSettings:
+    """The faithfulness check's settings (`faithfulness:`), its templates beside the shared system message."""
+    section = cfg.faithfulness
+    return FaithfulnessSettings(
+        alpha=float(section.alpha), minor_penalty=float(section.minor_penalty), max_terms=int(section.max_terms),
+        prove_unfaithful=bool(section.prove_unfaithful), index=index,
+        prompts={"system": prompts["system"], "decompose": str(section.decompose), "label": str(section.label),
+                 "no_definitions": str(section.no_definitions)})
+
+
+def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
+    """The steps' settings from their config sections (`discover:`, `dedup:`, ... `prompts:`, `grounding:`)."""
+    prompts = OmegaConf.to_container(cfg.prompts, resolve=True)
+    grounding = GroundingSettings(
+        k=int(cfg.grounding.k), k_missing=int(cfg.grounding.k_missing), max_missing=int(cfg.grounding.max_missing),
+        header=str(cfg.grounding.header), missing_header=str(cfg.grounding.missing_header), index=index,
+    ) if cfg.grounding.enabled else None
+    return StepSettings(
+        discover=DiscoverSettings(marker=str(cfg.discover.marker), min_lemmas=int(cfg.discover.min_lemmas),
+                                  seed_max_tokens=int(cfg.seeds.max_tokens),
+                                  chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
+        dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
+        if cfg.dedup.enabled else None,
+        judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
+        formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
+                                    diagnose=bool(cfg.formalize.diagnose), prompts=prompts, grounding=grounding),
+        faithfulness=faithfulness_settings(cfg, prompts, index) if cfg.faithfulness.enabled else None,
+        trivial=TrivialSettings(tactic=str(cfg.trivial.tactic)),
+        prove=ProveSettings(max_repairs=int(cfg.prove.max_repairs), marker=str(cfg.prove.marker),
+                            env_lines=tuple(str(line) for line in cfg.prove.env_lines),
+                            include_trivial=bool(cfg.prove.include_trivial), prompts=prompts, grounding=grounding),
+    )
+
+
+class MiningJob:
+    """A run's resources, started in `__enter__` and released in `__exit__`."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
+        # A LeanSetupError naming what is missing, before anything starts.
+        check_lean_setup(self.lean_cfg, OmegaConf.to_container(cfg.verify, resolve=True))
+        revision = index_revision(self.lean_cfg)
+        self.index_provenance = checked_index(cfg, revision)
+        # The index as the operators read it (`index_location`) and the revision it must have been built from.
+        index = IndexSettings(dir=None if cfg.index.dir is None else index_location(str(cfg.index.dir)),
+                              revision=revision,
+                              embedding=OmegaConf.to_container(cfg.embedding, resolve=True))
+        self.steps = step_settings(cfg, index)
+        self.find_inputs()
+        self.backend = LLMBackend(cfg.llm)
+        self.run = RunDir(str(cfg.run_dir))
+        self._pool: LeanPool | None = None
+
+    def find_inputs(self) -> None:
+        """The seed files to mine; none is a `SetupError`."""
+        self.seed_fs, self.seed_root, self.seed_files = list_seed_files(self.cfg)
+        if not self.seed_files:
+            raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
+
+    def __enter__(self) -> MiningJob:
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            options, note = ray_init_options(self.cfg.ray)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
+        arrow_wire.register()
+        configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
+        # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
+        # endpoint unreachable, refusing the key or not serving a role's model.
+        self.settings = self.backend.__enter__()
+        self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
+        # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        self.board = StatusBoard.options(scheduling_strategy=here).remote()
+        self.ledger = start_usage_ledger()
+        manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        self.provenance = self._provenance(manifest["run_id"])
+        self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ticker.__exit__()
+        if self._pool is not None:
+            self._pool.shutdown()
+        self.backend.__exit__(*exc)
+        if self._started_ray:
+            ray.shutdown()  # the job's actors and workers end with it, not minutes later
+            if is_uri(self.run.uri):
+                print(f"ray log: {self.run.keep_log(self.ray_log, RAY_LOG)}", flush=True)
+
+    @property
+    def ray_log(self) -> Path:
+        """Where the driver's Ray log lines go: into a local run directory, else into a file on this node named
+        after the run (uploaded into the run directory when the job ends)."""
+        if not is_uri(self.run.uri):
+            return Path(self.run.path) / RAY_LOG
+        digest = hashlib.sha256(self.run.uri.encode()).hexdigest()[:NODE_LOG_DIGEST_CHARS]
+        return Path(tempfile.gettempdir()) / PROJECT / digest / RAY_LOG
+
+    @property
+    def pool(self) -> LeanPool:
+        """The Lean pool, started on first use (a run with nothing left to verify never starts one)."""
+        if self._pool is None:
+            self._pool = LeanPool.start(self.lean_cfg, verify=OmegaConf.to_container(self.cfg.verify, resolve=True))
+        return self._pool
+
+    def _provenance(self, run_id: str) -> dict[str, Any]:
+        llm = self.settings.provenance()
+        lean = checker_provenance(self.lean_cfg)
+        return {
+            "run_id": run_id,
+            "project_version": metadata.version(PROJECT),
+            "llm_backend": llm["llm_backend"],
+            "llm_simulated": llm["llm_simulated"],
+            "models": json.dumps(llm["models"], sort_keys=True),
+            "sampling": json.dumps(llm["sampling"], sort_keys=True),
+            "lean_backend": lean["lean_backend"],
+            "lean_simulated": lean["simulated"],
+            "toolchain": lean["toolchain"],
+            "mathlib_rev": lean["mathlib_rev"],
+            "dedup": self._retrieval_provenance(self.steps.dedup, ("threshold", "k")),
+            "grounding": self._retrieval_provenance(self.steps.formalize.grounding, ("k", "k_missing", "max_missing")),
+        }
+
+    def _retrieval_provenance(self, settings: DedupSettings | GroundingSettings | None, keys: Sequence[str]
+                              ) -> str | None:
+        """JSON of a retrieval step's settings and the index it read, or None when the step is off."""
+        if settings is None:
+            return None
+        return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
+
+    def resume_summary(self) -> str | None:
+        """One line on what a resumed run found in its directory (None for a fresh run): what is finished, what
+        failed for infrastructure reasons and is asked again, half-written files removed, answers cached."""
+        discoveries = self.run.prepare("discoveries", RETRIED_STATUSES)
+        candidates = self.run.prepare("candidates", {ERROR_INFRA})
+        units = self.run.row_count("discoveries")
+        finished = self.run.row_count("candidates")
+        redo = discoveries.retried_rows_dropped + candidates.retried_rows_dropped
+        removed = discoveries.partial_files_removed + candidates.partial_files_removed
+        cached = stored_answers(self.llm_cache_dir) if self.llm_cache_dir else 0
+        if not (units or finished or redo or removed or cached):
+            return None
+        return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
+                f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
+
+    def seed_work(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What the mining plan starts from: seeds with samples still to draw (discover's work items,
+        `SEED_WORK_SCHEMA`) and seeds whose discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each
+        names the files split will read for it: its discoveries, and the candidates an earlier run finished."""
+        self.run.prepare("discoveries", RETRIED_STATUSES)
+        self.run.prepare("candidates", {ERROR_INFRA})
+        discovered = self._files_by_seed("discoveries")
+        finished = self._files_by_seed("candidates")
+        done = self.run.ids("discoveries", "unit_id")
+        domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
+        samples = range(int(self.cfg.discover.samples_per_seed))
+        to_discover = []
+        for relative in self.seed_files:
+            name = seed_id(relative)
+            pending = [sample for sample in samples if unit_id(name, sample) not in done]
+            if pending:
+                to_discover.append({
+                    "seed_id": name,
+                    "seed_path": relative,
+                    "seed_file": self._seed_uri(relative),
+                    "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
+                    "samples": pending,
+                    "paths": discovered.get(name, []),
+                    "finished_files": finished.get(name, []),
+                })
+        drawn = {item["seed_id"] for item in to_discover}
+        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, [])}
+                    for name, paths in sorted(discovered.items()) if name not in drawn]
+        return to_discover, to_split
+
+    def _files_by_seed(self, table: str) -> dict[str, list[str]]:
+        """For each seed, the files of `table` that hold rows of it."""
+        files_of: dict[str, list[str]] = {}
+        for uri, seeds in self.run.column_by_file(table, "seed_id"):
+            for seed in dict.fromkeys(seeds):
+                files_of.setdefault(seed, []).append(uri)
+        return files_of
+
+    def _seed_uri(self, relative: str) -> str:
+        root = str(self.cfg.seeds.root)
+        return join(root if is_uri(root) else self.seed_root, relative)
+
+    def finished_candidate_ids(self) -> set[str]:
+        """The ids of candidates already written with a finished status (for jobs whose inputs are few enough to
+        filter on the driver, like a benchmark's statements)."""
+        self.run.prepare("candidates", {ERROR_INFRA})
+        return self.run.ids("candidates", "candidate_id")
+
+    def operator_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
+        """`map_batches` keyword arguments for a stage's async operator, shaped by `stages.<stage>`."""
+        shape = self.cfg.stages[stage]
+        return {
+            "batch_size": int(shape.batch_size),
+            "batch_format": "pyarrow",
+            "num_cpus": float(shape.num_cpus),
+            "compute": ray.data.ActorPoolStrategy(
+                size=int(shape.actors), max_concurrent_calls_per_actor=int(shape.max_concurrent_calls_per_actor)
+            ),
+            "fn_constructor_kwargs": constructor_kwargs,
+        }
+
+    def dedup_options(self, **constructor_kwargs: Any) -> dict[str, Any]:
+        """`map_batches` keyword arguments of the split+dedup stage: a batch is whole blocks of seed items, so a
+        candidate is compared with every sibling, whatever the batch."""
+        shape = self.cfg.stages.dedup
+        return {
+            "batch_size": None,
+            "batch_format": "pyarrow",
+            "num_cpus": float(shape.num_cpus),
+            "compute": ray.data.ActorPoolStrategy(size=int(shape.actors)),
+            "fn_constructor_kwargs": constructor_kwargs,
+        }
+
+    def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
+        """`operator_options` for an operator on `operators.llm.client.LLMOperator` (settings, actors, usage ledger,
+        the run's answer cache)."""
+        actors = int(self.cfg.stages[stage].actors)
+        return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
+                                     cache_dir=self.llm_cache_dir, **constructor_kwargs)
+
+    def usage(self) -> str:
+        """Per-stage LLM calls, failures, tokens and latency so far."""
+        return usage_report(ray.get(self.ledger.totals.remote()))

@@ -1,0 +1,172 @@
+"""The run directory: where a run's Parquet tables live, and what a resumed run must not do again.
+
+A run directory is a local path or any pyarrow filesystem URI. Tables are directories of Parquet files
+appended by Ray Data. Resuming is an anti-join: the ids already written with a finished status are
+skipped. Before that, files a killed run left half-written are deleted (their rows were never
+written), and rows that failed for infrastructure reasons are dropped from their files so that they
+are asked again, without ever leaving two rows for one id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from operators.storage import is_uri, join, location_of, open_location
+
+PARQUET_SUFFIX = ".parquet"
+# Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
+FILE_DIGEST_CHARS = 32
+MANIFEST = "run.json"
+
+
+def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
+    """The files under `directory`, recursively and sorted, without the hidden and temporary ones (`.x`, `_x`)
+    that writers and editors leave beside data."""
+    entries = filesystem.get_file_info(pafs.FileSelector(directory, recursive=True))
+    return sorted(entry.path for entry in entries
+                  if entry.type == pafs.FileType.File and not entry.base_name.startswith((".", "_")))
+
+
+def write_whole(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> str:
+    """Write `table` to the Parquet file `path` (new or replaced) under a hidden name beside it and then rename it, so
+    a reader (or a resumed run) never sees it half-written; `path`."""
+    directory, base = path.rsplit("/", 1)
+    filesystem.create_dir(directory, recursive=True)
+    temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
+    pq.write_table(table, temporary, filesystem=filesystem)
+    filesystem.move(temporary, path)
+    return path
+
+
+def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table, id_column: str) -> str:
+    """Add `table` to the table stored in `directory` as a Parquet file (`write_whole`) named by the ids it holds; the
+    file's path. The same rows written again, by a task Ray retried after its node was lost once the first copy had
+    landed, replace that copy instead of adding a second one."""
+    ids = "\n".join(sorted(table.column(id_column).to_pylist()))
+    name = hashlib.sha256(ids.encode()).hexdigest()[:FILE_DIGEST_CHARS]
+    return write_whole(filesystem, f"{directory}/{name}{PARQUET_SUFFIX}", table)
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What preparing a table for a resumed run did."""
+
+    partial_files_removed: int
+    retried_rows_dropped: int
+
+
+class RunDir:
+    """A run directory on any pyarrow filesystem."""
+
+    def __init__(self, location: str) -> None:
+        # A missing bucket or refused credentials is a StorageError here, before a job starts Ray.
+        self.filesystem, self.path = open_location(location, create=True)
+        self.uri = location if is_uri(location) else self.path
+
+    def table_uri(self, name: str) -> str:
+        """Where table `name` lives, as a location every node resolves alike (a URI keeps the run's options)."""
+        return join(self.uri, name)
+
+    def table_path(self, name: str) -> str:
+        """Table `name`'s directory as a path on `filesystem` (what Ray Data's writers take with the filesystem)."""
+        return f"{self.path}/{name}"
+
+    def files(self, name: str) -> list[str]:
+        """The table's Parquet files (filesystem paths), sorted; hidden and temporary files excluded."""
+        selector = pafs.FileSelector(f"{self.path}/{name}", recursive=True, allow_not_found=True)
+        return sorted(
+            info.path
+            for info in self.filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File
+            and info.base_name.endswith(PARQUET_SUFFIX)
+            and not info.base_name.startswith((".", "_"))
+        )
+
+    def file_uris(self, name: str) -> list[str]:
+        """The table's files as locations that resolve to the right filesystem on any node."""
+        return [location_of(self.uri, self.path, path) for path in self.files(name)]
+
+    def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
+        """Table `name` (only `columns` when given) from every file; an empty table when nothing is written."""
+        wanted = list(columns) if columns is not None else schema.names
+        tables = [pq.read_table(path, filesystem=self.filesystem, columns=wanted) for path in self.files(name)]
+        if not tables:
+            return pa.schema([schema.field(column) for column in wanted]).empty_table()
+        return pa.concat_tables(tables)
+
+    def ids(self, name: str, id_column: str) -> set[str]:
+        """The ids written to table `name` (after `prepare`, every one of them is finished)."""
+        return set(self.read_column(name, id_column))
+
+    def row_count(self, name: str) -> int:
+        """How many rows table `name` holds, from the files' footers (no column is read)."""
+        return sum(pq.ParquetFile(path, filesystem=self.filesystem).metadata.num_rows for path in self.files(name))
+
+    def read_column(self, name: str, column: str) -> list[Any]:
+        """One column of table `name` as a Python list, read file by file."""
+        return [value for _, values in self.column_by_file(name, column) for value in values]
+
+    def column_by_file(self, name: str, column: str) -> list[tuple[str, list[Any]]]:
+        """One column of table `name`, file by file: (the file's URI, its values)."""
+        return [
+            (uri, pq.read_table(path, filesystem=self.filesystem, columns=[column]).column(column).to_pylist())
+            for path, uri in zip(self.files(name), self.file_uris(name), strict=True)
+        ]
+
+    def prepare(self, name: str, retried_statuses: Collection[str]) -> Repair:
+        """Make table `name` safe to resume from: delete unreadable (half-written) files and rewrite files
+        holding rows whose status is to be retried without those rows."""
+        removed = dropped = 0
+        for path in self.files(name):
+            try:
+                table = pq.read_table(path, filesystem=self.filesystem)
+            except (OSError, pa.ArrowInvalid):
+                self.filesystem.delete_file(path)
+                removed += 1
+                continue
+            retried = pc.is_in(table.column("status"), value_set=pa.array(sorted(retried_statuses), pa.string()))
+            count = pc.sum(retried).as_py() or 0
+            if count:
+                write_whole(self.filesystem, path, table.filter(pc.invert(retried)))
+                dropped += count
+        return Repair(removed, dropped)
+
+    def write_table(self, name: str, table: pa.Table) -> str:
+        """Replace table `name` by one file holding `table` (for small tables rebuilt at the end of a run)."""
+        target = write_whole(self.filesystem, f"{self.path}/{name}/{name}{PARQUET_SUFFIX}", table)
+        for path in self.files(name):
+            if path != target:
+                self.filesystem.delete_file(path)
+        return self.table_uri(name)
+
+    def keep_log(self, local: Path, relative: str) -> str:
+        """Copy the node-local file `local` to `relative` in the run directory (replacing an earlier copy); where it
+        went. For what a run writes on its own node, like Ray's log, when the run directory is not local."""
+        target = f"{self.path}/{relative}"
+        self.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        pafs.copy_files(str(local), target, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=self.filesystem)
+        return join(self.uri, relative)
+
+    def manifest(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The run's manifest (run id, creation time, first config), created on the first start and kept after."""
+        path = f"{self.path}/{MANIFEST}"
+        if self.filesystem.get_file_info(path).type == pafs.FileType.File:
+            with self.filesystem.open_input_stream(path) as stream:
+                return json.loads(stream.read().decode())
+        manifest = {"run_id": uuid.uuid4().hex, "created_at": datetime.now(timezone.utc).isoformat(), "config": config}
+        with self.filesystem.open_output_stream(path) as stream:
+            stream.write(json.dumps(manifest, indent=2, default=str).encode())
+        return manifest
