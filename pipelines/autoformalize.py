@@ -120,6 +120,9 @@ def read_examples(location: str) -> tuple[dict[str, str], ...]:
 class AutoformalizeJob(MiningJob):
     """A mining job whose inputs are informal statements: same checks, Ray, backends, pool and run directory."""
 
+    JOB = "autoformalize"
+    TABLES = (TABLE,)
+
     def find_inputs(self) -> None:
         """The input files and the agent's examples, found before Ray starts (a wrong path is a `SetupError` at
         once); the inputs are read once the job's provenance is known."""

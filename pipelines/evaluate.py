@@ -99,6 +99,9 @@ class EvaluationJob(MiningJob):
     """A mining job whose statements come from a benchmark: same config checks, Ray, backends, pool and run
     directory, and no seed files to list."""
 
+    JOB = "evaluate"
+    TABLES = ("candidates",)
+
     def find_inputs(self) -> None:
         """Nothing to list: the statements are read from the benchmark before the job starts."""
 

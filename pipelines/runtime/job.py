@@ -42,7 +42,8 @@ from operators.trivial import TrivialSettings
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.progress import StatusBoard, Ticker, init_ray_logging_to
-from pipelines.runtime.run_dir import RunDir
+from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
+from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
 
 PROJECT = "folklore"
 # Where a run started here keeps Ray's own log lines, under its run directory.
@@ -172,6 +173,10 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
 class MiningJob:
     """A run's resources, started in `__enter__` and released in `__exit__`."""
 
+    # The job's name in its run directory's manifest, and the tables it writes rows to.
+    JOB = "mine"
+    TABLES: tuple[str, ...] = ("discoveries", "candidates")
+
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
@@ -187,7 +192,26 @@ class MiningJob:
         self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
+        self.manifest = self.claim_run_dir()
         self._pool: LeanPool | None = None
+
+    def claim_run_dir(self) -> dict[str, Any]:
+        """Record in the run's manifest what makes this job's tables, before anything starts; a run directory whose
+        rows were made with other deciding settings is a `SetupError` naming them (`run_identity`)."""
+        resume = self.cfg.resume
+        lean = checker_provenance(self.lean_cfg)
+        settings = deciding_settings(
+            self.JOB, OmegaConf.to_container(self.cfg, resolve=False),
+            [*resume.speed_only, *resume.unused], {"lean.toolchain": lean["toolchain"],
+                                                   "lean.mathlib_rev": lean["mathlib_rev"]})
+        manifest = self.run.read_manifest() or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        with_rows = [table for table in self.TABLES if self.run.files(table)]
+        try:
+            manifest = claim(manifest, self.TABLES, with_rows, settings, list(resume.accept_changes), now_iso())
+        except ChangedSettings as changed:
+            raise SetupError(refusal(self.run.uri, changed.changes)) from None
+        self.run.write_manifest(manifest)
+        return manifest
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`."""
@@ -212,8 +236,7 @@ class MiningJob:
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
         self.board = StatusBoard.options(scheduling_strategy=here).remote()
         self.ledger = start_usage_ledger()
-        manifest = self.run.manifest(OmegaConf.to_container(self.cfg, resolve=True))
-        self.provenance = self._provenance(manifest["run_id"])
+        self.provenance = self._provenance(self.manifest["run_id"])
         self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
         return self
 

@@ -160,13 +160,26 @@ class RunDir:
                         destination_filesystem=self.filesystem)
         return join(self.uri, relative)
 
-    def manifest(self, config: dict[str, Any]) -> dict[str, Any]:
-        """The run's manifest (run id, creation time, first config), created on the first start and kept after."""
+    def read_manifest(self) -> dict[str, Any] | None:
+        """The run's manifest (`run.json`: run id, creation time, first config, what made each table), None before the
+        first start."""
         path = f"{self.path}/{MANIFEST}"
-        if self.filesystem.get_file_info(path).type == pafs.FileType.File:
-            with self.filesystem.open_input_stream(path) as stream:
-                return json.loads(stream.read().decode())
-        manifest = {"run_id": uuid.uuid4().hex, "created_at": datetime.now(timezone.utc).isoformat(), "config": config}
-        with self.filesystem.open_output_stream(path) as stream:
+        if self.filesystem.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with self.filesystem.open_input_stream(path) as stream:
+            return json.loads(stream.read().decode())
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Replace the run's manifest."""
+        with self.filesystem.open_output_stream(f"{self.path}/{MANIFEST}") as stream:
             stream.write(json.dumps(manifest, indent=2, default=str).encode())
-        return manifest
+
+
+def new_manifest(config: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of a run's first start: a fresh run id, the time, and the config it started with."""
+    return {"run_id": uuid.uuid4().hex, "created_at": now_iso(), "config": config}
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 (what manifests record)."""
+    return datetime.now(timezone.utc).isoformat()
