@@ -2,9 +2,9 @@
 
 Writes `pairs/`, `trajectories/` and `judge/`, each as `train.EXT` and `test.EXT` (a split that would be
 empty is not written); `README.md`, a Hugging Face dataset card whose YAML header declares one config per
-corpus (its split files and features), so `datasets.load_dataset(EXPORT_DIR, "pairs")` reads it without
-custom code; `lean/SEED.lean`, one readable file per seed with its proved lemmas; and `manifest.json` with the
-counts, the dropped duplicates and the split rule. A simulated run is refused unless `allow_sim=true`:
+corpus (its split files and features) and whose text names only the splits written, so
+`datasets.load_dataset(EXPORT_DIR, "pairs")` reads it without custom code; `lean/SEED.lean`, one readable file
+per seed with its proved lemmas; and `manifest.json` with the counts, the dropped duplicates and the split rule. A simulated run is refused unless `allow_sim=true`:
 scripted answers must never end up in a training set by accident, and the card of one that is exported says
 `simulated: true`.
 """
@@ -33,6 +33,8 @@ FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
 CARD_FILE = "README.md"
 # The names `datasets` gives the Arrow types the corpora use, in a card's `dataset_info.features`.
 CARD_DTYPES = {pa.string(): "string", pa.bool_(): "bool", pa.int32(): "int32"}
+# A card's table cell for a split the corpus has no file for.
+NONE = "—"
 MINING_SECTIONS = ("prompts", "formalize", "prove")
 
 
@@ -121,14 +123,37 @@ def card_header(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> dict[st
             "simulated": manifest["simulated"], "tags": tags, "configs": configs, "dataset_info": infos}
 
 
+def written_splits(manifest: Mapping[str, Any]) -> list[str]:
+    """The splits that have a file in some corpus, in train-then-test order: the only splits the card may name."""
+    return [split for split in (corpora.TRAIN, corpora.TEST)
+            if any(counts[split] for counts in manifest["corpora"].values())]
+
+
+def splits_phrase(splits: Sequence[str]) -> str:
+    """What the export holds, in words for the card (`the train split only`, `the train and test splits`)."""
+    if not splits:
+        return "no split: no corpus has a row"
+    if len(splits) == 1:
+        return f"the {splits[0]} split only"
+    return f"the {' and '.join(splits)} splits"
+
+
+def counts_table(manifest: Mapping[str, Any], splits: Sequence[str]) -> str:
+    """Rows per corpus and written split (a dash where that corpus has no file for it), and duplicates dropped."""
+    rows = [["config", *splits, "exact duplicates dropped"], ["---"] * (len(splits) + 2)]
+    rows += [[f"`{name}`", *(str(c[split]) if c[split] else NONE for split in splits), str(c["duplicates_dropped"])]
+             for name, c in manifest["corpora"].items()]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
 def dataset_card(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
     """README.md of the export: the YAML header `datasets` and the Hub read, then what each corpus holds, where
-    it comes from and how to load it."""
+    it comes from and how to load it. The text names only the splits written, as the header lists them."""
     header = card_header(manifest, card)
-    counts = [f"| `{name}` | {c['train']} | {c['test']} | {c['duplicates_dropped']} |"
-              for name, c in manifest["corpora"].items()]
+    splits = written_splits(manifest)
     body = card["body"].format(pretty_name=header["pretty_name"], source_run=manifest["source_run"],
-                               run_id=manifest["run_id"], counts="\n".join(counts),
+                               run_id=manifest["run_id"], counts=counts_table(manifest, splits),
+                               splits=splits_phrase(splits),
                                test_fraction=manifest["split"]["test_fraction"], salt=manifest["split"]["salt"],
                                simulated=card["simulated_notice"] + "\n\n" if manifest["simulated"] else "")
     return f"---\n{OmegaConf.to_yaml(header)}---\n\n{body.strip()}\n"

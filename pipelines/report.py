@@ -34,6 +34,7 @@ from pipelines.runtime.run_dir import RunDir
 
 REPORT_FILE = "report.md"
 NONE = "—"
+MIN_PROVERS_FOR_OVERLAP = 2
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,22 @@ def success_markdown(success: pl.DataFrame, max_repairs: int) -> str:
             "(compiled, non-trivial); `union`: proved by any prover.")
 
 
+def has_overlap(overlap: pl.DataFrame) -> bool:
+    """Overlap needs two provers: with fewer there is nothing one proved that another missed, so no plot."""
+    return overlap.height >= MIN_PROVERS_FOR_OVERLAP
+
+
 def overlap_markdown(overlap: pl.DataFrame) -> str:
-    """Which prover solves what the others miss."""
+    """Which prover solves what the others miss, or why there is nothing to compare."""
     provers = overlap["prover"].to_list()
-    if len(provers) < 2:
-        return "One prover only: no overlap to show."
+    if not has_overlap(overlap):
+        ran = f"one prover ran (`{provers[0]}`)" if provers else "no prover ran"
+        return f"Only {ran}: no overlap to show."
     rows = [[r["prover"], r["proved"], r["only_this"], *[r[f"not_by_{p}"] for p in provers]]
             for r in overlap.iter_rows(named=True)]
     return (markdown_table(["Prover", "Proved", "Proved by no other", *[f"Not proved by {p}" for p in provers]], rows)
-            + "\n\nA row's own column counts everything it proved.")
+            + "\n\nA cell counts the statements the row's prover proved and the column's did not; a prover's own "
+              "column is empty (its total is under Proved).")
 
 
 def cost_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
@@ -137,15 +145,19 @@ def cost_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
             ["Lean seconds", number(total["lean_seconds"]), number(total["lean_seconds_per_proved"])],
         ],
     )
+    unrecorded = (f" `{stats.UNRECORDED}`: checks of rows that ended `error_infra` before their stage wrote "
+                  "its history." if stats.UNRECORDED in cost["stage"].to_list() else "")
     return (f"{table}\n\n{summary}\n\nProved lemmas: {total['proved']} of {total['candidates']} candidates. "
+            f"`{stats.REPLAY}`: each proof the pool accepted, checked again in a Lean process started for it alone "
+            f"(`verify.replay`).{unrecorded} The Lean checks per row add up to the whole run's. "
             "Lean seconds are the checks' durations as the pool measured them; the table records them per "
             "candidate, not per stage.")
 
 
 def time_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
-    """LLM seconds per stage and the run's Lean seconds."""
-    rows = [[r["stage"], number(r["llm_seconds"])] for r in cost.iter_rows(named=True)]
-    rows.append(["Lean checks (all stages)", number(total["lean_seconds"])])
+    """LLM seconds per stage and the run's Lean seconds (replays included)."""
+    rows = [[r["stage"], number(r["llm_seconds"])] for r in stats.stage_rows(cost).iter_rows(named=True)]
+    rows.append([plots.LEAN_SECONDS_LABEL, number(total["lean_seconds"])])
     return (markdown_table(["Stage", "Seconds"], rows) + "\n\nLLM seconds are summed call latencies: calls run "
             "concurrently, so they add up to more than the wall time.")
 
@@ -210,7 +222,8 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         f"### Dedup{tag}", "", dedup_markdown(matches, _provenance(c).get("dedup")), "",
         f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
         "![Success@t](success_at.png)", "",
-        f"### Overlap between provers{tag}", "", overlap_markdown(overlap), "", "![overlap](overlap.png)", "",
+        f"### Overlap between provers{tag}", "", overlap_markdown(overlap), "",
+        *(["![overlap](overlap.png)", ""] if has_overlap(overlap) else []),
         f"## Cost per stage and per proved lemma{tag}", "", cost_markdown(cost, total), "", "![cost](cost.png)", "",
         f"## Time per stage{tag}", "", time_markdown(cost, total), "", "![time](time.png)", "",
         f"## Rejection reasons{tag}", "", reasons_markdown(reasons), "", "![rejections](rejections.png)", "",
@@ -220,11 +233,12 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     figures = {
         "funnel": plots.funnel_figure(funnel, size, label),
         "success_at": plots.success_figure(success, max_repairs, size, label),
-        "overlap": plots.overlap_figure(overlap, size, label),
         "cost": plots.cost_figure(cost, size, label),
         "time": plots.time_figure(cost, total["lean_seconds"], size, label),
         "rejections": plots.rejections_figure(overall, size, label),
     }
+    if has_overlap(overlap):
+        figures["overlap"] = plots.overlap_figure(overlap, size, label)
     tables = {"funnel": funnel, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
               "reasons": reasons}
     return Report("\n".join(sections), figures, tables)

@@ -3,6 +3,8 @@ hand-built run (tests/handmade_run.py) through the card the export writes, with 
 
 from __future__ import annotations
 
+import json
+
 import datasets
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
@@ -73,3 +75,35 @@ def test_a_split_without_rows_is_not_in_the_card_and_the_other_still_loads(tmp_p
     assert all([f["split"] for f in c["data_files"]] == ["train"] for c in header["configs"])
     loaded = datasets.load_dataset(str(run_dir / "export"), "judge", cache_dir=str(tmp_path / "hf_cache"))
     assert list(loaded) == ["train"] and loaded["train"].num_rows == 8
+
+
+def card_text(export_dir) -> str:
+    """The card's Markdown after its YAML header."""
+    return (export_dir / "README.md").read_text().split("---\n", 2)[2]
+
+
+def test_a_card_with_the_train_split_only_names_no_test_split_and_loads(tmp_path):
+    run_dir = write_run(tmp_path / "run", simulated=False)
+    assert export.main([f"run_dir={run_dir}", "split.test_fraction=0"]) == 0
+    export_dir = run_dir / "export"
+    text = card_text(export_dir)
+    assert "the train split only" in text
+    assert "| config | train | exact duplicates dropped |" in text
+    assert "train and test" not in text and "| test |" not in text
+    assert not list(export_dir.glob("*/test.*"))
+    for corpus in CORPORA:
+        loaded = datasets.load_dataset(str(export_dir), corpus, cache_dir=str(tmp_path / "hf_cache"))
+        assert list(loaded) == ["train"], corpus
+
+
+def test_a_card_with_both_splits_counts_each_and_dashes_a_split_a_corpus_lacks(tmp_path):
+    run_dir = write_run(tmp_path / "run", simulated=False)
+    assert export.main([f"run_dir={run_dir}", *BOTH_SPLITS]) == 0
+    export_dir = run_dir / "export"
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    text = card_text(export_dir)
+    assert "the train and test splits" in text
+    assert "| config | train | test | exact duplicates dropped |" in text
+    for corpus, counts in manifest["corpora"].items():
+        cells = [str(counts[split]) if counts[split] else "—" for split in ("train", "test")]
+        assert f"| `{corpus}` | {cells[0]} | {cells[1]} | {counts['duplicates_dropped']} |" in text

@@ -63,8 +63,8 @@ def test_success_at_per_prover_and_domain_with_union(sim_run):
 
 def test_overlap_says_what_each_prover_alone_solved(sim_run):
     overlap = rows_by(stats.overlap(sim_run.candidates), "prover")
-    assert overlap["p1"] == {"prover": "p1", "proved": 2, "only_this": 1, "not_by_p1": 2, "not_by_p2": 1}
-    assert overlap["p2"] == {"prover": "p2", "proved": 2, "only_this": 1, "not_by_p1": 1, "not_by_p2": 2}
+    assert overlap["p1"] == {"prover": "p1", "proved": 2, "only_this": 1, "not_by_p1": None, "not_by_p2": 1}
+    assert overlap["p2"] == {"prover": "p2", "proved": 2, "only_this": 1, "not_by_p1": 1, "not_by_p2": None}
 
 
 def test_cost_per_stage_and_per_proved_lemma(sim_run):
@@ -75,6 +75,7 @@ def test_cost_per_stage_and_per_proved_lemma(sim_run):
         ("formalize", 3, 0, 60, 15, 3.0, 11),
         ("trivial", 0, 0, 0, 0, 0.0, 6),
         ("prove", 21, 1, 630, 210, 42.0, 19),
+        ("replay", 0, 0, 0, 0, 0.0, 0),
     ]
     total = stats.totals(sim_run.candidates, cost)
     assert (total["tokens"], total["lean_checks"], total["lean_seconds"], total["proved"]) == (5514, 36, 18.0, 3)
@@ -120,11 +121,11 @@ def test_each_figure_draws_the_table_numbers_and_the_sim_label(sim_run):
     assert bars(all_panel) == [[25.0, 50.0, 50.0], [0.0, 25.0, 50.0], [25.0, 75.0, 75.0]]
 
     (overlap_axes,) = figures["overlap"].axes
-    assert overlap_axes.images[0].get_array().tolist() == [[2, 1], [1, 2]]
+    assert overlap_axes.images[0].get_array().tolist() == [[None, 1], [1, None]]
 
     tokens_axes, checks_axes = figures["cost"].axes
     assert bars(tokens_axes) == [[3000, 90, 60, 0, 630], [1500, 9, 15, 0, 210]]
-    assert bars(checks_axes) == [[0, 0, 11, 6, 19]]
+    assert bars(checks_axes) == [[0, 0, 11, 6, 19, 0]]
 
     (time_axes,) = figures["time"].axes
     assert bars(time_axes) == [[30.0, 4.5, 3.0, 0.0, 42.0, 18.0]]

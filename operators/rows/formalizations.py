@@ -174,7 +174,8 @@ def unreadable_row(source: str, raw: bytes, reason: str, provenance: Mapping[str
 def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any], mode: str = DIRECT
                ) -> list[dict[str, Any]]:
     """One row per non-empty line of a JSONL file; a line that is not UTF-8 or not a JSON object keeps its place
-    as a `bad_input` row whose reason names its line."""
+    as a `bad_input` row whose reason names its line and keeps the decoder's whole message, position included,
+    so the user can find the broken byte or character."""
     rows = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -182,10 +183,10 @@ def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[
         try:
             record = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
-            rows.append(unreadable_row(source, raw, f"line {number} is not UTF-8: {error.reason}", provenance, mode))
+            rows.append(unreadable_row(source, raw, f"line {number} is not UTF-8: {error}", provenance, mode))
             continue
         except json.JSONDecodeError as error:
-            rows.append(unreadable_row(source, raw, f"line {number} is not JSON: {error.msg}", provenance, mode))
+            rows.append(unreadable_row(source, raw, f"line {number} is not JSON: {error}", provenance, mode))
             continue
         if not isinstance(record, dict):
             rows.append(unreadable_row(source, raw, f"line {number} is not a JSON object", provenance, mode))

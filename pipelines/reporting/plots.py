@@ -8,18 +8,20 @@ given, in its title and across the plot, so it cannot be mistaken for a result o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from pipelines.reporting.stats import ALL
+from pipelines.reporting.stats import ALL, stage_rows
 
 FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"),
                  ("compilable", "compilable"), ("trivial", "trivial"), ("proved", "proved"))
 WATERMARK_ALPHA = 0.25
 BAR_GROUP_WIDTH = 0.8
+LEAN_SECONDS_LABEL = "Lean checks and replays (all stages)"
 
 
 def _figure(size: Sequence[float], title: str, label: str | None) -> Figure:
@@ -70,41 +72,47 @@ def success_figure(success: pl.DataFrame, max_repairs: int, size: Sequence[float
 
 
 def overlap_figure(overlap: pl.DataFrame, size: Sequence[float], label: str | None) -> Figure:
-    """Cell (a, b): statements prover a proved that prover b did not (diagonal: all a proved)."""
+    """Cell (a, b): statements prover a proved that prover b did not. The diagonal is left blank (NaN, which
+    matplotlib masks): a prover cannot miss what it proved, so a number there would not be what the title says."""
     figure = _figure(size, "Proved by row prover, not by column prover", label)
     axes = figure.add_subplot()
     provers = overlap["prover"].to_list()
     matrix = [[row[f"not_by_{other}"] for other in provers] for row in overlap.iter_rows(named=True)]
-    axes.imshow(matrix if matrix else [[0]], cmap="Blues")
+    shaded = [[math.nan if value is None else value for value in values] for values in matrix]
+    axes.imshow(shaded or [[math.nan]], cmap="Blues", vmin=0)
     for i, values in enumerate(matrix):
         for j, value in enumerate(values):
-            axes.text(j, i, str(value), ha="center", va="center")
+            if value is not None:
+                axes.text(j, i, str(value), ha="center", va="center", bbox={"facecolor": "white"})
     axes.set_xticks(range(len(provers)), provers)
     axes.set_yticks(range(len(provers)), provers)
     return figure
 
 
 def cost_figure(cost: pl.DataFrame, size: Sequence[float], label: str | None) -> Figure:
-    """Tokens per stage (prompt and completion stacked) and Lean checks per stage."""
+    """Tokens per stage (prompt and completion stacked) and Lean checks per row of the cost table: the stages,
+    then the replays (and unfinished rows' checks), so the bars add up to the run's checks."""
     figure = _figure(size, "Cost per stage", label)
     tokens, checks = figure.subplots(1, 2)
-    stages = cost["stage"].to_list()
-    tokens.bar(stages, cost["prompt_tokens"].to_list(), label="prompt")
-    tokens.bar(stages, cost["completion_tokens"].to_list(), bottom=cost["prompt_tokens"].to_list(), label="completion")
+    llm = stage_rows(cost)
+    stages = llm["stage"].to_list()
+    tokens.bar(stages, llm["prompt_tokens"].to_list(), label="prompt")
+    tokens.bar(stages, llm["completion_tokens"].to_list(), bottom=llm["prompt_tokens"].to_list(), label="completion")
     tokens.set_ylabel("tokens")
     tokens.legend(fontsize="small")
-    checks.bar(stages, cost["lean_checks"].to_list(), color="tab:green")
+    checks.bar(cost["stage"].to_list(), cost["lean_checks"].to_list(), color="tab:green")
     checks.set_ylabel("Lean checks")
     return figure
 
 
 def time_figure(cost: pl.DataFrame, lean_seconds: float, size: Sequence[float], label: str | None) -> Figure:
-    """LLM seconds per stage (sum of call latencies) and Lean seconds of the whole run (all checks)."""
+    """LLM seconds per stage (sum of call latencies) and Lean seconds of the whole run (all checks and replays)."""
     figure = _figure(size, "Time per stage", label)
     axes = figure.add_subplot()
-    names = [*cost["stage"].to_list(), "Lean (all stages)"]
-    axes.bar(names, [*cost["llm_seconds"].to_list(), lean_seconds],
-             color=["tab:blue"] * cost.height + ["tab:green"])
+    llm = stage_rows(cost)
+    names = [*llm["stage"].to_list(), LEAN_SECONDS_LABEL]
+    axes.bar(names, [*llm["llm_seconds"].to_list(), lean_seconds],
+             color=["tab:blue"] * llm.height + ["tab:green"])
     axes.set_ylabel("seconds (summed over concurrent work)")
     return figure
 

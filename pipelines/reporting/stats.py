@@ -27,6 +27,10 @@ ALL = "all"
 UNION = "union"
 COMPILABLE_STATUSES = (COMPILED, UNFAITHFUL, TRIVIAL, PROVED)
 STAGES = ("discover", "judge", "formalize", "trivial", "prove")
+# Rows of the cost table after the stages: the replays of accepted proofs, and the checks of rows that ended
+# `error_infra` before their stage wrote its history (shown only when there are any).
+REPLAY = "replay"
+UNRECORDED = "unfinished (error_infra)"
 _QUOTED = re.compile(r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|«[^»]*»")
 _NUMBER = re.compile(r"\b\d+(\.\d+)?\b")
 _ATTEMPT_PREFIX = re.compile(r"^attempt \d+: ")
@@ -159,7 +163,8 @@ def success_at(candidates: pl.DataFrame, max_repairs: int, preferred_domains: Se
 
 def overlap(candidates: pl.DataFrame) -> pl.DataFrame:
     """Which prover solves what the others miss: for each prover, how many it proved, how many only it proved,
-    and one column per prover `b` with how many it proved that `b` did not (its own column: what it proved)."""
+    and one column per prover `b` with how many it proved that `b` did not. Its own column is null: a prover
+    cannot miss what it proved, and its total is already in `proved`."""
     provers = provers_of(candidates)
     solved = {
         prover: set(
@@ -171,7 +176,7 @@ def overlap(candidates: pl.DataFrame) -> pl.DataFrame:
     for prover in provers:
         others = set().union(*(solved[other] for other in provers if other != prover))
         row = {"prover": prover, "proved": len(solved[prover]), "only_this": len(solved[prover] - others)}
-        row.update({f"not_by_{other}": len(solved[prover] - (solved[other] if other != prover else set()))
+        row.update({f"not_by_{other}": len(solved[prover] - solved[other]) if other != prover else None
                     for other in provers})
         rows.append(row)
     schema = {"prover": pl.String, "proved": pl.Int64, "only_this": pl.Int64}
@@ -189,6 +194,13 @@ def llm_calls(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.
     return calls
 
 
+def replays(candidates: pl.DataFrame) -> int:
+    """How many accepted proofs were checked again in a fresh Lean (`verify.replay`): each is one of the row's
+    `lean_checks` that no stage's history holds, recorded on its `proofs` entry (`replay` not null)."""
+    count = candidates.select(pl.col("proofs").explode().struct.field("replay").is_not_null().sum()).item()
+    return int(count or 0)
+
+
 def lean_checks_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
     """Lean checks per stage, read off the histories: one per formalize attempt with code, one per trivial
     verdict, one per proof attempt with code."""
@@ -202,7 +214,9 @@ def lean_checks_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
 
 def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.DataFrame:
     """Per stage: LLM calls, failed calls, prompt and completion tokens, LLM seconds (sum of latencies) and Lean
-    checks. The Lean seconds of a run are only known per candidate, so they are in `totals`, not here."""
+    checks; then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history
+    kept, those checks too: so the rows' Lean checks add up to the run's total. The Lean seconds of a run are only
+    known per candidate, so they are in `totals`, not here."""
     calls = llm_calls(candidates, discoveries)
     per_stage = calls.group_by("stage").agg(
         pl.len().alias("llm_calls"),
@@ -211,14 +225,23 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
         pl.col("completion_tokens").fill_null(0).sum().alias("completion_tokens"),
         pl.col("latency_s").fill_null(0.0).sum().alias("llm_seconds"),
     )
-    checks = lean_checks_by_stage(candidates)
-    base = pl.DataFrame({"stage": list(STAGES), "lean_checks": [checks.get(stage, 0) for stage in STAGES]})
+    checks = {**lean_checks_by_stage(candidates), REPLAY: replays(candidates)}
+    unrecorded = int(candidates["lean_checks"].fill_null(0).sum()) - sum(checks.values())
+    if unrecorded:
+        checks[UNRECORDED] = unrecorded
+    names = [*STAGES, *(name for name in checks if name not in STAGES)]
+    base = pl.DataFrame({"stage": names, "lean_checks": [checks.get(stage, 0) for stage in names]})
     joined = base.join(per_stage, on="stage", how="left", maintain_order="left")
     filled = joined.with_columns(
         pl.col(name).fill_null(0) for name in ("llm_calls", "failed_calls", "prompt_tokens", "completion_tokens")
     ).with_columns(pl.col("llm_seconds").fill_null(0.0))
     return filled.select("stage", "llm_calls", "failed_calls", "prompt_tokens", "completion_tokens", "llm_seconds",
                          "lean_checks")
+
+
+def stage_rows(cost: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the cost table that are pipeline stages: what has LLM seconds to show (a replay calls no LLM)."""
+    return cost.filter(pl.col("stage").is_in(STAGES))
 
 
 def totals(candidates: pl.DataFrame, cost: pl.DataFrame) -> dict[str, float | int | None]:
