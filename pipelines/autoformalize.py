@@ -43,7 +43,8 @@ from operators.rows.formalizations import (
 )
 from operators.storage import open_location
 from pipelines import mine
-from pipelines.runtime.cli import SetupError, compose_config, run_job
+from pipelines.reporting.summary import Closing, closing_lines, report_hint, status_counts
+from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 
@@ -80,6 +81,14 @@ def input_files(location: str) -> tuple[pafs.FileSystem, list[str]]:
     return filesystem, usable
 
 
+def holds_rows(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether an input file holds a row: a JSONL line that is not blank, or a Parquet row (from the footer)."""
+    if path.endswith(JSONL_SUFFIX):
+        with filesystem.open_input_stream(path) as stream:
+            return any(line.strip() for line in stream.read().splitlines())
+    return pq.ParquetFile(path, filesystem=filesystem).metadata.num_rows > 0
+
+
 def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str], provenance: dict) -> list[dict]:
     """Every row of the input files as a formalization row, in input order, ids unique; unusable rows are
     `bad_input`."""
@@ -107,8 +116,13 @@ def read_examples(location: str) -> tuple[dict[str, str], ...]:
     for path in files:
         if path.endswith(JSONL_SUFFIX):
             with filesystem.open_input_stream(path) as stream:
-                lines = stream.read().decode("utf-8").splitlines()
-            records += [json.loads(line) for line in lines if line.strip()]
+                lines = stream.read().decode("utf-8", errors="replace").splitlines()
+            for number, line in enumerate(lines, start=1):
+                try:
+                    records += [json.loads(line)] if line.strip() else []
+                except json.JSONDecodeError as error:
+                    raise SetupError(f"autoformalize.agent.examples={location}: {path} line {number} is not JSON: "
+                                     f"{error}") from None
         else:
             records += pq.read_table(path, filesystem=filesystem).to_pylist()
     pairs = tuple(pair for pair in map(example_pair, records) if pair is not None)
@@ -127,6 +141,8 @@ class AutoformalizeJob(MiningJob):
         """The input files and the agent's examples, found before Ray starts (a wrong path is a `SetupError` at
         once); the inputs are read once the job's provenance is known."""
         self.input_fs, self.input_files = input_files(str(self.cfg.input))
+        if not any(holds_rows(self.input_fs, path) for path in self.input_files):
+            raise SetupError(f"input={self.cfg.input} holds no rows: nothing to formalize")
         agent = self.cfg.autoformalize.agent
         use_examples = self.cfg.autoformalize.mode == AGENT and agent.examples is not None
         self.examples = read_examples(str(agent.examples)) if use_examples else None
@@ -182,27 +198,28 @@ def autoformalize(job: AutoformalizeJob) -> int:
 
 
 def summary(job: AutoformalizeJob, sent: int) -> list[str]:
-    """Where the table is, what this start did, the statuses and what they mean."""
-    table = job.run.read(TABLE, FORMALIZATION_SCHEMA, ["status", "provenance"])
-    statuses = table.column("status").to_pylist()
-    lines = [f"run_dir: {job.run.uri}", f"  {TABLE}/  {job.run.table_uri(TABLE)}",
-             f"{TABLE}: {len(statuses)} ({sent} formalized in this start, mode={job.cfg.autoformalize.mode})"]
-    lines += [f"  {status:<16}{statuses.count(status)}" for status in STATUSES]
-    if job.settings.simulated or job.provenance["lean_simulated"]:
-        lines.append("SIMULATED run: scripted LLM and/or Lean; no status here says anything about mathematics.")
-    lines.append(f"full report: python -m pipelines.report run_dir={job.run.uri}")
-    return lines + job.usage().splitlines()
+    """The closing block: where the table is, its rows by status (and how many this start formalized, in which
+    mode), what the run cost, what to run next."""
+    table = job.run.read(TABLE, FORMALIZATION_SCHEMA, ["status", "llm_calls", "lean_checks"])
+    written = {f"{TABLE}/": (job.run.table_uri(TABLE), f"{table.num_rows} rows")} if table.num_rows else {}
+    counts = {TABLE: status_counts(table.column("status").to_pylist(), STATUSES)}
+    details = [f"formalized in this start: {sent} (mode={job.cfg.autoformalize.mode})"]
+    return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines([table]), simulated=job.simulated,
+                                 next_step=report_hint(job.run.uri) if table.num_rows else None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume an autoformalization; exit 0 when it finished, 2 when it could not start."""
+    work = WorkWritten()
 
     def run() -> None:
         with AutoformalizeJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
             sent = autoformalize(job)
-            print("\n".join(summary(job, sent)), flush=True)
+            lines = summary(job, sent)
+            work.mark()
+            print("\n".join(lines), flush=True)
 
-    return run_job(run, (LeanSetupError, LLMConfigError))
+    return run_job(run, (LeanSetupError, LLMConfigError), work)
 
 
 if __name__ == "__main__":

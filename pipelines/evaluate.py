@@ -31,12 +31,13 @@ from operators.rows.benchmark_items import (
     prover_models,
     table_item,
 )
-from operators.rows.candidates import candidates_table, funnel
+from operators.rows.candidates import STATUSES, candidates_table
 from operators.storage import open_location
 from pipelines import mine, report
 from pipelines.reporting import stats
 from pipelines.reporting.run_data import load_run
-from pipelines.runtime.cli import SetupError, compose_config, run_job
+from pipelines.reporting.summary import Closing, closing_lines, report_hint, status_counts
+from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 
@@ -122,31 +123,33 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
 
 
 def summary(job: EvaluationJob) -> list[str]:
-    """Where the table is, the statuses, and Success@t per prover and domain with the union."""
+    """The closing block: where the table is, its rows by status, Success@t per prover and domain with the union,
+    what the run cost, what to run next."""
     run = load_run(job.run.uri)
     candidates = run.candidates
-    lines = [f"run_dir: {job.run.uri}", f"  candidates/  {job.run.table_uri('candidates')}"]
-    lines.append(f"candidates: {candidates.height}")
-    lines += [f"  {status:<18}{count}" for status, count in funnel(candidates["status"].to_list()).items()]
+    written = {"candidates/": (job.run.table_uri("candidates"), f"{candidates.height} rows")} if candidates.height else {}
+    counts = {"candidates": status_counts(candidates["status"].to_list(), STATUSES)}
     success = stats.success_at(candidates, run.max_repairs(), list(job.cfg.benchmark.domains))
-    lines += ["", report.success_markdown(success, run.max_repairs()), ""]
-    if run.simulated:
-        lines.append("SIMULATED run: scripted LLM and/or Lean; these numbers say nothing about the provers.")
-    lines.append(f"full report: python -m pipelines.report run_dir={job.run.uri}")
-    return lines + job.usage().splitlines()
+    details = ["", report.success_markdown(success, run.max_repairs()), ""]
+    cost = job.cost_lines([candidates.select("llm_calls", "lean_checks", "proofs").to_arrow()])
+    return closing_lines(Closing(job.run.uri, written, counts, details, cost, simulated=job.simulated,
+                                 next_step=report_hint(job.run.uri) if candidates.height else None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume an evaluation; exit 0 when it finished, 2 when it could not start."""
+    work = WorkWritten()
 
     def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         statements = read_benchmark(cfg)
         with EvaluationJob(cfg) as job:
             evaluate(job, statements)
-            print("\n".join(summary(job)), flush=True)
+            lines = summary(job)
+            work.mark()
+            print("\n".join(lines), flush=True)
 
-    return run_job(run, (LeanSetupError, LLMConfigError, BenchmarkLayoutError))
+    return run_job(run, (LeanSetupError, LLMConfigError, BenchmarkLayoutError), work)
 
 
 if __name__ == "__main__":

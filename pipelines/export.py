@@ -26,6 +26,7 @@ from operators.storage import join
 from pipelines.reporting import corpora
 from pipelines.reporting.run_data import RunData, RunNotFound, load_run
 from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file
+from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import compose_config, run_job
 from pipelines.runtime.run_dir import RunDir
 
@@ -198,6 +199,20 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def export_closing(run_uri: str, out_subdir: str, manifest: Mapping[str, Any]) -> Closing:
+    """The export's closing block: each corpus with the rows of the splits it wrote, the Lean files, the card."""
+    written = {}
+    for name, counts in manifest["corpora"].items():
+        splits = ", ".join(f"{counts[split]} {split}" for split in (corpora.TRAIN, corpora.TEST) if counts[split])
+        dropped = f", {counts['duplicates_dropped']} duplicates dropped" if counts["duplicates_dropped"] else ""
+        if splits:
+            written[f"{name}/"] = (join(run_uri, out_subdir, name), f"rows: {splits}{dropped}")
+    if manifest["lean_files"]:
+        written["lean/"] = (join(run_uri, out_subdir, "lean"), f"{len(manifest['lean_files'])} Lean files, one per seed")
+    written[CARD_FILE] = (join(run_uri, out_subdir, CARD_FILE), "dataset card")
+    return Closing(run_uri, written, simulated=manifest["simulated"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Export a run's corpora; exit 2 when there is no run or the export is refused."""
 
@@ -205,11 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg: DictConfig = compose_config("export", sys.argv[1:] if argv is None else argv)
         run = load_run(str(cfg.run_dir))
         manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
-        lines = [f"export: {join(run.uri, cfg.out_subdir)}" + (" (SIMULATED run, allow_sim=true)" if run.simulated else "")]
-        lines += [f"  {name:<13} train={c['train']} test={c['test']} duplicates_dropped={c['duplicates_dropped']}"
-                  for name, c in manifest["corpora"].items()]
-        lines.append(f"  lean files    {len(manifest['lean_files'])}")
-        print("\n".join(lines), flush=True)
+        print("\n".join(closing_lines(export_closing(run.uri, str(cfg.out_subdir), manifest))), flush=True)
 
     return run_job(run_export, (RunNotFound, ExportRefused))
 

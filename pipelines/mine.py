@@ -25,17 +25,30 @@ from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
-from operators.rows.candidates import CANDIDATE_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA, COMPILED, DISCOVERED
+from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
-from pipelines.reporting.summary import DISCOVERY_COLUMNS, funnel_lines, seeds_table
+from pipelines.reporting.summary import (
+    DISCOVERY_COLUMNS,
+    Closing,
+    closing_lines,
+    report_hint,
+    seeds_table,
+    status_counts,
+)
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.cli import SetupError, run_job
+from pipelines.runtime.cli import SetupError, WorkWritten, run_job
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.progress import counted, report_batch
+
+
+# Statuses of a row a stage hands on that the next stage works on (a candidate still to judge or formalize, a
+# statement still to check for triviality, faithfulness or a proof; the same words in formalizations/).
+WORKED_ON = frozenset({DISCOVERED, COMPILED})
 
 
 @dataclass(frozen=True)
@@ -81,9 +94,12 @@ def verify_stages(job: MiningJob) -> list[Stage]:
 
 def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
     """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them.
-    Each stage reports the statuses of the rows it hands on to the status `board`."""
-    for stage in stages:
-        ds = ds.map_batches(arrow_wire.wired(counted(stage.operator, board, stage.name)), **stage.options)
+    Each stage reports the rows it hands on to the status `board`: by status, and those the next stage works on as
+    going on to it."""
+    for index, stage in enumerate(stages):
+        next_stage = stages[index + 1].name if index + 1 < len(stages) else None
+        operator = counted(stage.operator, board, stage.name, next_stage, WORKED_ON)
+        ds = ds.map_batches(arrow_wire.wired(operator), **stage.options)
     return ds
 
 
@@ -145,19 +161,25 @@ def mine_seeds(job: MiningJob) -> None:
 
 
 def report(job: MiningJob) -> list[str]:
-    """Rebuild seeds/ from what is written; the lines that tell the user where the tables are and the funnel."""
-    discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, DISCOVERY_COLUMNS)
-    candidates = job.run.read("candidates", CANDIDATE_SCHEMA, ["seed_id", "status"])
+    """Rebuild seeds/ from what is written; the closing block: where the tables are, candidates and seeds by status,
+    what the run cost, what to run next."""
+    discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
+    candidates = job.run.read("candidates", CANDIDATE_SCHEMA, ["seed_id", "status", "llm_calls", "lean_checks", "proofs"])
     seeds = seeds_table(discoveries, candidates)
     job.run.write_table("seeds", seeds)
-    lines = [f"run_dir: {job.run.uri}"]
-    lines += [f"  {name + '/':<13} {job.run.table_uri(name)}" for name in ("candidates", "seeds", "discoveries")]
-    lines += funnel_lines(candidates.column("status").to_pylist(), seeds.column("status").to_pylist())
-    return lines + job.usage().splitlines()
+    written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in
+               (("candidates", candidates.num_rows), ("seeds", seeds.num_rows), ("discoveries", discoveries.num_rows))
+               if rows}
+    counts = {"candidates": status_counts(candidates.column("status").to_pylist(), CANDIDATE_STATUSES),
+              "seeds": status_counts(seeds.column("status").to_pylist(), ())}
+    hint = report_hint(job.run.uri) if candidates.num_rows else None
+    return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines([discoveries, candidates]),
+                                 simulated=job.simulated, next_step=hint))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume a mining run; exit 0 when it finished, 2 when it could not start."""
+    work = WorkWritten()
 
     def run() -> None:
         with MiningJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
@@ -165,9 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if resumed:
                 print(resumed, flush=True)
             mine_seeds(job)
-            print("\n".join(report(job)), flush=True)
+            lines = report(job)
+            work.mark()
+            print("\n".join(lines), flush=True)
 
-    return run_job(run, (LeanSetupError, LLMConfigError))
+    return run_job(run, (LeanSetupError, LLMConfigError), work)
 
 
 if __name__ == "__main__":

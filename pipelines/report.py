@@ -29,6 +29,7 @@ from operators.storage import join
 from pipelines.reporting import formalization_stats as fstats
 from pipelines.reporting import plots, stats
 from pipelines.reporting.run_data import FormalizationRun, RunData, RunNotFound, load_any
+from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import compose_config, run_job
 from pipelines.runtime.run_dir import RunDir
 
@@ -379,7 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots", "formalizations")}
         rendered = render(run, settings) if isinstance(run, RunData) else render_formalizations(run, settings)
         location = write(run.uri, rendered, str(cfg.out_subdir), int(cfg.plots.dpi))
-        print(f"report: {location}" + (" (simulated run)" if run.simulated else ""), flush=True)
+        what = f"{len(rendered.figures)} plots, {len(rendered.tables)} CSV tables beside it"
+        print("\n".join(closing_lines(Closing(run.uri, {REPORT_FILE: (location, what)}, simulated=run.simulated))),
+              flush=True)
 
     return run_job(run_report, (RunNotFound,))
 

@@ -212,9 +212,10 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
         already_paid.update(call["stage"] for call in row["llm_calls"])
     already_paid["discover"] = sum(row["status"] != "error_infra" for row in discovered)
     expected = whole_requests - already_paid
-    usage = re.finditer(r"^llm (\w+): calls=\d+ ok=\d+ cached=(\d+)", (tmp_path / "resumed.log").read_text(),
-                        re.MULTILINE)
-    replayed = Counter({m.group(1): int(m.group(2)) for m in usage})
+    [from_cache] = re.findall(r"^llm calls: .* answered from the run's cache(?:: (.*))?\)$",
+                              (tmp_path / "resumed.log").read_text(), re.MULTILINE)
+    replayed = Counter({stage: int(count) for stage, count in
+                        (part.rsplit(" ", 1) for part in from_cache.split(", ") if part)})
     assert resumed_requests + replayed == expected, (
         "finished rows (and written discoveries) were not asked again, and rows in flight at the kill replayed "
         "the answers already paid for")

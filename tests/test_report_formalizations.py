@@ -132,7 +132,9 @@ def test_score_histogram_counts_per_bin_with_the_last_bin_closed(frame):
 def test_cli_writes_page_plots_and_tables_of_a_simulated_run(tmp_path, capsys):
     run_dir = write_formalization_run(tmp_path / "run", simulated=True)
     assert report.main([f"run_dir={run_dir}"]) == 0
-    assert capsys.readouterr().out.strip() == f"report: {run_dir.resolve()}/report/report.md (simulated run)"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"run_dir: {run_dir.resolve()}" and lines[-1].startswith("SIMULATED run")
+    assert lines[1].split()[:2] == ["report.md", f"{run_dir.resolve()}/report/report.md"]
     out = run_dir / "report"
     page = (out / "report.md").read_text()
     for name in FIGURES:

@@ -1,4 +1,5 @@
-"""What a user reads in the morning: the seeds table and the funnel, computed from the written tables.
+"""What a user reads when a job ends and in the morning: the closing block every job prints, the seeds table and
+the funnel, computed from the written tables.
 
 The seeds table is rebuilt from the discoveries and candidates at the end of every (resumed) run, so
 it always agrees with them: one row per seed with its input status, its discover outcomes and how
@@ -7,12 +8,14 @@ many of its candidates ended in each status.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
 
-from operators.rows.candidates import ERROR_INFRA, STATUSES, funnel
+from operators.llm.client import StageUsage
+from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
 from operators.split import DISCOVERED
 
@@ -69,18 +72,90 @@ def seeds_table(discoveries: pa.Table, candidates: pa.Table) -> pa.Table:
     return table.select([*leading, *rest]).to_arrow()
 
 
-def funnel_lines(candidate_statuses: list[str], seed_statuses: list[str]) -> list[str]:
-    """The funnel as printed at the end of a run: candidates per status, then seeds per status."""
-    counts = funnel(candidate_statuses)
-    lines = [f"candidates: {len(candidate_statuses)}"]
-    lines += [f"  {status:<18}{count}" for status, count in counts.items()]
-    lines.append(f"seeds: {len(seed_statuses)}")
-    lines += [f"  {status:<18}{count}" for status, count in sorted(_count(seed_statuses).items())]
+SIMULATED_NOTE = "SIMULATED run: scripted LLM and/or Lean; no status or count here says anything about mathematics."
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What a job says when it ends, the same way for every job: where the run is and what it wrote, its rows by
+    status, what it cost, whether it was simulated, and what to run next.
+
+    `written` maps each table or file the job wrote to (location, what it holds); `counts` maps a heading (a table)
+    to its rows by status; `details` are the job's own lines after them (evaluate's Success@t); `cost` says what the
+    LLM calls and Lean checks were."""
+
+    run_dir: str
+    written: Mapping[str, tuple[str, str]]
+    counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    details: Sequence[str] = ()
+    cost: Sequence[str] = ()
+    simulated: bool = False
+    next_step: str | None = None
+
+
+def closing_lines(closing: Closing) -> list[str]:
+    """The closing block: `run_dir:` and one line per thing written, each heading's total and its nonzero statuses
+    (`error_infra` always, so a clean run says so), the job's details, the cost lines, the SIMULATED note, the next command."""
+    width = max((len(name) for name in closing.written), default=0)
+    lines = [f"run_dir: {closing.run_dir}"]
+    lines += [f"  {name:<{width}}  {location}  ({what})" for name, (location, what) in closing.written.items()]
+    for heading, by_status in closing.counts.items():
+        lines.append(f"{heading}: {sum(by_status.values())}")
+        lines += [f"  {status:<18}{count}" for status, count in by_status.items() if count or status == ERROR_INFRA]
+    lines += [*closing.details, *closing.cost]
+    if closing.simulated:
+        lines.append(SIMULATED_NOTE)
+    if closing.next_step:
+        lines.append(closing.next_step)
     return lines
 
 
-def _count(values: list[str]) -> Mapping[str, int]:
-    counts: dict[str, int] = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
+def report_hint(run_dir: str) -> str:
+    """The command that turns a run into its report (the last line of a job that writes rows)."""
+    return f"full report: python -m pipelines.report run_dir={run_dir}"
+
+
+def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUsage]) -> str:
+    """LLM calls of the whole run per stage (from the written rows), then what this start asked of the endpoints
+    (from the usage ledger): calls, failures after retries, answers replayed from the run's cache."""
+    per_stage = ", ".join(f"{stage} {count}" for stage, count in calls_by_stage.items() if count)
+    started = sum(u.calls for u in usage.values())
+    failed = sum(u.calls - u.ok for u in usage.values())
+    cached = {stage: u.cached for stage, u in usage.items() if u.cached}
+    from_cache = f"{sum(cached.values())} answered from the run's cache"
+    if cached:
+        from_cache += ": " + ", ".join(f"{stage} {count}" for stage, count in sorted(cached.items()))
+    whole = f"llm calls: {sum(calls_by_stage.values())}" + (f" ({per_stage})" if per_stage else "")
+    return f"{whole}; this start: {started} ({failed} failed, {from_cache})"
+
+
+def lean_cost_line(checks: int, replays: int | None) -> str:
+    """Lean checks of the whole run (from the written rows), replays of accepted proofs included and named."""
+    return f"lean checks: {checks}" + ("" if replays is None else f" (of which {replays} replays of accepted proofs)")
+
+
+def status_counts(statuses: Iterable[str], order: Sequence[str]) -> dict[str, int]:
+    """Rows per status in `order` (zero included), any status outside it after them."""
+    counts = dict.fromkeys(order, 0)
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
     return counts
+
+
+def written_cost(tables: Sequence[pa.Table]) -> tuple[dict[str, int], int, int | None]:
+    """What the written rows cost, from their own records: LLM calls per stage (every table with `llm_calls`), Lean
+    checks (`lean_checks`) and, where rows keep accepted proofs, how many of those checks were replays."""
+    calls: dict[str, int] = {}
+    checks, replays = 0, None
+    for table in tables:
+        frame = pl.from_arrow(table)
+        if "llm_calls" in frame.columns:
+            stages = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
+            for stage, count in stages.group_by("stage", maintain_order=True).len().iter_rows():
+                calls[stage] = calls.get(stage, 0) + count
+        if "lean_checks" in frame.columns:
+            checks += int(frame["lean_checks"].fill_null(0).sum())
+        if "proofs" in frame.columns:
+            replayed = frame.select(pl.col("proofs").explode().struct.field("replay").is_not_null().sum()).item()
+            replays = (replays or 0) + int(replayed or 0)
+    return calls, checks, replays

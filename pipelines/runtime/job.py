@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
@@ -31,7 +32,7 @@ from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.cache import stored_answers
-from operators.llm.client import start_usage_ledger, usage_report
+from operators.llm.client import StageUsage, start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
@@ -39,6 +40,7 @@ from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
+from pipelines.reporting.summary import lean_cost_line, llm_cost_line, written_cost
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.progress import StatusBoard, Ticker, init_ray_logging_to
@@ -386,6 +388,20 @@ class MiningJob:
         return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
                                      cache_dir=self.llm_cache_dir, **constructor_kwargs)
 
-    def usage(self) -> str:
-        """Per-stage LLM calls, failures, tokens and latency so far."""
-        return usage_report(ray.get(self.ledger.totals.remote()))
+    def usage(self) -> dict[str, StageUsage]:
+        """Per-stage LLM calls, failures, tokens and latency of this start so far."""
+        return ray.get(self.ledger.totals.remote())
+
+    def cost_lines(self, tables: Sequence[pa.Table]) -> list[str]:
+        """The closing block's cost: LLM calls and Lean checks of the whole run, read off the written `tables`, and
+        what this start asked; a stage whose calls failed after retries gets its own line, with the failures."""
+        calls, checks, replays = written_cost(tables)
+        usage = self.usage()
+        failing = {stage: u for stage, u in usage.items() if u.errors}
+        return [llm_cost_line(calls, usage), lean_cost_line(checks, replays),
+                *(usage_report(failing).splitlines() if failing else [])]
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the LLM or Lean of this run is a simulator (its rows say nothing about mathematics)."""
+        return bool(self.settings.simulated or self.provenance["lean_simulated"])

@@ -54,26 +54,41 @@ def report_batch(batch: pa.Table, board: Any, table: str) -> pa.Table:
     return batch
 
 
-def counted(operator: Callable[..., Any], board: Any, stage: str) -> Callable[..., Any]:
-    """The stage's `map_batches` callable (an operator class, sync or async, or a function), reporting the statuses
-    of every batch it returns to the board under the stage's name; Ray Data sees the same name and kind."""
+def handed_on_counts(batch: pa.Table, next_stage: str | None, waiting: frozenset[str]) -> dict[str, int]:
+    """Rows per status in a batch a stage hands on, rows the next stage will work on (a status in `waiting`) counted
+    as `→<next stage>`: a candidate the judge accepted is still `discovered`, and is shown going on to formalize."""
+    counts: dict[str, int] = {}
+    for status, count in status_counts(batch).items():
+        label = f"→{next_stage}" if next_stage is not None and status in waiting else status
+        counts[label] = counts.get(label, 0) + count
+    return counts
+
+
+def counted(operator: Callable[..., Any], board: Any, stage: str, next_stage: str | None = None,
+            waiting: frozenset[str] = frozenset()) -> Callable[..., Any]:
+    """The stage's `map_batches` callable (an operator class, sync or async, or a function), reporting what every
+    batch it returns holds to the board under the stage's name (`handed_on_counts`); Ray Data sees the same name and
+    kind."""
+    def report(out: pa.Table) -> None:
+        board.add.remote(stage, handed_on_counts(out, next_stage, waiting))
+
     if not isinstance(operator, type):
         @functools.wraps(operator)
         def counted_function(batch: pa.Table, *args: Any, **kwargs: Any) -> pa.Table:
             out = operator(batch, *args, **kwargs)
-            board.add.remote(stage, status_counts(out))
+            report(out)
             return out
 
         return counted_function
     if inspect.iscoroutinefunction(operator.__call__):
         async def call(self: Any, batch: pa.Table) -> pa.Table:
             out = await operator.__call__(self, batch)
-            board.add.remote(stage, status_counts(out))
+            report(out)
             return out
     else:
         def call(self: Any, batch: pa.Table) -> pa.Table:
             out = operator.__call__(self, batch)
-            board.add.remote(stage, status_counts(out))
+            report(out)
             return out
     return type(operator.__name__, (operator,), {"__call__": call, "__module__": operator.__module__})
 
@@ -81,14 +96,16 @@ def counted(operator: Callable[..., Any], board: Any, stage: str) -> Callable[..
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
 # "ray" is routed again once it has.
-ROUTED_LOGGERS = ("ray", "ray._private", "ray.data")
+ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
 
 
 def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
     """Send the driver's Ray and Ray Data log records to `path` instead of the terminal (Ray Data's progress
-    dumps and notices included), so a run prints its own lines; the file keeps them for a post-mortem. Call it
-    before and after `ray.init` (`init_ray_logging_to` does); a logger already writing to `path` is left as it is."""
+    dumps and notices included, and Python warnings, which Ray Data uses for advice on a plan's shape), so a run
+    prints its own lines; the file keeps them for a post-mortem. Call it before and after `ray.init`
+    (`init_ray_logging_to` does); a logger already writing to `path` is left as it is."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    logging.captureWarnings(True)
     target = str(path.resolve())
     handler = None
     for name in ROUTED_LOGGERS:
