@@ -7,6 +7,11 @@ rules (nested block comments, doc comments, escapes) and, where Lean's reading c
 ours (raw or interpolated strings, a `'` that may or may not start a character literal, bad
 escapes after which Lean's error recovery re-reads the literal as code), it reports a problem
 instead of guessing. Callers refuse code with problems; honest proofs never contain them.
+
+Syntax quotations (`` `(...) ``, `` `(cat| ...) ``, ``` ``(...) ```, `` `[...] ``) and name literals
+(`` `name ``, ``` ``name ```) are found too, as spans of their own kinds: what stands inside them is syntax
+held as data, never a command, yet their insides are lexed as usual (an antiquotation `$(...)` is code, and
+a string in it may hold a bracket), so they are not among the kinds that hide code from a refusal.
 """
 
 from __future__ import annotations
@@ -20,14 +25,20 @@ _CHAR_LITERAL = re.compile(r"'(?:\\(?:[\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})
 _STRING_ESCAPE = re.compile(r"\\(?:[\\\"'nt]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 # Characters that open or close a region: if a literal made of one of them is read differently by
 # Lean and by us, everything after it is out of step.
-_DELIMITERS = frozenset("\"'\\«»{}-/")
+_DELIMITERS = frozenset("\"'\\«»{}-/`")
 # Before these, a token cannot be glued to what follows (so `--`, `/-`, `'c'` surely start anew).
 _SEPARATORS = frozenset(" \t\r\n()[]{}⟨⟩,;")
+# What follows the backticks of a syntax quotation, and the bracket that closes it.
+_QUOTATION_CLOSERS = {"(": ")", "[": "]"}
+# A name literal after its backticks: dotted parts, each an identifier or a `«»`-escaped one.
+_NAME_PART = r"(?:«[^»\n]*»|[^\W\d][\w'!?]*)"
+_NAME_LITERAL = re.compile(rf"`{{1,2}}{_NAME_PART}(?:\.{_NAME_PART})*")
 
 
 @dataclass(frozen=True)
 class Span:
-    """A region of the source that is not plain code: `kind` is comment, string, char or escaped_ident."""
+    """A region of the source that is not plain code: `kind` is comment, string, char, escaped_ident,
+    quotation (backticks to closing bracket) or name_literal (backticks and name)."""
 
     kind: str
     start: int
@@ -103,10 +114,22 @@ def _string_end(code: str, i: int) -> tuple[int, list[str]]:
     return n, list(dict.fromkeys(problems + [f"string literal at offset {i} is not terminated"]))
 
 
+@dataclass
+class _OpenQuotation:
+    """A syntax quotation being read: where its backticks are, the bracket kind that opened it and how
+    many of that kind are open inside it."""
+
+    start: int
+    opener: str
+    depth: int = 0
+
+
 def lex(code: str) -> Lexed:
-    """Find comments, string and character literals and `«escaped identifiers»` in Lean source."""
+    """Find comments, string and character literals, `«escaped identifiers»`, syntax quotations and name
+    literals in Lean source."""
     spans: list[Span] = []
     problems: list[str] = []
+    quotations: list[_OpenQuotation] = []
     n = len(code)
     i = 0
     while i < n:
@@ -156,12 +179,37 @@ def lex(code: str) -> Lexed:
                 end = n - 1
             spans.append(Span("escaped_ident", i + 1, end))
             i = end + 1
+        elif c == "`":
+            ticks = 2 if code.startswith("``", i) else 1
+            opener = code[i + ticks : i + ticks + 1]
+            if opener in _QUOTATION_CLOSERS:
+                quotations.append(_OpenQuotation(i, opener))
+                i += ticks + 1
+                continue
+            name = _NAME_LITERAL.match(code, i)
+            if name is not None:
+                spans.append(Span("name_literal", i, name.end()))
+            i += ticks  # the name itself is lexed as code, so its `«»` parts are found as usual
+        elif quotations and c == quotations[-1].opener:
+            quotations[-1].depth += 1
+            i += 1
+        elif quotations and c == _QUOTATION_CLOSERS[quotations[-1].opener]:
+            if quotations[-1].depth == 0:
+                spans.append(Span("quotation", quotations.pop().start, i + 1))
+            else:
+                quotations[-1].depth -= 1
+            i += 1
         else:
             i += 1
-    return Lexed(code, tuple(spans), tuple(problems))
+    for quotation in quotations:
+        problems.append(f"syntax quotation at offset {quotation.start} is not closed")
+        spans.append(Span("quotation", quotation.start, n))
+    return Lexed(code, tuple(sorted(spans, key=lambda span: span.start)), tuple(problems))
 
 
 COMMENTS = frozenset({"comment"})
+# Syntax held as data: never a command, but its antiquotations are code, so these never hide it from a refusal.
+QUOTED = frozenset({"quotation", "name_literal"})
 COMMENTS_AND_LITERALS = frozenset({"comment", "string", "char"})
 NOT_CODE = COMMENTS_AND_LITERALS | {"escaped_ident"}
 

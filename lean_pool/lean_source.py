@@ -12,7 +12,10 @@ How commands are found, following Lean's grammar rather than layout:
   proofs (`open Real in simp`), so they start a command only as the first token of a line;
 - docstrings, `@[...]` attributes, modifiers (`private`, `noncomputable`, ...) and `... in` prefixes
   (`open Real in`, `omit [h] in`) belong to the command they precede; an `... in` followed by no
-  command is part of a term or tactic, unless it stands at column 0.
+  command is part of a term or tactic, unless it stands at column 0;
+- nothing inside a syntax quotation (`` `(command| theorem $id ...) ``) or a name literal (`` `lemma ``) starts
+  a command, and neither does a keyword right after an opening bracket, a comma or `:=` on its line
+  (`syntax (name := lemma)`): a term goes on there.
 A command runs to the start of the next one; trailing blank and comment-only lines are not part of it.
 """
 
@@ -22,7 +25,15 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from lean_pool.lean_lexer import COMMENTS, COMMENTS_AND_LITERALS, NOT_CODE, Lexed, lex
+from lean_pool.lean_lexer import (
+    COMMENTS,
+    COMMENTS_AND_LITERALS,
+    NOT_CODE,
+    QUOTED,
+    Lexed,
+    Span,
+    lex,
+)
 
 DECLARATION_KINDS = frozenset(
     "theorem lemma def abbrev instance example structure class inductive opaque axiom".split()
@@ -79,6 +90,8 @@ _WHERE = re.compile(_TOKEN_BEFORE + r"where" + _TOKEN_AFTER)
 _IMPORT = re.compile(r"import" + _TOKEN_AFTER + r"\s+(\S+)")
 _OPENERS = "([{⟨⦃⟪"
 _CLOSERS = ")]}⟩⦄⟫"
+# Tokens after which a term must follow: no command starts right after one on the same line.
+_TERM_GOES_ON = (*_OPENERS, ",", ":=")
 
 
 @dataclass(frozen=True)
@@ -266,13 +279,30 @@ class _Head:
 
 
 def _scan_text(lexed: Lexed) -> str:
-    """The source with comments and literals blanked, doc comments kept as `/--` ... `-/` markers."""
+    """The source with comments and literals blanked, doc comments kept as `/--` ... `-/` markers, and the
+    insides of syntax quotations and name literals blanked too (`` `(command| theorem $id ...) `` and
+    `` `lemma `` start no command). A quotation keeps its backticks and brackets and a name literal its
+    backticks, so brackets still balance and a line ending in one still holds code."""
     chars = list(lexed.blanked(NOT_CODE))
     for span in lexed.spans:
         if span.kind == "comment" and lexed.source.startswith("/--", span.start) and span.end - span.start >= 5:
             chars[span.start : span.start + 3] = "/--"
             chars[span.end - 2 : span.end] = "-/"
+    for span in lexed.spans:
+        if span.kind in QUOTED:
+            for i in _quoted_inside(lexed.source, span):
+                if chars[i] != "\n":
+                    chars[i] = " "
     return "".join(chars)
+
+
+def _quoted_inside(source: str, span: Span) -> range:
+    """The part of a quotation or name literal that is syntax held as data: after its backticks (and a
+    quotation's opening bracket), before a quotation's closing bracket."""
+    start = span.start + (2 if source.startswith("``", span.start) else 1)
+    if span.kind == "quotation":
+        return range(start + 1, span.end - 1)
+    return range(start, span.end)
 
 
 def _matching(text: str, open_at: int = 0) -> int:
@@ -392,7 +422,7 @@ def _heads(source: str, scan: str) -> list[_Head]:
     heads: list[_Head] = []
     skip_until = 0
     for m in _HEAD.finditer(scan):
-        if m.start() < skip_until:
+        if m.start() < skip_until or _continues_a_term(scan, m.start()):
             continue
         head = _read_head(source, scan, m.start())
         if head is None:
@@ -400,6 +430,12 @@ def _heads(source: str, scan: str) -> list[_Head]:
         heads.append(head)
         skip_until = _head_end(scan, head)
     return heads
+
+
+def _continues_a_term(scan: str, at: int) -> bool:
+    """True when what stands at `at` follows an opening bracket, a comma or `:=` on its line: a term goes on
+    there, so a keyword is a name (`syntax (name := lemma) ...` declares the parser of `lemma`)."""
+    return scan[_line_start(scan, at) : at].rstrip().endswith(_TERM_GOES_ON)
 
 
 def _head_end(scan: str, head: _Head) -> int:
