@@ -1,37 +1,51 @@
 """Command line: check Lean files through the pool and print one JSON line per file.
 
-`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [statement=PATH] [replay=true] [key=value ...]`.
+`python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [statement=PATH] [replay=true] [key=value ...]`.
 Arguments with `=` are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for
 `*.lean`). With `statement=`, each proof must prove that statement unchanged (a changed statement, a missing target
 or a context that changes its meaning is an `error`). With `replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
 `verified` when both accept it.
+
+stdout holds only the JSON lines, in the order the paths were given (a directory's files sorted), each with the same
+keys, so it pipes into `jq`; the closing counts, errors and notes go to stderr, and Ray's own notices to a log file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ray
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from conf import ConfigError, compose_config, ray_init_options
+from conf import compose_config, ray_init_options
 from lean_pool.launch import LeanSetupError
-from lean_pool.pool import LeanPool
+from lean_pool.pool import LeanPool, checker_provenance
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
+from pipelines.reporting.summary import lean_cost_line
+from pipelines.runtime.cli import SetupError, WorkWritten, run_job
+from pipelines.runtime.progress import init_ray_logging_to
 
 PASSED = "passed"
 # The field that must be true of every file for exit status 0, per mode.
 GOAL = {"statement": "compiles", "proof": "verified"}
 # The `replay` field of a file the warm check did not verify: there is nothing to replay.
 NOT_REPLAYED = "skipped: the warm check did not verify it"
+# Exit status when some file fell short of the mode's goal (0: none did; 2 and 130 come from `run_job`, which also
+# ends a Ctrl-C after the last file's line with 0, the verdicts' status then standing).
+SOME_FELL_SHORT = 1
+USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...]"
+# Where the driver's Ray log lines go: a check has no run directory, and stdout must stay JSON lines. Appended to,
+# so two checks at once both keep theirs.
+RAY_LOG = Path(tempfile.gettempdir()) / "folklore" / "logs" / "check-ray.log"
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -41,19 +55,41 @@ def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return paths, overrides
 
 
-def lean_files(paths: Sequence[str]) -> Iterator[Path]:
-    """Each named file, and every `.lean` file under each named directory, in a stable order."""
+def lean_files(paths: Sequence[str]) -> list[Path]:
+    """The files to check in the order given: each named file, and each named directory's `.lean` files sorted
+    (a file named twice is checked once). No path, a missing one or a directory without a `.lean` file is a
+    `SetupError` naming every such path, raised before Ray starts."""
+    if not paths:
+        raise SetupError(f"no file or directory to check (usage: {USAGE})")
+    files: list[Path] = []
+    problems = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            yield from sorted(path.rglob("*.lean"))
+            found = sorted(path.rglob("*.lean"))
+            files.extend(found)
+            if not found:
+                problems.append(f"{name}: no .lean file in this directory")
+        elif path.exists():
+            files.append(path)
         else:
-            yield path
+            problems.append(f"{name}: no such file or directory")
+    if problems:
+        raise SetupError("; ".join(problems))
+    return list(dict.fromkeys(files))
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
-    """`conf/check.yaml` with the command line's overrides; a `ConfigError` (one line) when they do not compose."""
-    return compose_config("check", overrides)
+    """`conf/check.yaml` with the command line's overrides, checked for combinations that cannot run (a
+    `ConfigError` or `SetupError`, one line)."""
+    cfg = compose_config("check", overrides)
+    if cfg.mode not in GOAL:
+        raise SetupError(f"mode={cfg.mode} is not one of {sorted(GOAL)}")
+    if cfg.replay and (cfg.mode != "proof" or cfg.verify.replay == OFF):
+        raise SetupError(f"replay=true replays verified proofs: it needs mode=proof and verify.replay other than {OFF}")
+    if cfg.statement is not None and (cfg.mode != "proof" or not Path(cfg.statement).exists()):
+        raise SetupError(f"statement={cfg.statement} needs mode=proof and an existing .lean file or directory")
+    return cfg
 
 
 def statement_for(path: Path, statement: str | None) -> Path | None:
@@ -73,8 +109,8 @@ def compiles(result: CheckResult, text_decided: bool) -> bool | None:
     return not any(message.get("severity") == "error" for message in result.messages)
 
 
-def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay: ReplayResult | str | None = None,
-                statement: str | None = None) -> dict[str, Any]:
+def result_line(path: Path, result: CheckResult, mode: str, text_decided: bool,
+                replay: ReplayResult | str | None = None) -> dict[str, Any]:
     """The JSON object printed for one file: each field says one thing, whatever the mode (`status` the verdict
     word, `compiles` Lean's errors, `verified` a proof the kernel accepted sorry-free and axiom-clean, and replayed
     when `replay` is on; `replay` the fresh process's verdict, null when the replay is off)."""
@@ -82,7 +118,7 @@ def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay
     return {
         "path": str(path),
         "status": result.status,
-        "compiles": compiles(result, precheck(snippet, mode, statement) is not None),
+        "compiles": compiles(result, text_decided),
         "verified": mode == "proof" and result.status == PASSED and (replay is None or replayed == "accepted"),
         "replay": replayed,
         "reasons": result.reasons,
@@ -93,9 +129,33 @@ def result_line(path: Path, snippet: str, result: CheckResult, mode: str, replay
     }
 
 
-async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) -> int:
-    """Check every file concurrently, print each line as its verdict arrives; return how many fell short of the
-    mode's goal (statement: it compiles; proof: it is verified)."""
+def unreadable_line(path: Path, error: Exception, replay_on: bool) -> dict[str, Any]:
+    """The line of a file that could not be read as text: `result_line`'s keys, null where no check ran."""
+    return {"path": str(path), "status": "error", "compiles": None, "verified": False,
+            "replay": NOT_REPLAYED if replay_on else None, "reasons": [f"unreadable file: {error}"],
+            "messages": [], "seconds": 0.0, "axioms": None, "provenance": None}
+
+
+@dataclass
+class Tally:
+    """What the closing line counts: files per verdict, the Lean runs they took, and those short of the goal."""
+
+    statuses: Counter[str] = field(default_factory=Counter)
+    checks: int = 0  # warm checks Lean ran (the text alone decided the others)
+    replays: int = 0
+    short: int = 0
+
+    def closing_line(self, replay_on: bool, simulated: bool, ray_log: Path) -> str:
+        """One line for stderr after the last JSON line, its cost in the words of every job's closing block."""
+        counts = " ".join(f"{status}={count}" for status, count in sorted(self.statuses.items()))
+        cost = lean_cost_line(self.checks + self.replays, self.replays if replay_on else None)
+        sim = "; SIMULATED Lean (lean=sim): no verdict here says anything about mathematics" if simulated else ""
+        return f"files: {sum(self.statuses.values())} ({counts}); {cost}{sim}; ray log: {ray_log}"
+
+
+async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig, tally: Tally) -> None:
+    """Check every file concurrently and print each line in the order of `files`, as soon as it and the lines
+    before it are known, counting what was printed into `tally`."""
     goal = GOAL[cfg.mode]
 
     async def one(path: Path) -> dict[str, Any]:
@@ -104,63 +164,51 @@ async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig) ->
             snippet = path.read_text(encoding="utf-8")
             statement = statement_path.read_text(encoding="utf-8") if statement_path else None
         except (OSError, UnicodeDecodeError) as error:
-            return {"path": str(path), "status": "error", "compiles": None, "verified": False,
-                    "replay": NOT_REPLAYED if cfg.replay else None, "reasons": [f"unreadable file: {error}"],
-                    "messages": [], "seconds": 0.0}
+            return unreadable_line(path, error, cfg.replay)
+        text_decided = precheck(snippet, cfg.mode, statement) is not None
+        tally.checks += not text_decided
         result = await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode, statement=statement)
         if not cfg.replay:
-            return result_line(path, snippet, result, cfg.mode, statement=statement)
-        replay = await pool.replay(snippet, statement=statement) if result.status == PASSED else NOT_REPLAYED
-        return result_line(path, snippet, result, cfg.mode, replay, statement)
+            return result_line(path, result, cfg.mode, text_decided)
+        if result.status != PASSED:
+            return result_line(path, result, cfg.mode, text_decided, NOT_REPLAYED)
+        tally.replays += 1
+        replay = await pool.replay(snippet, statement=statement)
+        return result_line(path, result, cfg.mode, text_decided, replay)
 
-    failed = 0
-    for finished in asyncio.as_completed([one(path) for path in files]):
-        line = await finished
-        failed += line[goal] is not True
+    for task in [asyncio.ensure_future(one(path)) for path in files]:
+        line = await task
+        tally.statuses[line["status"]] += 1
+        tally.short += line[goal] is not True
         print(json.dumps(line, ensure_ascii=False), flush=True)
-    return failed
+
+
+def check(argv: Sequence[str], tally: Tally, work: WorkWritten) -> None:
+    """Check the files `argv` names, counting into `tally`; `work` is marked once every file's line is printed."""
+    paths, overrides = split_arguments(argv)
+    cfg = load_config(overrides)
+    files = lean_files(paths)
+    options, note = ray_init_options(cfg.ray)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    init_ray_logging_to(RAY_LOG, include_dashboard=False, log_to_driver=False, **options)
+    pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
+    try:
+        asyncio.run(check_files(pool, files, cfg, tally))
+        work.mark()
+        simulated = checker_provenance(OmegaConf.to_container(cfg.lean, resolve=True))["simulated"]
+        print(tally.closing_line(cfg.replay, simulated, RAY_LOG), file=sys.stderr, flush=True)
+    finally:
+        pool.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status 0 when every file reached the mode's goal (statement: compiles; proof: verified), 1 when some
-    did not, 2 when nothing could be checked."""
-    paths, overrides = split_arguments(sys.argv[1:] if argv is None else argv)
-    if not paths:
-        print("usage: python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl] [overrides]", file=sys.stderr)
-        return 2
-    try:
-        cfg = load_config(overrides)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if cfg.mode not in GOAL:
-        print(f"error: mode={cfg.mode} is not one of {sorted(GOAL)}", file=sys.stderr)
-        return 2
-    if cfg.replay and (cfg.mode != "proof" or cfg.verify.replay == OFF):
-        print(f"error: replay=true replays verified proofs: it needs mode=proof and verify.replay other than {OFF}",
-              file=sys.stderr)
-        return 2
-    if cfg.statement is not None and (cfg.mode != "proof" or not Path(cfg.statement).exists()):
-        print(f"error: statement={cfg.statement} needs mode=proof and an existing .lean file or directory",
-              file=sys.stderr)
-        return 2
-    files = list(lean_files(paths))
-    # stdout is one JSON line per file: Ray's notices stay out of the way, its errors still reach stderr.
-    logging.getLogger("ray").setLevel(logging.ERROR)
-    options, note = ray_init_options(cfg.ray)
-    if note:
-        print(note, file=sys.stderr)
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **options)
-    try:
-        pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
-    except LeanSetupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    try:
-        failed = asyncio.run(check_files(pool, files, cfg))
-    finally:
-        pool.shutdown()
-    return 1 if failed else 0
+    did not, 2 when nothing could be checked (one `error:` line, before Ray starts when the paths or the config
+    are wrong), 130 on a Ctrl-C before every file's line was printed (after it, the verdicts' status)."""
+    tally, work = Tally(), WorkWritten()
+    status = run_job(lambda: check(sys.argv[1:] if argv is None else argv, tally, work), (LeanSetupError,), work)
+    return status or (SOME_FELL_SHORT if tally.short else 0)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,21 @@
 Ray tasks parse the Lean files (pure text, no toolchain), a pool of embedding actors turns the
 statements into vectors, and the driver writes the Parquet table, the faiss index and the manifest.
 The index is keyed by the tree's Mathlib revision and the embedding model: run again on the same
-ones, it does nothing; on another revision, it rebuilds.
+ones, it does nothing (and starts no Ray); on another revision, it rebuilds. The job prints only its own lines:
+what it wrote and what it read; Ray's notices go to `OUT/logs/ray.log`, which its last line names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from fnmatch import fnmatch
 from importlib import metadata
@@ -21,12 +27,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import ray
+import ray.data  # imported before Ray starts: importing it sets up its loggers, which `init_ray_logging_to` reroutes
 from omegaconf import DictConfig, OmegaConf
 
 from conf import ray_init_options
 from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
+    FAISS_FILE,
+    MANIFEST_FILE,
+    TABLE_FILE,
     build_faiss,
     read_manifest,
     source_revision,
@@ -35,7 +45,19 @@ from operators.retrieval.declaration_index import (
 )
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
-from pipelines.runtime.cli import compose_config, run_job
+from operators.storage import is_uri
+from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
+from pipelines.runtime.progress import init_ray_logging_to
+
+# Why a whole file gave no declaration, as `parse_file` counts it; the manifest's other skip reasons are declarations.
+UNREADABLE_FILE = "unreadable_file"
+PARSER_ERROR = "parser_error"
+FILE_SKIPS = (UNREADABLE_FILE, PARSER_ERROR)
+# Where the index keeps the log of the Ray that built it, under `out`.
+RAY_LOG = "logs/ray.log"
+# Characters of the index directory's hash that name the build's log file on this node while it runs (the index is
+# written whole at the end, replacing the directory, so the log joins it afterwards).
+LOG_DIGEST_CHARS = 16
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
@@ -54,11 +76,11 @@ def parse_file(root: Path, relative: str) -> tuple[list[dict[str, Any]], Counter
     try:
         source = (root / relative).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return [], Counter({"unreadable_file": 1})
+        return [], Counter({UNREADABLE_FILE: 1})
     try:
         parsed = parse_declarations(source)
     except Exception:  # a parser bug on one file must not cost the index of the others; it is counted
-        return [], Counter({"parser_error": 1})
+        return [], Counter({PARSER_ERROR: 1})
     rows = [
         {
             "name": d.name, "kind": d.kind, "signature": d.signature, "canonical": canonical_statement(d.signature),
@@ -88,6 +110,8 @@ def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
     """The declarations with a `vector` column, embedded by a pool of Ray Data actors, in (file, line) order."""
     embedding = OmegaConf.to_container(cfg.embedding, resolve=True)
     rows = int(cfg.embed.rows_per_batch)
+    # The job's own lines say what was built; Ray Data's progress bars would only add to them.
+    ray.data.DataContext.get_current().enable_progress_bars = False
     # One block per batch, so every actor of the pool gets work even when the tree is small.
     blocks = [table.slice(start, rows) for start in range(0, table.num_rows, rows)]
     ds = ray.data.from_arrow(blocks).map_batches(
@@ -103,35 +127,63 @@ def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
     return pa.concat_tables(batches).sort_by([("file", "ascending"), ("line", "ascending")])
 
 
-def build(cfg: DictConfig) -> dict[str, Any]:
-    """Parse, embed and write the index of `cfg.mathlib_dir` into `cfg.out`; the manifest written (or
-    the existing one, with `up_to_date` set, when nothing had to be done)."""
+@dataclass(frozen=True)
+class Source:
+    """The tree to index and where its index goes, found on the driver before Ray starts."""
+
+    root: Path
+    out: Path
+    relatives: list[str]
+    revision: str
+    revision_source: str
+
+
+def find_source(cfg: DictConfig) -> Source:
+    """The chosen `.lean` files of `cfg.mathlib_dir` and their revision; a `SetupError` when there is nothing to
+    index or nowhere local to write it."""
+    if is_uri(str(cfg.out)):
+        raise SetupError(f"out={cfg.out}: the index is written to a local directory; copy it to object storage "
+                         f"afterwards (index.dir reads it there)")
     root = Path(cfg.mathlib_dir).expanduser().resolve()
-    out = Path(cfg.out).expanduser().resolve()
     if not root.is_dir():
-        raise FileNotFoundError(f"mathlib_dir={cfg.mathlib_dir} is not a directory (point it at a Mathlib checkout)")
+        raise SetupError(f"mathlib_dir={cfg.mathlib_dir} is not a directory (point it at a Mathlib checkout)")
     relatives = lean_files(root, list(cfg.include), list(cfg.exclude))
+    if not relatives:
+        raise SetupError(f"mathlib_dir={cfg.mathlib_dir} has no .lean file matching include={list(cfg.include)} "
+                         f"and exclude={list(cfg.exclude)}")
     revision, revision_source = source_revision(root, _file_bytes(root, relatives))
-    existing = read_manifest(out)
-    if not cfg.rebuild and existing and not stale_reasons(existing, revision, cfg.embedding.model_id):
-        return {**existing, "up_to_date": True}
+    return Source(root, Path(cfg.out).expanduser().resolve(), relatives, revision, revision_source)
+
+
+def current_index(cfg: DictConfig, source: Source) -> dict[str, Any] | None:
+    """The manifest of the index already in `out` when it serves this revision and model (None: build one)."""
+    existing = read_manifest(source.out)
+    if cfg.rebuild or not existing or stale_reasons(existing, source.revision, cfg.embedding.model_id):
+        return None
+    return existing
+
+
+def build(cfg: DictConfig, source: Source) -> dict[str, Any]:
+    """Parse, embed and write the index of `source` into its `out` (Ray running); the manifest written."""
     started = time.perf_counter()
+    relatives = source.relatives
     chunk = int(cfg.parse.files_per_task)
-    parts = ray.get([_parse_files.remote(str(root), relatives[i : i + chunk]) for i in range(0, len(relatives), chunk)])
+    parts = ray.get([_parse_files.remote(str(source.root), relatives[i : i + chunk])
+                     for i in range(0, len(relatives), chunk)])
     skipped: Counter[str] = sum((counts for _, counts in parts), Counter())
-    declarations = pa.concat_tables([table for table, _ in parts]) if parts else DECLARATION_SCHEMA.empty_table()
+    declarations = pa.concat_tables([table for table, _ in parts])
     parsed_at = time.perf_counter()
     if declarations.num_rows == 0:
-        raise ValueError(f"no declarations found under {root} ({len(relatives)} .lean files chosen)")
+        raise SetupError(f"no declarations found under {source.root} ({len(relatives)} .lean files chosen)")
     embedded = embed_table(declarations, cfg)
     vectors = np.asarray(embedded.column("vector").combine_chunks().flatten(), dtype=np.float32).reshape(
         embedded.num_rows, -1
     )
     index, kind = build_faiss(vectors, OmegaConf.to_container(cfg.faiss, resolve=True))
     manifest = {
-        "mathlib_rev": revision,
-        "revision_source": revision_source,
-        "source_dir": str(root),
+        "mathlib_rev": source.revision,
+        "revision_source": source.revision_source,
+        "source_dir": str(source.root),
         "model_id": cfg.embedding.model_id,
         "dim": int(vectors.shape[1]),
         "faiss_kind": kind,
@@ -143,36 +195,85 @@ def build(cfg: DictConfig) -> dict[str, Any]:
         "project_version": metadata.version("folklore"),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_index(out, embedded.drop_columns(["vector"]), index, manifest)
-    return {**manifest, "up_to_date": False}
+    write_index(source.out, embedded.drop_columns(["vector"]), index, manifest)
+    return manifest
 
 
-def summary_lines(manifest: Mapping[str, Any], out: str) -> list[str]:
-    """What the user reads at the end: where the index is, of what, and what was skipped."""
-    state = "up to date, nothing rebuilt" if manifest["up_to_date"] else "built"
-    skipped = ", ".join(f"{reason}={count}" for reason, count in manifest["skipped"].items()) or "none"
+def build_log(out: Path) -> Path:
+    """Where this node keeps the Ray log of a build of `out` while it runs, named after `out`."""
+    digest = hashlib.sha256(str(out).encode()).hexdigest()[:LOG_DIGEST_CHARS]
+    return Path(tempfile.gettempdir()) / "folklore" / "index" / digest / RAY_LOG
+
+
+@contextlib.contextmanager
+def ray_for_build(cfg: DictConfig, out: Path) -> Iterator[Path | None]:
+    """Ray for a build of `out`: the caller's when one runs (None: its logs are the caller's), else one started
+    here, its notices sent to a log file on this node (this build's lines only), which is yielded and named on
+    stderr when the build fails; stopped when the build is over."""
+    if ray.is_initialized():
+        yield None
+        return
+    log = build_log(out)
+    log.unlink(missing_ok=True)
+    options, note = ray_init_options(cfg.ray)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    init_ray_logging_to(log, include_dashboard=False, **options)
+    try:
+        yield log
+    except Exception:
+        print(f"ray log: {log}", file=sys.stderr, flush=True)
+        raise
+    finally:
+        ray.shutdown()
+
+
+def keep_log(log: Path, out: Path) -> Path:
+    """Copy the build's Ray log into the index written at `out` (`out/logs/ray.log`); where it is now."""
+    kept = out / RAY_LOG
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, kept)
+    return kept
+
+
+def summary_lines(manifest: Mapping[str, Any], out: Path, up_to_date: bool) -> list[str]:
+    """What the user reads at the end: the files of the index, what they hold, and what could not be read."""
+    state = "up to date, nothing rebuilt" if up_to_date else "built"
+    skips = manifest["skipped"]
+    unread = {reason: count for reason, count in skips.items() if reason in FILE_SKIPS}
+    declarations = {reason: count for reason, count in skips.items() if reason not in FILE_SKIPS}
+    skipped = ", ".join(f"{reason}={count}" for reason, count in declarations.items()) or "none"
+    not_read = ", ".join(f"{reason}={count}" for reason, count in unread.items()) or "none"
+    read = manifest["files"] - sum(unread.values())
     return [
-        f"index: {out} ({state})",
-        f"  mathlib_rev: {manifest['mathlib_rev']} (from {manifest['revision_source']})",
-        f"  declarations: {manifest['declarations']} from {manifest['files']} files; skipped: {skipped}",
-        f"  model: {manifest['model_id']} (dim {manifest['dim']}), faiss: {manifest['faiss_kind']}",
+        f"index: {out} ({state}, mathlib_rev {manifest['mathlib_rev']} from {manifest['revision_source']})",
+        f"  table: {out / TABLE_FILE} ({manifest['declarations']} declarations; skipped: {skipped})",
+        f"  faiss: {out / FAISS_FILE} ({manifest['faiss_kind']}, {manifest['model_id']}, dim {manifest['dim']})",
+        f"  manifest: {out / MANIFEST_FILE}",
+        f"  files: {manifest['files']} .lean files, {read} read; not read: {not_read}",
     ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Build or confirm the index; exit 0 when it is there, 2 when it could not be built as configured."""
+    """Build or confirm the index; exit 0 when it is there (a Ctrl-C once it is written included), 2 when it could
+    not be built as configured, 130 on a Ctrl-C before."""
+    work = WorkWritten()
 
     def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
-        if not ray.is_initialized():
-            options, note = ray_init_options(cfg.ray)
-            if note:
-                print(note, file=sys.stderr, flush=True)
-            ray.init(include_dashboard=False, **options)
-        manifest = build(cfg)
-        print("\n".join(summary_lines(manifest, str(cfg.out))), flush=True)
+        source = find_source(cfg)
+        existing = current_index(cfg, source)
+        if existing is not None:
+            print("\n".join(summary_lines(existing, source.out, up_to_date=True)), flush=True)
+            return
+        with ray_for_build(cfg, source.out) as log:
+            manifest = build(cfg, source)
+            work.mark()
+            print("\n".join(summary_lines(manifest, source.out, up_to_date=False)), flush=True)
+        if log is not None:
+            print(f"ray log: {keep_log(log, source.out)}", flush=True)
 
-    return run_job(run, (FileNotFoundError, ValueError))
+    return run_job(run, (ValueError,), work)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def check_cli(*args: str) -> tuple[int, list[dict]]:
     sim = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "replay=true"]
     proc = subprocess.run([sys.executable, "-m", "lean_pool.check", *args, *sim], cwd=REPO_DIR, capture_output=True,
                           text=True, timeout=300)
-    assert proc.stderr == "", proc.stderr
+    assert proc.stderr.startswith("files: ") and proc.stderr.count("\n") == 1, proc.stderr  # the closing counts
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
 
 
