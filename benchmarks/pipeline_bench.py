@@ -32,7 +32,7 @@ from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.job import MiningJob, load_config
-from pipelines.runtime.progress import init_ray_logging_to
+from conf.ray_start import init_ray_logging_to
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10

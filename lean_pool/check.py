@@ -25,27 +25,34 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from conf import compose_config, ray_init_options
+from conf.command_line import SetupError, WorkWritten, run_command
+from conf.ray_start import init_ray_logging_to
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool, checker_provenance
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
-from pipelines.reporting.summary import lean_cost_line
-from pipelines.runtime.cli import SetupError, WorkWritten, run_job
-from pipelines.runtime.progress import init_ray_logging_to
 
 PASSED = "passed"
 # The field that must be true of every file for exit status 0, per mode.
 GOAL = {"statement": "compiles", "proof": "verified"}
 # The `replay` field of a file the warm check did not verify: there is nothing to replay.
 NOT_REPLAYED = "skipped: the warm check did not verify it"
-# Exit status when some file fell short of the mode's goal (0: none did; 2 and 130 come from `run_job`, which also
+# Exit status when some file fell short of the mode's goal (0: none did; 2 and 130 come from `run_command`, which also
 # ends a Ctrl-C after the last file's line with 0, the verdicts' status then standing).
 SOME_FELL_SHORT = 1
 USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...]"
 # Where the driver's Ray log lines go: a check has no run directory, and stdout must stay JSON lines. Appended to,
 # so two checks at once both keep theirs.
 RAY_LOG = Path(tempfile.gettempdir()) / "folklore" / "logs" / "check-ray.log"
+# What a Ctrl-C before the last line leaves: a check writes nothing but its lines.
+INTERRUPTED_NOTE = "the lines printed are final; run the same command again to check every file"
+
+
+def lean_checks_line(checks: int, replays: int | None) -> str:
+    """How many Lean checks were run, replays of accepted proofs included and named (None: replays were off); the
+    same words in every job's closing lines."""
+    return f"lean checks: {checks}" + ("" if replays is None else f" (of which {replays} replays of accepted proofs)")
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -148,7 +155,7 @@ class Tally:
     def closing_line(self, replay_on: bool, simulated: bool, ray_log: Path) -> str:
         """One line for stderr after the last JSON line, its cost in the words of every job's closing block."""
         counts = " ".join(f"{status}={count}" for status, count in sorted(self.statuses.items()))
-        cost = lean_cost_line(self.checks + self.replays, self.replays if replay_on else None)
+        cost = lean_checks_line(self.checks + self.replays, self.replays if replay_on else None)
         sim = "; SIMULATED Lean (lean=sim): no verdict here says anything about mathematics" if simulated else ""
         return f"files: {sum(self.statuses.values())} ({counts}); {cost}{sim}; ray log: {ray_log}"
 
@@ -207,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     did not, 2 when nothing could be checked (one `error:` line, before Ray starts when the paths or the config
     are wrong), 130 on a Ctrl-C before every file's line was printed (after it, the verdicts' status)."""
     tally, work = Tally(), WorkWritten()
-    status = run_job(lambda: check(sys.argv[1:] if argv is None else argv, tally, work), (LeanSetupError,), work)
+    status = run_command(lambda: check(sys.argv[1:] if argv is None else argv, tally, work), (LeanSetupError,), work,
+                         interrupted=INTERRUPTED_NOTE)
     return status or (SOME_FELL_SHORT if tally.short else 0)
 
 

@@ -222,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
         print("\n".join(closing_lines(export_closing(run.uri, str(cfg.out_subdir), manifest))), flush=True)
 
-    return run_job(run_export, (RunNotFound, ExportRefused))
+    return run_job(run_export, (RunNotFound, ExportRefused),
+                   interrupted="the export may be incomplete; run the same command again")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import ray.data  # imported before Ray starts: importing it sets up its loggers,
 from omegaconf import DictConfig, OmegaConf
 
 from conf import ray_init_options
+from conf.ray_start import init_ray_logging_to
 from lean_pool.lean_source import canonical_statement
 from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
@@ -47,7 +48,6 @@ from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
 from operators.storage import is_uri
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
-from pipelines.runtime.progress import init_ray_logging_to
 
 # Why a whole file gave no declaration, as `parse_file` counts it; the manifest's other skip reasons are declarations.
 UNREADABLE_FILE = "unreadable_file"
@@ -273,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if log is not None:
             print(f"ray log: {keep_log(log, source.out)}", flush=True)
 
-    return run_job(run, (ValueError,), work)
+    return run_job(run, (ValueError,), work,
+                   interrupted="the index was not replaced; run the same command again to build it")
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> None:
         print("\n".join(plan_lines(make_plan(sys.argv[1:] if argv is None else argv))), flush=True)
 
-    return run_job(run, (RunNotFound,))
+    return run_job(run, (RunNotFound,), interrupted="nothing was written")
 
 
 if __name__ == "__main__":

@@ -384,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(closing_lines(Closing(run.uri, {REPORT_FILE: (location, what)}, simulated=run.simulated))),
               flush=True)
 
-    return run_job(run_report, (RunNotFound,))
+    return run_job(run_report, (RunNotFound,),
+                   interrupted="the report may be incomplete; run the same command again")
 
 
 if __name__ == "__main__":

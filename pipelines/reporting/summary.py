@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 import pyarrow as pa
 
+from lean_pool.check import lean_checks_line
 from operators.llm.client import StageUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
@@ -127,11 +128,6 @@ def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUs
         from_cache += ": " + ", ".join(f"{stage} {count}" for stage, count in sorted(cached.items()))
     whole = f"llm calls: {sum(calls_by_stage.values())}" + (f" ({per_stage})" if per_stage else "")
     return f"{whole}; this start: {started} ({failed} failed, {from_cache})"
-
-
-def lean_cost_line(checks: int, replays: int | None) -> str:
-    """Lean checks of the whole run (from the written rows), replays of accepted proofs included and named."""
-    return f"lean checks: {checks}" + ("" if replays is None else f" (of which {replays} replays of accepted proofs)")
 
 
 def status_counts(statuses: Iterable[str], order: Sequence[str]) -> dict[str, int]:

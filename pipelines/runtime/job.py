@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf import ray_init_options
+from conf.ray_start import init_ray_logging_to
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.dedup import DedupSettings
@@ -40,10 +41,11 @@ from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
-from pipelines.reporting.summary import lean_cost_line, llm_cost_line, written_cost
+from lean_pool.check import lean_checks_line
+from pipelines.reporting.summary import llm_cost_line, written_cost
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
-from pipelines.runtime.progress import StatusBoard, Ticker, init_ray_logging_to
+from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
 
@@ -398,7 +400,7 @@ class MiningJob:
         calls, checks, replays = written_cost(tables)
         usage = self.usage()
         failing = {stage: u for stage, u in usage.items() if u.errors}
-        return [llm_cost_line(calls, usage), lean_cost_line(checks, replays),
+        return [llm_cost_line(calls, usage), lean_checks_line(checks, replays),
                 *(usage_report(failing).splitlines() if failing else [])]
 
     @property

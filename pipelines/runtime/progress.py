@@ -1,7 +1,8 @@
 """Live counts while a run goes: what each stage made of its rows, and what was written, by status.
 
 Ray Data's progress bars say how many rows each operator has passed, not what happened to them, and their
-dumps drown a run's own output; so they are off, Ray's logs go to a file in the run directory, and each
+dumps drown a run's own output; so they are off, Ray's logs go to a file in the run directory
+(`conf.ray_start`), and each
 stage reports the statuses of the rows it hands on to a small actor. The driver prints one line per stage
 whose counts moved every few seconds, so an overnight run shows its funnel as it fills.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -91,47 +91,6 @@ def counted(operator: Callable[..., Any], board: Any, stage: str, next_stage: st
             report(out)
             return out
     return type(operator.__name__, (operator,), {"__call__": call, "__module__": operator.__module__})
-
-
-# The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
-# "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
-# "ray" is routed again once it has.
-ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
-
-
-def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
-    """Send the driver's Ray and Ray Data log records to `path` instead of the terminal (Ray Data's progress
-    dumps and notices included, and Python warnings, which Ray Data uses for advice on a plan's shape), so a run
-    prints its own lines; the file keeps them for a post-mortem. Call it before and after `ray.init`
-    (`init_ray_logging_to` does); a logger already writing to `path` is left as it is."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    logging.captureWarnings(True)
-    target = str(path.resolve())
-    handler = None
-    for name in ROUTED_LOGGERS:
-        logger = logging.getLogger(name)
-        for old in list(logger.handlers):
-            if getattr(old, "baseFilename", None) != target:
-                logger.removeHandler(old)
-                if isinstance(old, logging.FileHandler):
-                    old.close()  # an earlier job's file, in a process that runs several
-        if not logger.handlers:
-            if handler is None:
-                handler = logging.FileHandler(target)
-                handler.setLevel(level)
-                handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            logger.addHandler(handler)
-        logger.propagate = False
-
-
-def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
-    """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
-    (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local)."""
-    if path is not None:
-        route_ray_logs(path)
-    ray.init(configure_logging=False, **init_args)
-    if path is not None:
-        route_ray_logs(path)
 
 
 def format_counts(snapshot: Mapping[str, Mapping[str, int]]) -> list[str]:

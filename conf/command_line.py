@@ -1,0 +1,66 @@
+"""How every command line ends, the same way for every job (`python -m pipelines.X`, `python -m lean_pool.check`):
+one `error:` line and exit 2 for anything that stops it from starting (a config mistake, a missing path or key),
+one line and the job's own status for a failure it knows mid-run, exit 130 and one line on Ctrl-C (0 when the work
+was already written).
+
+It lives beside the config because all three rooms start from it, and it imports none of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from omegaconf.errors import MissingMandatoryValue
+
+from conf import ConfigError
+
+# Exit statuses: the job could not start as configured; the user stopped it.
+SETUP_FAILED = 2
+INTERRUPTED = 130
+# What a Ctrl-C before the work was written leaves, for a job that resumes (its default).
+RESUMES = "rows already written are kept; run the same command again to resume"
+
+
+class SetupError(RuntimeError):
+    """The run cannot start as configured; the message says what is missing."""
+
+
+class WorkWritten:
+    """Set by a job once everything it writes is written: a Ctrl-C after that stops only its closing lines or its
+    shutdown, and the job still ends well."""
+
+    def __init__(self) -> None:
+        self.written = False
+
+    def mark(self) -> None:
+        self.written = True
+
+
+def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException], ...] = (),
+                work: WorkWritten | None = None,
+                failed_mid_run: Callable[[Exception], tuple[str, int] | None] | None = None,
+                interrupted: str = RESUMES) -> int:
+    """Run a command's body: 0 when it finished; one `error:` line and 2 when it could not start (a `SetupError`, a
+    config that does not compose, a mandatory value left out, or one of `setup_errors`); the line and status
+    `failed_mid_run` gives for an error it knows; on Ctrl-C, 130 with `interrupted` said, or 0 with a line saying
+    so when the job's `work` was already written."""
+    try:
+        job()
+    except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return SETUP_FAILED
+    except Exception as error:
+        known = None if failed_mid_run is None else failed_mid_run(error)
+        if known is None:
+            raise
+        message, status = known
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return status
+    except KeyboardInterrupt:
+        if work is not None and work.written:
+            print("interrupted after the work was written: nothing is lost", file=sys.stderr, flush=True)
+            return 0
+        print(f"interrupted: {interrupted}", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    return 0
