@@ -1,22 +1,42 @@
 """Hydra configuration, shipped as package data; defaults are the MathlibLemma paper's values.
 
-`compose_config` is how every command line reads it: a mistake in an override (a typo in a key, a choice that
-does not exist, a missing `=`) becomes one `ConfigError` line with the hint Hydra gives (the valid choices,
-`+key=` to add a key), never a traceback.
+`compose_config` is how every command line reads it: a mistake in an override becomes one `ConfigError` line, never
+a traceback or a setting silently ignored. Hydra's own mistakes (a choice that does not exist, a missing `=`) keep
+its hint; a key the config does not have, with or without `+`, names the nearest key there is; a value of another
+type than the key's default, or not among the values conf/value_rules.yaml lists for it, says what the key expects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from fnmatch import fnmatchcase
 from importlib.resources import files
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_module
+from hydra.core.config_loader import ConfigLoader
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 # Where Hydra's composition errors stop saying what is wrong and start listing its search path.
 _SEARCH_PATH = "Config search path:"
+# The values keys may take, the open mappings and the fractional amounts; no job composes this file.
+VALUE_RULES = "value_rules.yaml"
+# Hydra's own settings (`hydra.job.chdir=...`): Hydra checks overrides of them.
+HYDRA_KEY = "hydra"
+# A default longer than this is left out of an error line, which stays one readable line.
+MAX_SHOWN_CHARS = 60
+# Reference configs kept per process: a job, a test run or `plan` composes the same few again and again.
+REFERENCES_KEPT = 16
+# A value that says nothing about a type: ??? (to be given), or a default's interpolation that needs such a value.
+_ANY = object()
 
 
 class ConfigError(ValueError):
@@ -40,15 +60,253 @@ def composition_error_text(message: str) -> str:
     return "; ".join(parts)
 
 
+@functools.cache
+def value_rules() -> dict[str, Any]:
+    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`), read once."""
+    return yaml.safe_load(files("conf").joinpath(VALUE_RULES).read_text(encoding="utf-8"))
+
+
+def choices(key: str) -> tuple[Any, ...]:
+    """The values `key` (a dotted path) may take as conf/value_rules.yaml declares them, so code that branches on
+    them can read their names here; empty when any value of the default's type will do."""
+    for pattern, allowed in value_rules()["choices"].items():
+        if fnmatchcase(key, pattern):
+            return tuple(allowed)
+    return ()
+
+
+def _matches(key: str, section: str) -> bool:
+    """Whether `key` matches a pattern of a list section of conf/value_rules.yaml."""
+    return any(fnmatchcase(key, pattern) for pattern in value_rules()[section])
+
+
+def _shown(value: Any) -> str:
+    """A config value as the command line spells it (interpolations as written)."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        value = OmegaConf.to_container(value, resolve=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}: {_shown(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(item) for item in value) + "]"
+    return str(value)
+
+
+def _child(container: DictConfig | ListConfig, key: str | int, strict: bool, path: str) -> Any:
+    """The value under `key`, `_ANY` for ???. An interpolation that cannot be resolved is `_ANY` too (a default may
+    need a value the command line gives), or with `strict` (a value the command line gave) a `ConfigError`."""
+    if OmegaConf.is_missing(container, key):
+        return _ANY
+    try:
+        return container[key]
+    except OmegaConfBaseException as error:
+        if not strict:
+            return _ANY
+        raise ConfigError(f"{path}: {str(error).splitlines()[0]}") from None
+
+
+def _key_of(container: Any, segment: str) -> str | int | None:
+    """`segment` as a key of `container` (an index for a list), None when it holds no such key."""
+    # keys(), not `in`: a key holding ??? is a key, and `in` leaves it out.
+    if isinstance(container, DictConfig) and segment in container.keys():  # noqa: SIM118
+        return segment
+    if isinstance(container, ListConfig) and segment.isdigit() and int(segment) < len(container):
+        return int(segment)
+    return None
+
+
+def _walk(cfg: DictConfig, path: str, strict: bool = False) -> tuple[int, Any]:
+    """How many of `path`'s dotted segments are keys in `cfg`, and the value the last of them holds (`strict`: an
+    interpolation on the way that cannot be resolved is a `ConfigError`)."""
+    node: Any = cfg
+    segments = path.split(".")
+    for depth, segment in enumerate(segments):
+        key = _key_of(node, segment)
+        if key is None:
+            return depth, node
+        node = _child(node, key, strict, path)
+    return len(segments), node
+
+
+def _paths(node: Any, prefix: str = "") -> Iterator[str]:
+    """Every dotted key under a mapping, inner mappings included (list items are not keys)."""
+    if not isinstance(node, DictConfig):
+        return
+    for key in node:
+        path = f"{prefix}{key}"
+        yield path
+        yield from _paths(_child(node, key, False, path), f"{path}.")
+
+
+def _unknown_key(path: str, reference: DictConfig, groups: Sequence[str]) -> ConfigError:
+    """`path` is no key of the config: the error names the nearest key or group there is, else the keys beside it."""
+    nearest = difflib.get_close_matches(path, [*_paths(reference), *groups], n=1)
+    if nearest:
+        return ConfigError(f"{path}: no such key; did you mean {nearest[0]}?")
+    depth, parent = _walk(reference, path)
+    if not isinstance(parent, DictConfig):
+        return ConfigError(f"{path}: no such key")
+    where = ".".join(path.split(".")[:depth]) or "the top level"
+    return ConfigError(f"{path}: no such key; {where} has {', '.join(map(str, parent))}")
+
+
+def _check_keys(override: Override, reference: DictConfig, groups: Sequence[str]) -> None:
+    """A `ConfigError` when `override` names a key the config does not have (with or without `+`, or inside the
+    mapping it gives) outside an open mapping, or deletes (`~key`) a key that is not an open mapping's: the job
+    reads it."""
+    path = override.key_or_group
+    segments = path.split(".")
+    depth, default = _walk(reference, path)
+    if depth < len(segments):
+        if not _matches(".".join(segments[:depth]), "open_mappings"):
+            raise _unknown_key(path, reference, groups)
+    elif override.is_delete():
+        if not _matches(".".join(segments[:-1]), "open_mappings"):
+            raise ConfigError(f"~{path}: the job reads {path}; give it another value instead of deleting it")
+    elif isinstance(override.value(), Mapping):
+        _check_mapping_keys(path, override.value(), default, reference, groups)
+
+
+def _check_mapping_keys(path: str, given: Mapping[str, Any], default: Any, reference: DictConfig,
+                        groups: Sequence[str]) -> None:
+    """A `ConfigError` when the mapping given for `path` holds a key its default does not have, at any depth, outside
+    an open mapping."""
+    if not isinstance(default, DictConfig):
+        return
+    for key, item in given.items():
+        inner = f"{path}.{key}"
+        if _key_of(default, str(key)) is not None:
+            if isinstance(item, Mapping):
+                _check_mapping_keys(inner, item, _child(default, key, False, inner), reference, groups)
+        elif not _matches(path, "open_mappings"):
+            raise _unknown_key(inner, reference, groups)
+
+
+def _expected(path: str, default: Any) -> str:
+    """What a key whose default is `default` expects, in words, with the default when it is short."""
+    if isinstance(default, DictConfig):
+        return f"a mapping of {', '.join(map(str, default))}"
+    if isinstance(default, bool):
+        kind = "true or false"
+    elif isinstance(default, int):
+        kind = "a number" if _matches(path, "fractional") else "an integer"
+    elif isinstance(default, float):
+        kind = "a number"
+    elif isinstance(default, ListConfig):
+        kind = "a list"
+    else:
+        kind = "a string"
+    shown = _shown(default)
+    return kind if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{kind} (default {shown})"
+
+
+def _fits(path: str, value: Any, default: Any) -> bool:
+    """Whether `value` has the type of `default`: a null or ??? default takes anything and a string's null means
+    none; an int does for a float, and a float for an int where the key is an amount (`fractional`)."""
+    if default is _ANY or default is None or value is _ANY:
+        return True
+    if value is None:
+        return isinstance(default, str)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) or (isinstance(value, float) and _matches(path, "fractional"))
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, DictConfig):
+        return isinstance(value, DictConfig)
+    if isinstance(default, ListConfig):
+        return isinstance(value, ListConfig)
+    return isinstance(value, str)
+
+
+def _check_value(path: str, value: Any, default: Any) -> None:
+    """A `ConfigError` when `value`, set at `path`, is not among the key's declared choices, or has another type
+    than its default (a mapping: at any depth)."""
+    allowed = choices(path)
+    if allowed:
+        if value is not _ANY and value not in allowed:
+            raise ConfigError(f"{path}={_shown(value)}: expects one of {', '.join(map(str, allowed))}")
+        return
+    if not _fits(path, value, default):
+        quotable = isinstance(default, str) and isinstance(value, (bool, int, float))
+        hint = f"; quote it to give text: {path}='{_shown(value)}'" if quotable else ""
+        raise ConfigError(f"{path}={_shown(value)}: expects {_expected(path, default)}{hint}")
+    if isinstance(value, DictConfig) and isinstance(default, DictConfig):
+        for key in value:
+            if _key_of(default, str(key)) is not None:
+                inner = f"{path}.{key}"
+                _check_value(inner, _child(value, key, True, inner), _child(default, key, False, inner))
+
+
+def _selects_group(override: Override, groups: Sequence[str]) -> bool:
+    """Whether `override` chooses a config group's option (`preset=demo`, `llm=sim`) rather than setting a key."""
+    return override.package is not None or "/" in override.key_or_group or override.key_or_group in groups
+
+
+def _check_selection(override: Override, loader: ConfigLoader) -> None:
+    """A `ConfigError` when a group is given something else than an option's name (`dedup=true`), which Hydra
+    answers with a traceback."""
+    value = override.value()
+    if override.is_delete() or isinstance(value, (str, list)):
+        return
+    options = loader.get_group_options(override.key_or_group)
+    raise ConfigError(f"{override.key_or_group}={_shown(value)}: expects one of {', '.join(options)}")
+
+
+@functools.lru_cache(maxsize=REFERENCES_KEPT)
+def _reference(name: str, selections: tuple[str, ...]) -> DictConfig:
+    """`conf/<name>.yaml` with only the command line's group choices: the keys a command line may set and their
+    defaults (read only). Called inside `initialize_config_module`."""
+    return compose(config_name=name, overrides=list(selections))
+
+
+def _check_setting(override: Override, cfg: DictConfig, reference: DictConfig, name: str) -> None:
+    """A `ConfigError` when the value `override` set in `cfg` does not fit the key's default in `reference`. A null
+    also fits where the config composed without any group choice has null (`ray.num_cpus`, which the demo preset
+    sets to 5). Called inside `initialize_config_module`."""
+    path = override.key_or_group
+    segments = len(path.split("."))
+    known, default = _walk(reference, path)
+    given, value = _walk(cfg, path, strict=True)
+    if override.is_delete() or not known == given == segments:
+        return
+    if value is None and _walk(_reference(name, ()), path) == (segments, None):
+        return
+    _check_value(path, value, default)
+
+
 def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
-    """`conf/<name>.yaml` composed with command-line overrides; a `ConfigError` when they do not compose."""
+    """`conf/<name>.yaml` composed with command-line overrides; a `ConfigError` when they do not compose, name a key
+    the config does not have, or give a key a value it does not take.
+
+    The keys set are compared with the config composed with only the command line's group choices (`preset=demo`,
+    `llm=sim`, `lean=repl`), so the keys those choices bring are known and their defaults' types apply."""
     if not OmegaConf.has_resolver("package_dir"):
         OmegaConf.register_new_resolver("package_dir", package_dir)
     try:
         with initialize_config_module(config_module="conf", version_base=None):
-            return compose(config_name=name, overrides=list(overrides))
+            loader = GlobalHydra.instance().config_loader()
+            groups = [group for group in loader.list_groups("") if group != HYDRA_KEY]
+            selections, settings = [], []
+            for override in OverridesParser.create().parse_overrides(list(overrides)):
+                if _selects_group(override, groups):
+                    _check_selection(override, loader)
+                    selections.append(override.input_line)
+                elif override.key_or_group.split(".", 1)[0] != HYDRA_KEY:
+                    settings.append(override)
+            reference = _reference(name, tuple(selections))
+            for override in settings:
+                _check_keys(override, reference, groups)
+            cfg = compose(config_name=name, overrides=list(overrides))
+            for override in settings:
+                _check_setting(override, cfg, reference, name)
     except HydraException as error:
         raise ConfigError(composition_error_text(str(error))) from None
+    return cfg
 
 
 def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
