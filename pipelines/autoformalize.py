@@ -33,7 +33,6 @@ from operators.rows.formalizations import (
     ERROR_INFRA,
     FORMALIZATION_SCHEMA,
     GOT,
-    MODES,
     STATUSES,
     InputRules,
     formalizations_table,
@@ -58,8 +57,6 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
     modes = [item for item in overrides if item.startswith("mode=")]
     rest = [item for item in overrides if not item.startswith("mode=")]
     cfg = compose_config("autoformalize", [*rest, *(f"autoformalize.{item}" for item in modes)])
-    if cfg.autoformalize.mode not in MODES:
-        raise SetupError(f"mode={cfg.autoformalize.mode} is not one of {list(MODES)}")
     with open_dict(cfg):
         cfg.grounding.enabled = cfg.index.dir is not None
     return cfg

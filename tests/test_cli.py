@@ -9,7 +9,7 @@ from pipelines import autoformalize, evaluate, export, index, mine, report
 
 GROUP_MISTAKES = [("preset=dmo", "Available options in 'preset': demo, none"),
                   ("llm=foo", "Available options in 'llm': openai, sim, vllm")]
-ANY_MISTAKES = [("nonexistent_key=1", "To append to your config use +nonexistent_key=1"),
+ANY_MISTAKES = [("nonexistent_key=1", "nonexistent_key: no such key"),
                 ("nonsense", "Error parsing override 'nonsense'")]
 # Jobs with the preset and llm groups get those mistakes too; report, export and index have neither group.
 CASES = [(main, *mistake) for main in (mine.main, autoformalize.main, evaluate.main) for mistake in GROUP_MISTAKES]
