@@ -25,6 +25,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf import ray_init_options
 from conf.ray_start import init_ray_logging_to
+from lean_pool.check import lean_checks_line
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.dedup import DedupSettings
@@ -41,7 +42,6 @@ from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
-from lean_pool.check import lean_checks_line
 from pipelines.reporting.summary import llm_cost_line, written_cost
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
