@@ -54,8 +54,17 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
 
 
 def read_benchmark(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
-    """Every statement of the benchmark with where it comes from, in a stable order; a clear error when the
-    location holds neither `.lean` files in the benchmark layout nor Parquet statements."""
+    """Every statement of the benchmark with where it comes from, in a stable order; a `SetupError` when there is
+    none (nothing to evaluate)."""
+    statements = benchmark_statements(cfg)
+    if not statements:
+        raise SetupError(f"benchmark_dir={cfg.benchmark_dir} holds no statement: nothing to evaluate")
+    return statements
+
+
+def benchmark_statements(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
+    """The statements at `benchmark_dir`: `.lean` files in the benchmark layout, else Parquet statements; a clear
+    error when the location holds neither."""
     location = str(cfg.benchmark_dir)
     filesystem, root = open_location(location)
     info = filesystem.get_file_info(root)

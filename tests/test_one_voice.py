@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from pipelines import autoformalize, mine
+from pipelines import autoformalize, evaluate, mine
 from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, status_counts
 from pipelines.runtime.cli import INTERRUPTED, WorkWritten, run_job
 from pipelines.runtime.progress import handed_on_counts
@@ -100,3 +100,13 @@ def test_mine_speaks_like_every_job(tmp_path: Path, capsys: pytest.CaptureFixtur
                     r"\(0 failed, 0 answered from the run's cache\)$", calls), calls
     assert closing[-2:] == [SIMULATED_NOTE, f"full report: python -m pipelines.report run_dir={run_dir}"]
     assert not any(re.search(r"\b(INFO|WARNING)\b|UserWarning", line) for line in err.splitlines()), err
+
+
+def test_a_benchmark_without_statements_is_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "benchmark").mkdir()
+    pq.write_table(pa.table({"statement": pa.array([], pa.string())}), tmp_path / "benchmark" / "empty.parquet")
+    assert evaluate.main(["preset=demo", f"benchmark_dir={tmp_path / 'benchmark'}",
+                          f"run_dir={tmp_path / 'run'}"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: benchmark_dir={tmp_path / 'benchmark'} holds no statement: nothing to evaluate\n"
+    assert not (tmp_path / "run").exists() and not ray.is_initialized()
