@@ -4,6 +4,8 @@ written ending well."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from pipelines import autoformalize, evaluate, mine
+from pipelines import autoformalize, evaluate, export, mine, report
 from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, status_counts
 from pipelines.runtime.cli import INTERRUPTED, WorkWritten, run_job
 from pipelines.runtime.progress import handed_on_counts
@@ -82,10 +84,23 @@ def test_a_seeds_root_without_lean_files_is_nothing_to_do(tmp_path: Path, capsys
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
 
 
-def test_mine_speaks_like_every_job(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    run_dir = tmp_path / "run"
-    assert mine.main(["preset=demo", f"run_dir={run_dir}"]) == 0
-    out, err = capsys.readouterr()
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A demo mining run: its directory and what it printed (stdout, stderr)."""
+    run_dir = tmp_path_factory.mktemp("voice") / "run"
+    capture = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(capture[0]), contextlib.redirect_stderr(capture[1]):
+        assert mine.main(["preset=demo", f"run_dir={run_dir}"]) == 0
+    return run_dir, capture[0].getvalue(), capture[1].getvalue()
+
+
+@pytest.fixture
+def mined_run(mined: tuple[Path, str, str]) -> Path:
+    return mined[0]
+
+
+def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
+    run_dir, out, err = mined
     lines = out.splitlines()
     status = [line for line in lines if line.startswith("[status]")]
     judged = [line for line in status if line.split()[1] == "judge"]
@@ -110,3 +125,17 @@ def test_a_benchmark_without_statements_is_nothing_to_do(tmp_path: Path, capsys:
     out, err = capsys.readouterr()
     assert out == "" and err == f"error: benchmark_dir={tmp_path / 'benchmark'} holds no statement: nothing to evaluate\n"
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
+
+
+def test_report_and_export_close_the_same_way(mined_run: Path, capsys: pytest.CaptureFixture) -> None:
+    capsys.readouterr()
+    assert report.main([f"run_dir={mined_run}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"run_dir: {mined_run}" and lines[-1] == SIMULATED_NOTE
+    assert lines[1].split()[:2] == ["report.md", f"{mined_run}/report/report.md"]
+    assert export.main([f"run_dir={mined_run}", "allow_sim=true"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"run_dir: {mined_run}" and lines[-1] == SIMULATED_NOTE
+    written = {line.split()[0]: line for line in lines[1:-1]}
+    assert set(written) == {"pairs/", "trajectories/", "judge/", "lean/", "README.md"}
+    assert written["pairs/"].endswith("(rows: 3 train)")  # the demo's seeds all fall on the train side
