@@ -12,9 +12,9 @@ root. Measured per size: the subprocess's wall time, the candidates written, the
 (the rows' timestamps), which leaves Ray's start-up out; candidates_per_s is over that window.
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
-its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the config); for
-the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1 when it is
-saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work (Ray
+its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the
+config); for the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1
+when it is saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work (Ray
 Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last line
 is machine-readable.
 """

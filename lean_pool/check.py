@@ -3,8 +3,8 @@
 `python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [statement=PATH] [replay=true] [key=value ...]`.
 Arguments with `=` are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for
 `*.lean`). With `statement=`, each proof must prove that statement unchanged (a changed statement, a missing target
-or a context that changes its meaning is an `error`). With `replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
-`verified` when both accept it.
+or a context that changes its meaning is an `error`). With `replay=true`, a file the warm REPL verified is replayed
+in a fresh Lean process (`verify.replay`) and is only `verified` when both accept it.
 
 stdout holds only the JSON lines, in the order the paths were given (a directory's files sorted), each with the same
 keys, so it pipes into `jq`; the closing counts, errors and notes go to stderr, and Ray's own notices to a log file.

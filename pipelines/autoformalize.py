@@ -201,8 +201,9 @@ def summary(job: AutoformalizeJob, sent: int) -> list[str]:
     written = {f"{TABLE}/": (job.run.table_uri(TABLE), f"{table.num_rows} rows")} if table.num_rows else {}
     counts = {TABLE: status_counts(table.column("status").to_pylist(), STATUSES)}
     details = [f"formalized in this start: {sent} (mode={job.cfg.autoformalize.mode})"]
-    return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines([table]), simulated=job.simulated,
-                                 next_step=report_hint(job.run.uri) if table.num_rows else None))
+    hint = report_hint(job.run.uri) if table.num_rows else None
+    return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines([table]),
+                                 simulated=job.simulated, next_step=hint))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

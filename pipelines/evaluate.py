@@ -136,7 +136,8 @@ def summary(job: EvaluationJob) -> list[str]:
     what the run cost, what to run next."""
     run = load_run(job.run.uri)
     candidates = run.candidates
-    written = {"candidates/": (job.run.table_uri("candidates"), f"{candidates.height} rows")} if candidates.height else {}
+    rows = candidates.height
+    written = {"candidates/": (job.run.table_uri("candidates"), f"{rows} rows")} if rows else {}
     counts = {"candidates": status_counts(candidates["status"].to_list(), STATUSES)}
     success = stats.success_at(candidates, run.max_repairs(), list(job.cfg.benchmark.domains))
     details = ["", report.success_markdown(success, run.max_repairs()), ""]

@@ -208,7 +208,8 @@ def export_closing(run_uri: str, out_subdir: str, manifest: Mapping[str, Any]) -
         if splits:
             written[f"{name}/"] = (join(run_uri, out_subdir, name), f"rows: {splits}{dropped}")
     if manifest["lean_files"]:
-        written["lean/"] = (join(run_uri, out_subdir, "lean"), f"{len(manifest['lean_files'])} Lean files, one per seed")
+        files = f"{len(manifest['lean_files'])} Lean files, one per seed"
+        written["lean/"] = (join(run_uri, out_subdir, "lean"), files)
     written[CARD_FILE] = (join(run_uri, out_subdir, CARD_FILE), "dataset card")
     return Closing(run_uri, written, simulated=manifest["simulated"])
 

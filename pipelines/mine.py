@@ -164,7 +164,8 @@ def report(job: MiningJob) -> list[str]:
     """Rebuild seeds/ from what is written; the closing block: where the tables are, candidates and seeds by status,
     what the run cost, what to run next."""
     discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
-    candidates = job.run.read("candidates", CANDIDATE_SCHEMA, ["seed_id", "status", "llm_calls", "lean_checks", "proofs"])
+    candidates = job.run.read("candidates", CANDIDATE_SCHEMA,
+                              ["seed_id", "status", "llm_calls", "lean_checks", "proofs"])
     seeds = seeds_table(discoveries, candidates)
     job.run.write_table("seeds", seeds)
     written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in

@@ -123,7 +123,8 @@ def test_a_benchmark_without_statements_is_nothing_to_do(tmp_path: Path, capsys:
     assert evaluate.main(["preset=demo", f"benchmark_dir={tmp_path / 'benchmark'}",
                           f"run_dir={tmp_path / 'run'}"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == f"error: benchmark_dir={tmp_path / 'benchmark'} holds no statement: nothing to evaluate\n"
+    expected = f"error: benchmark_dir={tmp_path / 'benchmark'} holds no statement: nothing to evaluate\n"
+    assert out == "" and err == expected
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
 
 

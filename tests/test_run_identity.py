@@ -61,7 +61,8 @@ def test_claim_refuses_changes_to_tables_with_rows_and_records_accepted_ones() -
         claim(first, ["candidates"], ["candidates"], {"job": "mine", "k": 2}, [], "t1")
     assert refused.value.changes == {"k": (1, 2)}
     # A table still without rows takes the new settings: nothing was made with the old ones.
-    assert claim(first, ["candidates"], [], {"job": "mine", "k": 2}, [], "t1")["tables"]["candidates"]["settings"]["k"] == 2
+    fresh = claim(first, ["candidates"], [], {"job": "mine", "k": 2}, [], "t1")
+    assert fresh["tables"]["candidates"]["settings"]["k"] == 2
     accepted = claim(first, ["candidates"], ["candidates"], {"job": "mine", "k": 2}, ["k"], "t1")
     assert accepted["accepted_changes"] == [{"at": "t1", "changes": {"k": [1, 2]}}]
     assert accepted["tables"]["candidates"]["settings"]["k"] == 2

@@ -1,7 +1,7 @@
 """autoformalize mode=agent (ALA): one model with tools formalizes the statement under a budget of tool calls.
 
-The model is offered five tools through OpenAI tool calling (`operators.autoformalize.agent_tools`): `compile` (the Lean pool,
-refusal rules first, diagnostics back), `search_declarations` (the index), `check_term` (`#check` through the
+The model is offered five tools through OpenAI tool calling (`operators.autoformalize.agent_tools`): `compile` (the
+Lean pool, refusal rules first, diagnostics back), `search_declarations` (the index), `check_term` (`#check` through the
 pool), `translate` (a second role, the translator model) and `examples` (nearest solved pairs of a corpus). Every
 call counts against the budget K; the loop stops at the first compile of a file that declares a theorem, which is
 then checked once more as the row's statement and goes on to the faithfulness stage like any other. A row records

@@ -1,8 +1,8 @@
 """autoformalize mode=got (Aria's Graph-of-Thought): concepts first, missing ones defined bottom-up, then the draft.
 
-The model lays out the concepts the statement needs as a dependency graph (`operators.autoformalize.concept_graph` checks it).
-Each concept is grounded in the declaration index: by its exact name, else by the nearest declarations if the
-model confirms one. A missing concept gets a Lean definition, dependencies first, each compiled with the repair
+The model lays out the concepts the statement needs as a dependency graph (`operators.autoformalize.concept_graph`
+checks it). Each concept is grounded in the declaration index: by its exact name, else by the nearest declarations
+if the model confirms one. A missing concept gets a Lean definition, dependencies first, each compiled with the repair
 loop in a file that holds the definitions made before it; a definition that uses `sorry` does not count, and the
 refusal rules (no `axiom`, `opaque`, `partial`, `unsafe`, `implemented_by`, ...) make a refused one final. The
 statement is then drafted with the grounded names and the new definitions in view and compiled, definitions

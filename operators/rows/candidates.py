@@ -85,8 +85,8 @@ FAITHFULNESS_LABEL = pa.struct(
 GROUNDED_TERM = pa.struct(
     [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
 )
-# The faithfulness check's columns (`operators.autoformalize.faithfulness`), the same in every table it runs on; null when it
-# did not run.
+# The faithfulness check's columns (`operators.autoformalize.faithfulness`), the same in every table it runs on; null
+# when it did not run.
 FAITHFULNESS_FIELDS = [
     ("faithful", pa.bool_()),
     ("faithfulness_score", pa.float64()),

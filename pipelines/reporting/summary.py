@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import polars as pl
 import pyarrow as pa
 
-from lean_pool.check import lean_checks_line
 from operators.llm.client import StageUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
@@ -96,7 +95,8 @@ class Closing:
 
 def closing_lines(closing: Closing) -> list[str]:
     """The closing block: `run_dir:` and one line per thing written, each heading's total and its nonzero statuses
-    (`error_infra` always, so a clean run says so), the job's details, the cost lines, the SIMULATED note, the next command."""
+    (`error_infra` always, so a clean run says so), the job's details, the cost lines, the SIMULATED note, the next
+    command."""
     width = max((len(name) for name in closing.written), default=0)
     lines = [f"run_dir: {closing.run_dir}"]
     lines += [f"  {name:<{width}}  {location}  ({what})" for name, (location, what) in closing.written.items()]

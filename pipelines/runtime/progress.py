@@ -15,7 +15,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
