@@ -85,6 +85,11 @@ def test_config_errors_name_the_problem() -> None:
     cfg["provers"] = ["prover", "ghost"]
     with pytest.raises(LLMConfigError, match="ghost"):
         settings_from_config(cfg)
+    cfg = sim_config()
+    cfg["endpoints"]["extra"] = {"base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(LLMConfigError, match=r"llm.endpoints.extra has base_url; an endpoint takes exactly base_url, "
+                                             r"api_key_env, concurrency"):
+        settings_from_config(cfg)
 
 
 def test_request_kwargs_carry_sampling_metadata_and_the_endpoint_token_parameter() -> None:

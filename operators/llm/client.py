@@ -21,6 +21,7 @@ answers a killed run already received (`operators.llm.cache`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import logging
 import math
@@ -288,6 +289,11 @@ class LLMSettings:
 def settings_from_config(cfg: Any) -> LLMSettings:
     """Validate an `llm` config group (conf/llm/*.yaml) into `LLMSettings`, naming what is wrong."""
     cfg = plain_config(cfg)
+    fields = [field.name for field in dataclasses.fields(Endpoint) if field.name != "name"]
+    for name, values in cfg["endpoints"].items():
+        if sorted(values) != sorted(fields):
+            raise LLMConfigError(f"llm.endpoints.{name} has {', '.join(values) or 'no key'}; an endpoint takes exactly "
+                                 f"{', '.join(fields)} (see conf/llm/openai.yaml)")
     endpoints = {name: Endpoint(name=name, **values) for name, values in cfg["endpoints"].items()}
     for ep in endpoints.values():
         if ep.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
