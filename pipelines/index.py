@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import ray
 import ray.data  # imported before Ray starts: importing it sets up its loggers, which `init_ray_logging_to` reroutes
 from omegaconf import DictConfig, OmegaConf
@@ -39,14 +39,15 @@ from operators.retrieval.declaration_index import (
     MANIFEST_FILE,
     TABLE_FILE,
     build_faiss,
-    read_manifest,
     source_revision,
     stale_reasons,
+    stored_manifest,
+    upload_index,
     write_index,
 )
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
-from operators.storage import is_uri
+from operators.storage import is_uri, join, open_location
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 
 # Why a whole file gave no declaration, as `parse_file` counts it; the manifest's other skip reasons are declarations.
@@ -129,21 +130,31 @@ def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
 
 @dataclass(frozen=True)
 class Source:
-    """The tree to index and where its index goes, found on the driver before Ray starts."""
+    """The tree to index and where its index goes, found on the driver before Ray starts: `out` is where it is built
+    (faiss writes local files), `home` where it is kept (`out` itself, or the object-storage location it is copied
+    to once built)."""
 
     root: Path
     out: Path
+    home: str
     relatives: list[str]
     revision: str
     revision_source: str
 
 
+def build_dir(location: str) -> Path:
+    """Where this node builds an index bound for object storage at `location`, named after it."""
+    digest = hashlib.sha256(location.encode()).hexdigest()[:LOG_DIGEST_CHARS]
+    return Path(tempfile.gettempdir()) / "folklore" / "index" / digest / "build"
+
+
 def find_source(cfg: DictConfig) -> Source:
     """The chosen `.lean` files of `cfg.mathlib_dir` and their revision; a `SetupError` when there is nothing to
-    index or nowhere local to write it."""
-    if is_uri(str(cfg.out)):
-        raise SetupError(f"out={cfg.out}: the index is written to a local directory; copy it to object storage "
-                         f"afterwards (index.dir reads it there)")
+    index, a `StorageError` when `out` is on object storage that cannot be reached."""
+    location = str(cfg.out)
+    if is_uri(location):
+        open_location(location, create=True)
+    out = build_dir(location) if is_uri(location) else Path(location).expanduser().resolve()
     root = Path(cfg.mathlib_dir).expanduser().resolve()
     if not root.is_dir():
         raise SetupError(f"mathlib_dir={cfg.mathlib_dir} is not a directory (point it at a Mathlib checkout)")
@@ -152,12 +163,12 @@ def find_source(cfg: DictConfig) -> Source:
         raise SetupError(f"mathlib_dir={cfg.mathlib_dir} has no .lean file matching include={list(cfg.include)} "
                          f"and exclude={list(cfg.exclude)}")
     revision, revision_source = source_revision(root, _file_bytes(root, relatives))
-    return Source(root, Path(cfg.out).expanduser().resolve(), relatives, revision, revision_source)
+    return Source(root, out, location if is_uri(location) else str(out), relatives, revision, revision_source)
 
 
 def current_index(cfg: DictConfig, source: Source) -> dict[str, Any] | None:
-    """The manifest of the index already in `out` when it serves this revision and model (None: build one)."""
-    existing = read_manifest(source.out)
+    """The manifest of the index already kept at `out` when it serves this revision and model (None: build one)."""
+    existing = stored_manifest(source.home)
     if cfg.rebuild or not existing or stale_reasons(existing, source.revision, cfg.embedding.model_id):
         return None
     return existing
@@ -196,6 +207,8 @@ def build(cfg: DictConfig, source: Source) -> dict[str, Any]:
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     write_index(source.out, embedded.drop_columns(["vector"]), index, manifest)
+    if is_uri(source.home):
+        upload_index(source.out, source.home)
     return manifest
 
 
@@ -228,15 +241,16 @@ def ray_for_build(cfg: DictConfig, out: Path) -> Iterator[Path | None]:
         ray.shutdown()
 
 
-def keep_log(log: Path, out: Path) -> Path:
-    """Copy the build's Ray log into the index written at `out` (`out/logs/ray.log`); where it is now."""
-    kept = out / RAY_LOG
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(log, kept)
-    return kept
+def keep_log(log: Path, home: str) -> str:
+    """Copy the build's Ray log beside the index kept at `home` (`logs/ray.log`); where it is now."""
+    filesystem, path = open_location(home)
+    filesystem.create_dir(f"{path}/{RAY_LOG}".rsplit("/", 1)[0], recursive=True)
+    pafs.copy_files(str(log), f"{path}/{RAY_LOG}", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=filesystem)
+    return join(home, RAY_LOG)
 
 
-def summary_lines(manifest: Mapping[str, Any], out: Path, up_to_date: bool) -> list[str]:
+def summary_lines(manifest: Mapping[str, Any], out: str, up_to_date: bool) -> list[str]:
     """What the user reads at the end: the files of the index, what they hold, and what could not be read."""
     state = "up to date, nothing rebuilt" if up_to_date else "built"
     skips = manifest["skipped"]
@@ -247,9 +261,9 @@ def summary_lines(manifest: Mapping[str, Any], out: Path, up_to_date: bool) -> l
     read = manifest["files"] - sum(unread.values())
     return [
         f"index: {out} ({state}, mathlib_rev {manifest['mathlib_rev']} from {manifest['revision_source']})",
-        f"  table: {out / TABLE_FILE} ({manifest['declarations']} declarations; skipped: {skipped})",
-        f"  faiss: {out / FAISS_FILE} ({manifest['faiss_kind']}, {manifest['model_id']}, dim {manifest['dim']})",
-        f"  manifest: {out / MANIFEST_FILE}",
+        f"  table: {join(out, TABLE_FILE)} ({manifest['declarations']} declarations; skipped: {skipped})",
+        f"  faiss: {join(out, FAISS_FILE)} ({manifest['faiss_kind']}, {manifest['model_id']}, dim {manifest['dim']})",
+        f"  manifest: {join(out, MANIFEST_FILE)}",
         f"  files: {manifest['files']} .lean files, {read} read; not read: {not_read}",
     ]
 
@@ -264,14 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = find_source(cfg)
         existing = current_index(cfg, source)
         if existing is not None:
-            print("\n".join(summary_lines(existing, source.out, up_to_date=True)), flush=True)
+            print("\n".join(summary_lines(existing, source.home, up_to_date=True)), flush=True)
             return
         with ray_for_build(cfg, source.out) as log:
             manifest = build(cfg, source)
             work.mark()
-            print("\n".join(summary_lines(manifest, source.out, up_to_date=False)), flush=True)
+            print("\n".join(summary_lines(manifest, source.home, up_to_date=False)), flush=True)
         if log is not None:
-            print(f"ray log: {keep_log(log, source.out)}", flush=True)
+            print(f"ray log: {keep_log(log, source.home)}", flush=True)
 
     return run_job(run, (ValueError,), work,
                    interrupted="the index was not replaced; run the same command again to build it")

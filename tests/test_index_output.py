@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from operators.retrieval.declaration_index import node_local
 from pipelines import index as index_pipeline
 
 REPO_DIR = Path(__file__).resolve().parents[1]
@@ -44,12 +45,24 @@ def test_a_tree_without_lean_files_is_one_error_line_before_ray_starts(tmp_path,
     assert not ray.is_initialized() and not (tmp_path / "out").exists()
 
 
-def test_an_index_on_object_storage_is_refused_before_ray_starts(tmp_path, capsys):
-    (tmp_path / "A.lean").write_text(ALGEBRA)
-    assert index_pipeline.main([f"mathlib_dir={tmp_path}", "out=s3://bucket/index"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: out=s3://bucket/index: the index is written to a local directory") and \
-        err.count("\n") == 1, err
+@pytest.mark.ray
+def test_an_index_built_for_object_storage_is_kept_there(object_store, tmp_path, capsys):
+    (tmp_path / "src" / "Folk").mkdir(parents=True)
+    (tmp_path / "src" / "Folk" / "Algebra.lean").write_text(ALGEBRA)
+    bucket = object_store.create_bucket("index-out")
+    location = f"{bucket}/index/v1"
+    assert index_pipeline.main([f"mathlib_dir={tmp_path / 'src'}", f"out={location}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"index: {location} (built") and lines[-1] == f"ray log: {location}/logs/ray.log"
+    assert f"  manifest: {location}/manifest.json" in lines
+    kept = object_store.keys("index-out/index/v1")
+    assert {f"index-out/index/v1/{name}" for name in ("declarations.parquet", "declarations.faiss", "manifest.json",
+                                                      "logs/ray.log")} <= set(kept)
+    # The copy a run reads is the index that was built; a second build finds it up to date without starting Ray.
+    assert (node_local(location) / "manifest.json").is_file()
+    assert index_pipeline.main([f"mathlib_dir={tmp_path / 'src'}", f"out={location}"]) == 0
+    again = capsys.readouterr().out.splitlines()
+    assert "up to date, nothing rebuilt" in again[0] and not any(line.startswith("ray log:") for line in again)
     assert not ray.is_initialized()
 
 

@@ -123,9 +123,8 @@ def test_mining_with_seeds_index_and_run_on_object_storage_named_by_uri_options_
     run_dir = f"{bucket}/run?{options}"
     ray.init(num_cpus=DEMO_CPUS, include_dashboard=False, log_to_driver=False)
     try:
-        assert index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out={tmp_path / 'index'}",
+        assert index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out='{bucket}/index?{options}'",
                                     "include=[Mathlib/Logic/Basic.lean]"]) == 0
-        upload_tree(filesystem, tmp_path / "index", f"{root}/index")
         assert mine.main(["preset=demo", f"seeds.root='{bucket}/seeds?{options}'", f"run_dir='{run_dir}'",
                           f"index.dir='{bucket}/index?{options}'"]) == 0
     finally:

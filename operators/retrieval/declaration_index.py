@@ -173,6 +173,29 @@ def node_local(location: str | Path) -> Path:
     return local
 
 
+def upload_index(local: Path, location: str) -> None:
+    """Copy the index built in `local` to `location` on object storage. The old manifest goes first and the new one
+    last, so a reader (`node_local`) finds either no index there (a clear `StaleIndex`) or the whole new one."""
+    filesystem, path = resolve(location)
+    filesystem.create_dir(path, recursive=True)
+    if filesystem.get_file_info(f"{path}/{MANIFEST_FILE}").type == pafs.FileType.File:
+        filesystem.delete_file(f"{path}/{MANIFEST_FILE}")
+    for name in (TABLE_FILE, FAISS_FILE, MANIFEST_FILE):
+        pafs.copy_files(str(local / name), f"{path}/{name}", source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=filesystem)
+
+
+def stored_manifest(location: str) -> dict[str, Any] | None:
+    """The manifest of the index kept at `location` (a local directory or object storage), None when there is none."""
+    if not is_uri(location):
+        return read_manifest(Path(location))
+    filesystem, path = resolve(location)
+    if filesystem.get_file_info(f"{path}/{MANIFEST_FILE}").type != pafs.FileType.File:
+        return None
+    with filesystem.open_input_stream(f"{path}/{MANIFEST_FILE}") as stream:
+        return json.loads(stream.read().decode())
+
+
 def read_manifest(out_dir: Path) -> dict[str, Any] | None:
     """The manifest of an index directory, or None when there is no complete index there."""
     path = out_dir / MANIFEST_FILE
