@@ -46,8 +46,10 @@ def with_replays(rows: list[dict]) -> list[dict]:
 
 def test_a_one_prover_report_embeds_no_overlap_plot(tmp_path):
     run_dir = write_run(tmp_path / "run", rows=one_prover_rows())
-    assert report.main([f"run_dir={run_dir}"]) == 0
     out = run_dir / "report"
+    out.mkdir()
+    (out / "overlap.png").write_bytes(b"a plot an earlier report drew")
+    assert report.main([f"run_dir={run_dir}"]) == 0
     page = (out / "report.md").read_text()
     assert not (out / "overlap.png").exists()
     assert "overlap.png" not in page
