@@ -42,7 +42,7 @@ from operators.rows.formalizations import (
 )
 from operators.storage import open_location
 from pipelines import mine
-from pipelines.reporting.summary import Closing, closing_lines, report_hint, status_counts
+from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
@@ -199,7 +199,7 @@ def summary(job: AutoformalizeJob, sent: int) -> list[str]:
     mode), what the run cost, what to run next."""
     table = job.run.read(TABLE, FORMALIZATION_SCHEMA, ["status", "llm_calls", "lean_checks"])
     written = {f"{TABLE}/": (job.run.table_uri(TABLE), f"{table.num_rows} rows")} if table.num_rows else {}
-    counts = {TABLE: status_counts(table.column("status").to_pylist(), STATUSES)}
+    counts = {TABLE: rows_by_status(table.column("status").to_pylist(), STATUSES)}
     details = [f"formalized in this start: {sent} (mode={job.cfg.autoformalize.mode})"]
     hint = report_hint(job.run.uri) if table.num_rows else None
     return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines([table]),

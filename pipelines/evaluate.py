@@ -36,7 +36,7 @@ from operators.storage import open_location
 from pipelines import mine, report
 from pipelines.reporting import stats
 from pipelines.reporting.run_data import load_run
-from pipelines.reporting.summary import Closing, closing_lines, report_hint, status_counts
+from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
@@ -138,7 +138,7 @@ def summary(job: EvaluationJob) -> list[str]:
     candidates = run.candidates
     rows = candidates.height
     written = {"candidates/": (job.run.table_uri("candidates"), f"{rows} rows")} if rows else {}
-    counts = {"candidates": status_counts(candidates["status"].to_list(), STATUSES)}
+    counts = {"candidates": rows_by_status(candidates["status"].to_list(), STATUSES)}
     success = stats.success_at(candidates, run.max_repairs(), list(job.cfg.benchmark.domains))
     details = ["", report.success_markdown(success, run.max_repairs()), ""]
     cost = job.cost_lines([candidates.select("llm_calls", "lean_checks", "proofs").to_arrow()])

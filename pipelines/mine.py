@@ -36,7 +36,7 @@ from pipelines.reporting.summary import (
     closing_lines,
     report_hint,
     seeds_table,
-    status_counts,
+    rows_by_status,
 )
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, WorkWritten, run_job
@@ -171,8 +171,8 @@ def report(job: MiningJob) -> list[str]:
     written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in
                (("candidates", candidates.num_rows), ("seeds", seeds.num_rows), ("discoveries", discoveries.num_rows))
                if rows}
-    counts = {"candidates": status_counts(candidates.column("status").to_pylist(), CANDIDATE_STATUSES),
-              "seeds": status_counts(seeds.column("status").to_pylist(), ())}
+    counts = {"candidates": rows_by_status(candidates.column("status").to_pylist(), CANDIDATE_STATUSES),
+              "seeds": rows_by_status(seeds.column("status").to_pylist(), ())}
     hint = report_hint(job.run.uri) if candidates.num_rows else None
     return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines([discoveries, candidates]),
                                  simulated=job.simulated, next_step=hint))

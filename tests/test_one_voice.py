@@ -15,7 +15,7 @@ import pytest
 import ray
 
 from pipelines import autoformalize, evaluate, export, mine, report
-from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, status_counts
+from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, rows_by_status
 from pipelines.runtime.cli import INTERRUPTED, WorkWritten, run_job
 from pipelines.runtime.progress import handed_on_counts
 
@@ -23,7 +23,7 @@ from pipelines.runtime.progress import handed_on_counts
 def test_closing_block_shows_what_happened_and_nothing_else() -> None:
     lines = closing_lines(Closing(
         "runs/x", {"candidates/": ("runs/x/candidates", "3 rows")},
-        {"candidates": status_counts(["proved", "proved", "duplicate"], ("discovered", "duplicate", "proved",
+        {"candidates": rows_by_status(["proved", "proved", "duplicate"], ("discovered", "duplicate", "proved",
                                                                          "error_infra"))},
         cost=["llm calls: 4"], simulated=True, next_step="full report: python -m pipelines.report run_dir=runs/x"))
     assert lines == [

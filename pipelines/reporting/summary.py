@@ -18,6 +18,7 @@ from operators.llm.client import StageUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
 from operators.split import DISCOVERED
+from pipelines.reporting import stats
 
 DISCOVERY_COLUMNS = ("unit_id", "seed_id", "seed_path", "domain", "seed_status", "seed_chars", "status", "reason",
                      "prompt_tokens", "completion_tokens")
@@ -130,7 +131,7 @@ def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUs
     return f"{whole}; this start: {started} ({failed} failed, {from_cache})"
 
 
-def status_counts(statuses: Iterable[str], order: Sequence[str]) -> dict[str, int]:
+def rows_by_status(statuses: Iterable[str], order: Sequence[str]) -> dict[str, int]:
     """Rows per status in `order` (zero included), any status outside it after them."""
     counts = dict.fromkeys(order, 0)
     for status in statuses:
@@ -152,6 +153,5 @@ def written_cost(tables: Sequence[pa.Table]) -> tuple[dict[str, int], int, int |
         if "lean_checks" in frame.columns:
             checks += int(frame["lean_checks"].fill_null(0).sum())
         if "proofs" in frame.columns:
-            replayed = frame.select(pl.col("proofs").explode().struct.field("replay").is_not_null().sum()).item()
-            replays = (replays or 0) + int(replayed or 0)
+            replays = (replays or 0) + stats.replays(frame)
     return calls, checks, replays
