@@ -35,8 +35,8 @@ from pipelines.reporting.summary import (
     Closing,
     closing_lines,
     report_hint,
-    seeds_table,
     rows_by_status,
+    seeds_table,
 )
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, WorkWritten, run_job
