@@ -43,6 +43,7 @@ from pipelines.runtime.cli import SetupError, WorkWritten, run_job
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
+from pipelines.runtime.plans import SeedPlan, run_overlapping, seed_plans
 from pipelines.runtime.progress import counted, report_batch
 
 
@@ -122,42 +123,35 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     return ray.data.from_blocks([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
-def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], seeds_per_plan: int
-               ) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    """The seed items of each plan a run executes in turn, at most `seeds_per_plan` seeds each: seeds an earlier run
-    discovered first (their candidates can be verified at once), then the seeds still to discover."""
-    tagged = [(False, item) for item in to_split] + [(True, item) for item in to_discover]
-    plans = [tagged[start:start + seeds_per_plan] for start in range(0, len(tagged), seeds_per_plan)]
-    return [([item for discover, item in plan if discover], [item for discover, item in plan if not discover])
-            for plan in plans]
+def run_plan(job: MiningJob, plan: SeedPlan) -> None:
+    """One plan: its seeds still to discover go through discover (which writes their discoveries), seeds already
+    discovered join them, and every seed's unfinished candidates go on through the verify stages while later seeds
+    are still being discovered."""
+    sources = []
+    if plan.to_discover:
+        discover = discover_stage(job)
+        sources.append(seed_blocks(plan.to_discover, SEED_WORK_SCHEMA).map_batches(
+            arrow_wire.wired(discover.operator), **discover.options))
+    if plan.to_split:
+        sources.append(seed_blocks(plan.to_split, SEED_ITEM_SCHEMA))
+    seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
+    write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
+          rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def mine_seeds(job: MiningJob) -> None:
-    """Seed files -> discoveries/ and candidates/ in streaming plans of `ray.seeds_per_plan` seeds, one after another:
-    in each, seeds still to discover go through discover (which writes their discoveries), seeds already discovered
-    join them, and every seed's unfinished candidates go on through the verify stages while later seeds are still
-    being discovered. Ray Data keeps a record of every block a plan makes until the plan ends, so a bounded plan
-    keeps the driver's memory bounded however many seeds a run has. A plan whose actors do not all fit on a local
-    Ray is a `SetupError`: it would not stream, and could stall for good."""
-    shortfall = streaming_shortfall(streaming_cpus(job.cfg), ray.cluster_resources().get("CPU", 0.0))
+    """Seed files -> discoveries/ and candidates/ in bounded streaming plans of `ray.seeds_per_plan` seeds that
+    overlap (`pipelines.runtime.plans`): the next plan starts once the current one's seeds are discovered. Plans
+    whose actors do not all fit on a local Ray are a `SetupError`: they would not stream, and could stall for good."""
+    to_discover, to_split = job.seed_work()
+    plans = seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan))
+    shortfall = streaming_shortfall(streaming_cpus(job.cfg, len(plans)), ray.cluster_resources().get("CPU", 0.0))
     if shortfall and job.cfg.ray.address is None:
         raise SetupError(shortfall)
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
-    to_discover, to_split = job.seed_work()
-    if not (to_discover or to_split):
-        return
-    for discover_items, split_items in seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan)):
-        sources = []
-        if discover_items:
-            discover = discover_stage(job)
-            sources.append(seed_blocks(discover_items, SEED_WORK_SCHEMA).map_batches(
-                arrow_wire.wired(discover.operator), **discover.options))
-        if split_items:
-            sources.append(seed_blocks(split_items, SEED_ITEM_SCHEMA))
-        seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
-        write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
-              rows_per_file=int(job.cfg.output.rows_per_file))
+    run_overlapping(plans, lambda plan: run_plan(job, plan), job.discover_calls_returned,
+                    in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
 
 
 def report(job: MiningJob) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,9 +33,9 @@ from operators.split import (
     split_seeds,
 )
 from operators.trivial import with_tactic
-from pipelines.mine import seed_plans
 from pipelines.reporting.summary import seeds_table
 from pipelines.runtime.job import ROW_BLOCK_BYTES, configure_data_context, load_config
+from pipelines.runtime.plans import SeedPlan, may_start, run_overlapping, seed_plans
 from pipelines.runtime.run_dir import RunDir
 
 MARKER = "brainstormed mathlib lemmas"
@@ -284,10 +286,64 @@ def test_plans_take_discovered_seeds_first_and_never_exceed_their_size():
     to_discover = [{"seed_id": f"new{i}"} for i in range(5)]
     to_split = [{"seed_id": f"old{i}"} for i in range(3)]
     waves = seed_plans(to_discover, to_split, 3)
-    assert [([d["seed_id"] for d in discover], [s["seed_id"] for s in split]) for discover, split in waves] == [
+    assert [([d["seed_id"] for d in plan.to_discover], [s["seed_id"] for s in plan.to_split]) for plan in waves] == [
         ([], ["old0", "old1", "old2"]), (["new0", "new1", "new2"], []), (["new3", "new4"], [])]
     assert seed_plans([], [], 3) == []
     assert len(seed_plans(to_discover, to_split, 100)) == 1
+
+
+def _plan(seeds: int, samples: int = 2) -> SeedPlan:
+    return SeedPlan([{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
+
+
+def test_a_plan_starts_once_the_plans_before_it_are_discovered_and_never_beyond_the_plans_in_flight():
+    plans = [_plan(3), _plan(3), SeedPlan([], [{"seed_id": "old"}]), _plan(1)]
+    assert [plan.units for plan in plans] == [6, 6, 0, 2]
+    assert may_start(0, plans, running=0, discovered_units=0, in_flight=2)
+    assert not may_start(1, plans, running=1, discovered_units=5, in_flight=2)  # plan 0 still discovering
+    assert may_start(1, plans, running=1, discovered_units=6, in_flight=2)
+    assert not may_start(2, plans, running=2, discovered_units=12, in_flight=2)  # two plans already run
+    assert may_start(2, plans, running=1, discovered_units=12, in_flight=2)
+    assert may_start(3, plans, running=1, discovered_units=12, in_flight=2)  # plan 2 discovers nothing
+    assert not may_start(1, plans, running=1, discovered_units=6, in_flight=1)
+
+
+def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_a_plans_error():
+    """Plan 1 starts while plan 0 is still running (its seeds are discovered), plan 2 only once one of them ended."""
+    plans = [_plan(1), _plan(1), _plan(1)]
+    discovered = [0]
+    events: list[str] = []
+    release = {index: threading.Event() for index in range(3)}
+
+    def execute(plan: SeedPlan) -> None:
+        index = next(i for i, p in enumerate(plans) if p is plan)
+        events.append(f"start {index}")
+        discovered[0] += plan.units
+        release[index].wait(10)
+        events.append(f"end {index}")
+
+    def releaser() -> None:
+        while "start 1" not in events:
+            time.sleep(0.01)
+        assert "start 2" not in events
+        release[0].set()
+        while "start 2" not in events:
+            time.sleep(0.01)
+        release[1].set()
+        release[2].set()
+
+    helper = threading.Thread(target=releaser)
+    helper.start()
+    run_overlapping(plans, execute, lambda: discovered[0], in_flight=2, check_every_s=0.01)
+    helper.join()
+    assert events.index("start 1") < events.index("end 0") < events.index("start 2")
+    assert sorted(events) == ["end 0", "end 1", "end 2", "start 0", "start 1", "start 2"]
+
+    def failing(plan: SeedPlan) -> None:
+        raise RuntimeError("endpoint down")
+
+    with pytest.raises(RuntimeError, match="endpoint down"):
+        run_overlapping(plans, failing, lambda: 0, in_flight=2, check_every_s=0.01)
 
 
 def test_a_mining_jobs_ray_data_hands_rows_on_one_by_one_without_waiting_on_the_driver():

@@ -402,11 +402,13 @@ def injected_fault(messages: list[Mapping[str, Any]], digest: str, delivery: int
     return None
 
 
-def latency_s(digest: str, sim: Mapping[str, Any]) -> float:
-    """Service time of a request: log-normal around the configured median (sigma 0: always the median)."""
+def latency_s(digest: str, stage: str, sim: Mapping[str, Any]) -> float:
+    """Service time of a request: log-normal around its stage's median (`latency.by_stage`, else `median_s`; a
+    server configured by hand may leave `by_stage` out), so sigma 0 always gives the median."""
     latency = sim["latency"]
+    median = latency.get("by_stage", {}).get(stage, latency["median_s"])
     u = min(max(unit(sim["seed"], digest, "latency"), 1e-12), 1 - 1e-12)
-    return latency["median_s"] * math.exp(latency["sigma"] * statistics.NormalDist().inv_cdf(u))
+    return median * math.exp(latency["sigma"] * statistics.NormalDist().inv_cdf(u))
 
 
 def error_body(message: str, error_type: str, code: str | None = None) -> dict[str, Any]:
@@ -658,7 +660,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.capacity:
             self.server.stats.serve(1)
             try:
-                self.server.stopping.wait(latency_s(digest, sim))
+                self.server.stopping.wait(latency_s(digest, meta.stage, sim))
             finally:
                 self.server.stats.serve(-1)
         self._send_json(200, completion_body(body, meta, digest, sim))

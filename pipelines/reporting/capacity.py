@@ -348,16 +348,18 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     )
 
 
-def streaming_cpus(cfg: Mapping[str, Any]) -> dict[str, float]:
-    """The logical CPUs Ray must hold at once for the mining plan to stream, by part: each stage's actors, a writer,
-    and the Lean pool's workers (their REPLs, and their replay slots when replaying; nothing with `lean=kimina`,
-    whose server is not on Ray). Ray Data starts every stage's actors when the plan starts; those that do not fit
-    wait until an earlier stage has finished and let its actors go, so stages run one after another."""
-    stages = cfg["stages"]
+def streaming_cpus(cfg: Mapping[str, Any], plans: int) -> dict[str, float]:
+    """The logical CPUs Ray must hold at once for a run of `plans` mining plans to stream, by part: each stage's
+    actors and a writer, once per plan running at once (`ray.plans_in_flight`, at most `plans`), and the Lean pool's
+    workers they share (their
+    REPLs, and their replay slots when replaying; nothing with `lean=kimina`, whose server is not on Ray). Ray Data
+    starts every stage's actors when a plan starts; those that do not fit wait until an earlier stage has finished
+    and let its actors go, so stages run one after another."""
+    stages, at_once = cfg["stages"], min(int(cfg["ray"]["plans_in_flight"]), plans)
     active = [discover.STAGE, *(["dedup"] if cfg["dedup"]["enabled"] else []), judge.STAGE, formalize.STAGE,
               *([faithfulness.STAGE] if cfg["faithfulness"]["enabled"] else []), trivial.STAGE, prove.STAGE]
-    needs = {stage: int(stages[stage]["actors"]) * float(stages[stage]["num_cpus"]) for stage in active}
-    needs["writer"] = float(cfg["output"]["writer_num_cpus"])
+    needs = {stage: at_once * int(stages[stage]["actors"]) * float(stages[stage]["num_cpus"]) for stage in active}
+    needs["writer"] = at_once * float(cfg["output"]["writer_num_cpus"])
     if cfg["lean"]["backend"] != KIMINA:
         shape = mining_shape(cfg)
         needs["lean pool"] = shape.lean_workers * shape.processes_per_worker * shape.repl_num_cpus
@@ -371,7 +373,7 @@ def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str 
     if total <= cluster_cpus:
         return None
     parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
-    return (f"the mining plan reserves {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
+    return (f"the mining plans reserve {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
             f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
-            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus or "
-            f"lean.resources_per_repl.num_cpus")
+            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus, "
+            f"ray.plans_in_flight or lean.resources_per_repl.num_cpus")

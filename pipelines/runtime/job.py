@@ -30,6 +30,7 @@ from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
+from operators.discover import STAGE as DISCOVER_STAGE
 from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
@@ -294,6 +295,10 @@ class MiningJob:
         if settings is None:
             return None
         return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
+
+    def discover_calls_returned(self) -> int:
+        """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
+        return sum(ray.get(self.board.snapshot.remote()).get(DISCOVER_STAGE, {}).values())
 
     def resume_summary(self) -> str | None:
         """One line on what a resumed run found in its directory (None for a fresh run): what is finished, what

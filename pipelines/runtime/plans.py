@@ -1,0 +1,85 @@
+"""A run's seeds as a sequence of bounded Ray Data plans that overlap, so the endpoint never drains between them.
+
+Ray Data keeps a record of every block a plan makes until the plan ends (ray-project/ray#66016), so a night over all
+of Mathlib runs as plans of `ray.seeds_per_plan` seeds. Run one after another, each plan would end with its slowest
+candidate's repair and proof chain while the LLM endpoint idles, then spend its start-up on new stage actors. So the
+next plan starts as soon as the current one's seeds have all come back from discover (its head is done, only its
+verify stages still work), and at most `ray.plans_in_flight` plans run at once: the tail of one and the head of the
+next share the endpoint, the Lean pool and the driver.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    """One plan's seed items: those still to discover (`units` discover calls in all) and those discovered before."""
+
+    to_discover: list[dict[str, Any]]
+    to_split: list[dict[str, Any]]
+
+    @property
+    def units(self) -> int:
+        """The discover calls this plan makes: one per sample still to draw of each seed it discovers."""
+        return sum(len(item["samples"]) for item in self.to_discover)
+
+
+def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], seeds_per_plan: int
+               ) -> list[SeedPlan]:
+    """The plans a run executes, at most `seeds_per_plan` seeds each: seeds an earlier run discovered first (their
+    candidates can be verified at once), then the seeds still to discover."""
+    tagged = [(False, item) for item in to_split] + [(True, item) for item in to_discover]
+    plans = [tagged[start:start + seeds_per_plan] for start in range(0, len(tagged), seeds_per_plan)]
+    return [SeedPlan([item for discover, item in plan if discover], [item for discover, item in plan if not discover])
+            for plan in plans]
+
+
+def may_start(index: int, plans: Sequence[SeedPlan], running: int, discovered_units: int, in_flight: int) -> bool:
+    """Whether plan `index` may start now: fewer than `in_flight` plans run, and every discover call of the plans
+    before it has come back (`discovered_units` counts those of this start), so the plans' heads run in order and
+    only tails overlap."""
+    if running >= in_flight:
+        return False
+    return discovered_units >= sum(plan.units for plan in plans[:index])
+
+
+class PlanThread(threading.Thread):
+    """One plan executing in its own driver thread; what it raised is kept for the thread that waits on it.
+    A daemon, so a run stopped by another plan's error exits without waiting for this one."""
+
+    def __init__(self, execute: Callable[[SeedPlan], None], plan: SeedPlan, index: int) -> None:
+        super().__init__(name=f"plan-{index}", daemon=True)
+        self._execute = execute
+        self._plan = plan
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._execute(self._plan)
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            self.error = error
+
+
+def run_overlapping(plans: Sequence[SeedPlan], execute: Callable[[SeedPlan], None],
+                    discovered_units: Callable[[], int], in_flight: int, check_every_s: float) -> None:
+    """Execute every plan, starting each when `may_start` allows (checked every `check_every_s` seconds and whenever
+    a plan ends); the first error a plan raises is raised here, once no other plan is started."""
+    running: list[PlanThread] = []
+    started = 0
+    while started < len(plans) or running:
+        if started < len(plans) and may_start(started, plans, len(running), discovered_units(), in_flight):
+            thread = PlanThread(execute, plans[started], started)
+            thread.start()
+            running.append(thread)
+            started += 1
+            continue
+        running[0].join(check_every_s)
+        for thread in [thread for thread in running if not thread.is_alive()]:
+            running.remove(thread)
+            if thread.error is not None:
+                raise thread.error
