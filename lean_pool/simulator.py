@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from lean_pool.busy_log import append_busy_span
 from lean_pool.lean_lexer import code_only
 from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, signature_type
 
@@ -158,6 +159,7 @@ class SimConfig:
     grow_pattern: str
     grow_mb: int
     faults: FaultRates
+    busy_log: str | None
     error_rules: tuple[ErrorRule, ...] = ()
 
     @classmethod
@@ -543,15 +545,19 @@ class Simulator:
         return payload if isinstance(payload, dict) and payload.get("kind") == kind else None
 
     def _spend(self, seconds: float) -> None:
-        """Stand in for Lean's work: spin the CPU (CPU seconds, so contention slows it like Lean) or sleep."""
+        """Stand in for Lean's work: spin the CPU (CPU seconds, so contention slows it like Lean) or sleep. With a
+        `busy_log`, the wall-clock span is appended to it, so a benchmark can tell how busy the pool was."""
         if seconds <= 0:
             return
+        started = time.time()
         if not self.config.burn_cpu:
             time.sleep(seconds)
-            return
-        deadline = time.process_time() + seconds
-        while time.process_time() < deadline:
-            pass
+        else:
+            deadline = time.process_time() + seconds
+            while time.process_time() < deadline:
+                pass
+        if self.config.busy_log is not None:
+            append_busy_span(self.config.busy_log, started, time.time())
 
     # -- fault triggers -------------------------------------------------------------------------
 

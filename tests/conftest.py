@@ -40,7 +40,7 @@ def mathlib_sample_dir() -> Path:
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray for one test module, with room for a simulated Lean pool and its replay slot."""
-    ray.init(num_cpus=7, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=10, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

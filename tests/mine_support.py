@@ -125,7 +125,7 @@ def mine_run(root: Path, seeds_root: Path, seed_list: list[str], samples: int, *
     """One complete `mine` run over `seed_list` under `seeds_root` (its run directory is `root / "run"`), on a local
     Ray and a sim server serving the demo's script (changed by the overrides `more`, which the run gets too); the
     run's overrides and the sim's counts."""
-    ray.init(num_cpus=7, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=10, include_dashboard=False, log_to_driver=False)
     try:
         with SimServer(sim_server_config(0.01, "preset=demo", *more)) as server:
             args = [*overrides(root / "run", seeds_root, seed_list, server.base_url, samples), *more]

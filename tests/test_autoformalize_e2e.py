@@ -47,7 +47,7 @@ MAX_REPAIRS = 3
 def world(tmp_path_factory, mathlib_sample_dir, shared_dir):
     """Ray, a sim server without random faithfulness labels, and an index of Mathlib/Logic from the sample."""
     out = tmp_path_factory.mktemp("index") / "logic"
-    ray.init(num_cpus=7, include_dashboard=False, log_to_driver=False)  # the demo's, for mine with faithfulness
+    ray.init(num_cpus=10, include_dashboard=False, log_to_driver=False)  # the demo's, for mine with faithfulness
     try:
         built = index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out={out}", "include=[Mathlib/Logic/**]"])
         assert built == 0

@@ -223,14 +223,14 @@ def test_the_demo_plans_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
     one_plan = {"discover": 0.25, "dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
                 "writer": 0.25, "lean pool": 1.5}  # 1 worker x (2 REPLs + 1 replay slot) x 0.5
     assert streaming_cpus(demo, plans=1) == one_plan
-    two_at_once = streaming_cpus(demo, plans=5)  # ray.plans_in_flight=2: stages and writers twice, one Lean pool
-    assert two_at_once == {part: cpus if part == "lean pool" else 2 * cpus for part, cpus in one_plan.items()}
-    assert streaming_shortfall(two_at_once, float(demo.ray.num_cpus)) is None
+    three_at_once = streaming_cpus(demo, plans=5)  # ray.plans_in_flight=3: stages and writers 3 times, one Lean pool
+    assert three_at_once == {part: cpus if part == "lean pool" else 3 * cpus for part, cpus in one_plan.items()}
+    assert streaming_shortfall(three_at_once, float(demo.ray.num_cpus)) is None
     bigger = streaming_cpus(load_config([DEMO, "lean.workers=2"]), plans=5)
     message = streaming_shortfall(bigger, float(demo.ray.num_cpus))
-    assert message is not None and "reserve 8 logical CPUs" in message and "lean pool 3" in message
+    assert message is not None and "reserve 10.5 logical CPUs" in message and "lean pool 3" in message
     assert "ray.num_cpus" in message and "ray.plans_in_flight" in message
-    assert streaming_shortfall(streaming_cpus(load_config([DEMO, "lean.workers=2"]), plans=1), 7.0) is None
+    assert streaming_shortfall(streaming_cpus(load_config([DEMO, "lean.workers=2"]), plans=1), 10.0) is None
     without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]),
                                     plans=1)
     assert "dedup" not in without_replay and without_replay["lean pool"] == 2.0
@@ -239,11 +239,11 @@ def test_the_demo_plans_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
 
 @pytest.mark.ray
 def test_mine_refuses_a_plan_its_local_ray_cannot_hold_before_mining_anything(tmp_path, capsys):
-    """The demo's 3 seeds as 3 plans, two at once, with two Lean workers reserve 8 logical CPUs on the demo's 7:
+    """The demo's 3 seeds as 3 plans at once with two Lean workers reserve 10.5 logical CPUs on the demo's 10:
     started anyway, they can stall for good, so `mine` says why in one line and exits 2, with no candidate table
     begun."""
     assert mine.main([DEMO, "lean.workers=2", "ray.seeds_per_plan=1", f"run_dir={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: the mining plans reserve 8 logical CPUs") and "ray.num_cpus" in err
+    assert err.startswith("error: the mining plans reserve 10.5 logical CPUs") and "ray.num_cpus" in err
     assert "Traceback" not in err and not (tmp_path / "run" / "candidates").exists()
     assert not ray.is_initialized()

@@ -59,7 +59,7 @@ def index_dir(tmp_path_factory):
     (root / "Folk").mkdir()
     (root / "Folk" / "Basic.lean").write_text(FOLK)
     out = tmp_path_factory.mktemp("index") / "decls"
-    ray.init(num_cpus=7, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=10, include_dashboard=False, log_to_driver=False)
     try:
         assert index_pipeline.main([f"mathlib_dir={root}", f"out={out}"]) == 0
         yield out

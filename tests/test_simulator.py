@@ -34,6 +34,7 @@ BASE_CONFIG: dict[str, Any] = {
     "grow_pattern": "sim:grow",
     "grow_mb": 64,
     "faults": {"crash_rate": 0.0, "hang_rate": 0.0, "seed": 0},
+    "busy_log": None,
     "error_rules": [{"pattern": "sim:error", "message": "simulated error (rule sim:error)"}],
 }
 

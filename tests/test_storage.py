@@ -18,7 +18,7 @@ from pipelines import index as index_pipeline
 from pipelines.runtime.run_dir import RunDir, append_file
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
-DEMO_CPUS = 7  # the demo preset's ray.num_cpus, for a Ray this test starts itself
+DEMO_CPUS = 10  # the demo preset's ray.num_cpus, for a Ray this test starts itself
 
 
 def test_a_path_added_to_a_uri_goes_before_its_query_options():

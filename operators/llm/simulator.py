@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
+from lean_pool.busy_log import append_busy_span
 from lean_pool.lean_source import read_commands
 from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
 from operators.rows.formalizations import MAJOR, MINOR, PERFECT, theorem_name
@@ -659,10 +660,13 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         with self.server.capacity:
             self.server.stats.serve(1)
+            started = time.time()
             try:
                 self.server.stopping.wait(latency_s(digest, meta.stage, sim))
             finally:
                 self.server.stats.serve(-1)
+            if sim["busy_log"] is not None:
+                append_busy_span(sim["busy_log"], started, time.time())
         self._send_json(200, completion_body(body, meta, digest, sim))
         return 200
 
