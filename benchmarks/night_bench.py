@@ -11,11 +11,13 @@ Regimes:
   flight), each stage's median latency is its stated latency for a 32B-class model (conf/plan.yaml
   `plan.defaults.llm`) times `--time-scale`, log-normal with sigma `--sigma` (a long right tail: the slowest 1 % of
   calls take 4x the median at 0.6); Lean checks cost next to nothing.
-- `lean`: the Lean pool binds: LLM answers are near-instant on a wide endpoint, every check sleeps `--check-s` in
-  one of the pool's REPLs, every header import `--import-s`.
+- `lean`: the Lean pool binds: LLM answers come four times faster (`--lean-time-scale`) on an endpoint wide enough
+  never to bind, every check sleeps `--check-s` in one of the pool's REPLs, every header import `--import-s`.
+In both, a plan keeps as many waves of discover calls as a default plan (100 seeds, 16 calls at once), so a plan's
+head lasts most of it as on a real night.
 The simulators log the wall-clock span of every request served and every Lean cost (`llm.sim.busy_log`,
 `lean.sim.busy_log`). Busy = the spans' time inside the window over (window x capacity), capacity being the sim's
-`capacity` or the pool's REPLs and replay slots; the window runs from the first span to the last discover's return
+`capacity` or the pool's REPLs (its replay slots are a resource apart, shown on their own); the window runs from the first span to the last discover's return
 (the run's own end, when only the last candidates' chains are left, is not a steady state). Plan k's boundary runs
 from its last discover's return to plan k+1's first: the endpoint-seconds lost then are its idle seconds.
 `predicted_vs_actual` is `pipelines.plan plan.from_run=RUN` (this machine as the cluster) over the run's own wall
@@ -26,6 +28,7 @@ machine-readable.
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 import tempfile
@@ -37,7 +40,7 @@ from pathlib import Path
 import polars as pl
 from scale_bench import DEFAULT_SEEDS_ROOT, seeds_include, spread
 
-from lean_pool.busy_log import read_busy_spans
+from lean_pool.busy_log import read_busy_spans, replay_busy_log
 from operators.rows.seeds import seed_id
 from pipelines import plan as capacity_plan
 from pipelines.reporting.capacity import mining_shape
@@ -49,6 +52,7 @@ from pipelines.runtime.run_dir import RunDir
 REPO = Path(__file__).resolve().parents[1]
 REGIMES = ("endpoint", "lean")
 TIME_BUCKETS = 10
+WIDE_ENDPOINT = 1024  # lean: requests the sim serves at once, more than the stages ever keep in flight
 # This machine as the plan's cluster: one node, its cores and memory, no GPU.
 THIS_MACHINE = ["plan.cluster.nodes=1", "plan.cluster.cpus_per_node=2", "plan.cluster.gpus_per_node=0",
                 "plan.cluster.memory_gb_per_node=24", "plan.cluster.gpu_nodes=0"]
@@ -63,6 +67,7 @@ class Night:
     run_dir: Path
     busy_log: Path
     capacity: int
+    replay_slots: int = 0
 
 
 def stage_medians(time_scale: float) -> dict[str, float]:
@@ -71,25 +76,41 @@ def stage_medians(time_scale: float) -> dict[str, float]:
     return {stage: float(cost["latency_s"]) * time_scale for stage, cost in defaults.items()}
 
 
+def discover_at_once(seeds_per_plan: int) -> int:
+    """Discover calls in flight for plans of `seeds_per_plan` seeds, so that a plan holds as many waves of them as
+    a default plan does (`ray.seeds_per_plan` over the discover stage's calls at once): a real plan's head, whose
+    calls are the slowest of all, lasts most of the plan."""
+    defaults = load_config(["preset=demo"])
+    waves = int(defaults.ray.seeds_per_plan) / (int(defaults.stages.discover.actors)
+                                                * int(defaults.stages.discover.max_concurrent_calls_per_actor))
+    return max(1, math.ceil(seeds_per_plan / waves))
+
+
+def llm_latencies(time_scale: float, sigma: float) -> list[str]:
+    """The sim's per-stage median latencies, the stated ones scaled, and their spread."""
+    medians = ", ".join(f"{stage}: {median:.4f}" for stage, median in stage_medians(time_scale).items())
+    return [f"++llm.sim.latency.by_stage={{{medians}}}", f"llm.sim.latency.sigma={sigma}"]
+
+
 def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: list[str], work: Path) -> Night:
     """The overrides of one regime's run."""
     run_dir, busy_log = work / f"{regime}-run", work / f"{regime}-busy.log"
     base = ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include,
             f"ray.seeds_per_plan={options.seeds_per_plan}", f"seeds.max_tokens={options.max_seed_tokens}",
+            f"stages.discover.max_concurrent_calls_per_actor={discover_at_once(options.seeds_per_plan)}",
             "output.status_every_s=3600", "lean.resources_per_repl.num_cpus=0.25", *options.extra]
     if regime == "endpoint":
-        medians = ", ".join(f"{stage}: {median:.4f}" for stage, median in stage_medians(options.time_scale).items())
         return Night(regime, [*base, f"llm.sim.capacity={options.capacity}", f"llm.sim.busy_log={busy_log}",
-                              f"++llm.sim.latency.by_stage={{{medians}}}", f"llm.sim.latency.sigma={options.sigma}",
+                              *llm_latencies(options.time_scale, options.sigma),
                               "lean.sim.check_s=0.002", "lean.sim.import_s=0.02", "lean.sim.burn_cpu=false"],
                      run_dir, busy_log, options.capacity)
-    cfg = load_config([*base, f"lean.repls_per_worker={options.repls}"])
-    shape = mining_shape(cfg)
-    slots = shape.lean_workers * shape.processes_per_worker
+    shape = mining_shape(load_config([*base, f"lean.repls_per_worker={options.repls}"]))
     return Night(regime, [*base, f"lean.repls_per_worker={options.repls}", f"lean.sim.busy_log={busy_log}",
                           f"lean.sim.check_s={options.check_s}", f"lean.sim.import_s={options.import_s}",
-                          "lean.sim.burn_cpu=false", "llm.sim.latency.median_s=0.01", "llm.sim.capacity=1024"],
-                 run_dir, busy_log, slots)
+                          "lean.sim.burn_cpu=false", *llm_latencies(options.lean_time_scale, options.sigma),
+                          f"llm.sim.capacity={WIDE_ENDPOINT}"],
+                 run_dir, busy_log, shape.lean_workers * shape.repls_per_worker,
+                 shape.lean_workers * shape.replay_slots_per_worker if shape.replay else 0)
 
 
 def busy_between(spans: list[tuple[float, float]], start: float, end: float) -> float:
@@ -152,6 +173,10 @@ def measure(night_run: Night, seeds_per_plan: int) -> str:
     print(f"  busy over the window ({window:.1f} s, capacity {night_run.capacity}) in tenths: "
           + " ".join(f"{fraction:.2f}" for fraction in over_time), flush=True)
     print("  idle endpoint-seconds per plan boundary: " + (" ".join(f"{s:.1f}" for s in idle) or "none"), flush=True)
+    if night_run.replay_slots:
+        replays = read_busy_spans(Path(replay_busy_log(str(night_run.busy_log))))
+        print(f"  replay slots ({night_run.replay_slots}, beside the pool's REPLs) busy over the window: "
+              f"{busy_between(replays, first, last_discover) / (window * night_run.replay_slots):.2f}", flush=True)
     print(f"  capacity plan: {predicted:.1f} s predicted, {actual:.1f} s actual", flush=True)
     return (f"{name}={busy:.3f} boundary_idle_s={boundary_idle:.2f} predicted_vs_actual={predicted / actual:.3f} "
             f"candidates_per_s={rate:.3f}")
@@ -167,25 +192,27 @@ def main() -> None:
     parser.add_argument("--max-seed-tokens", type=int, default=20000,
                         help="seeds.max_tokens: larger seed files are not sent (%(default)s)")
     parser.add_argument("--capacity", type=int, default=8, help="endpoint: requests the sim serves at once")
-    parser.add_argument("--time-scale", type=float, default=0.005, help="endpoint: stated latencies times this")
+    parser.add_argument("--time-scale", type=float, default=0.02, help="endpoint: stated latencies times this")
     parser.add_argument("--sigma", type=float, default=0.6, help="endpoint: log-normal sigma of every latency")
+    parser.add_argument("--lean-time-scale", type=float, default=0.005,
+                        help="lean: stated LLM latencies times this, on an endpoint that never binds")
     parser.add_argument("--repls", type=int, default=4, help="lean: REPLs of the pool's one worker")
-    parser.add_argument("--check-s", type=float, default=0.2, help="lean: seconds of every check")
-    parser.add_argument("--import-s", type=float, default=0.5, help="lean: seconds of every header import")
+    parser.add_argument("--check-s", type=float, default=0.5, help="lean: seconds of every check")
+    parser.add_argument("--import-s", type=float, default=1.0, help="lean: seconds of every header import")
+    parser.add_argument("--keep", type=Path, help="an empty directory to keep the seeds, runs and busy logs in")
     parser.add_argument("extra", nargs="*", help="more `pipelines.mine` overrides for both regimes")
     options = parser.parse_args()
     source = options.seeds_root.resolve()
     include = seeds_include(source)
     _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include]))
-    lines = []
     with tempfile.TemporaryDirectory() as scratch:
-        work = Path(scratch)
+        work = options.keep or Path(scratch)
         seeds_root = work / "seeds"
         for relative in spread(files, options.seeds):
             (seeds_root / relative).parent.mkdir(parents=True, exist_ok=True)
             (seeds_root / relative).write_bytes((source / relative).read_bytes())
-        for regime in REGIMES if options.regime == "both" else (options.regime,):
-            lines.append(measure(night(regime, options, seeds_root, include, work), options.seeds_per_plan))
+        lines = [measure(night(regime, options, seeds_root, include, work), options.seeds_per_plan)
+                 for regime in (REGIMES if options.regime == "both" else (options.regime,))]
     print("\n".join(lines))
 
 

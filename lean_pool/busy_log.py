@@ -21,6 +21,11 @@ def append_busy_span(path: str, started: float, ended: float) -> None:
         os.close(descriptor)
 
 
+def replay_busy_log(path: str) -> str:
+    """Where replays' simulators log, beside the REPLs' log: a replay slot is a resource of its own."""
+    return f"{path}.replay"
+
+
 def read_busy_spans(path: Path) -> list[tuple[float, float]]:
     """Every span in the log, in the order written (none when nothing was logged)."""
     if not path.exists():

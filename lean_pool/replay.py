@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lean_pool import verdict
+from lean_pool.busy_log import replay_busy_log
 from lean_pool.launch import LeanSetupError, build_launch, lean_tool, real_lean_paths
 from lean_pool.repl import EXEC_FAILED_CODE, CommandOutcome, ReplProcess, run_command
 
@@ -253,6 +254,8 @@ class Replayer:
         self._simulated = lean_cfg["backend"] == "sim"
         if self._simulated:
             sim = dict(lean_cfg["sim"])
+            if sim["busy_log"] is not None:
+                sim["busy_log"] = replay_busy_log(sim["busy_log"])
             if settings.sim_reject:
                 sim["error_rules"] = [*(sim.get("error_rules") or []), settings.sim_reject]
             self._launch = build_launch({**lean_cfg, "sim": sim})

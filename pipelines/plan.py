@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,6 +23,7 @@ from pipelines.reporting.capacity import (
     MiningShape,
     Resources,
     Workload,
+    lean_speeds,
     measured_costs,
     mining_shape,
     resources,
@@ -80,9 +82,11 @@ def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Cos
     run = load_run(str(settings.from_run))
     if run.discoveries is None:
         raise SetupError(f"plan.from_run={settings.from_run} has no discoveries/ table to measure discover calls from")
+    started = run.manifest.get("created_at")
     try:
         return measured_costs(run.candidates, run.discoveries, float(cfg.seeds.chars_per_token),
-                              f"measured from {run.uri}")
+                              f"measured from {run.uri}", shape, started and datetime.fromisoformat(started),
+                              float(settings.defaults.startup_s))
     except ValueError as error:
         raise SetupError(str(error)) from None
 
@@ -144,19 +148,21 @@ def plan_lines(plan: Plan) -> list[str]:
                  f"{sum(load.prompt_tokens for load in loads.values()):>16,.0f}"
                  f"{sum(load.completion_tokens for load in loads.values()):>19,.0f}")
     checks = ", ".join(f"{stage} {count:,.0f}" for stage, count in work.checks.items())
+    check_s, import_s = lean_speeds(shape, plan.costs, cluster)
     lines += [
         f"Lean checks: {work.lean_checks:,.0f} ({checks}, replays {work.replays:,.0f}) at "
-        f"{plan.costs.lean_check_s:.2f} s per check, {plan.costs.replay_s:.1f} s per replay",
+        f"{check_s:.2f} s per check, {plan.costs.replay_s:.1f} s per replay",
         f"GPU-hours: {needs.gpu_hours:,.2f} at {cluster.prompt_tokens_per_s:,.0f} prompt and "
         f"{cluster.completion_tokens_per_s:,.0f} completion tokens/s per GPU",
-        f"CPU-hours: {needs.cpu_hours:,.2f} (Lean checks, replays and header imports of {cluster.lean_import_s:.0f} s)",
+        f"CPU-hours: {needs.cpu_hours:,.2f} (Lean checks, replays and header imports of {duration(import_s)})",
         f"RAM per node: {needs.ram_gb_per_node:,.1f} GB of {cluster.memory_gb_per_node:,.0f} (Lean REPLs and replay "
         f"slots x {shape.repl_memory_gb} GB + {cluster.node_overhead_gb} GB for Ray and the stages); "
         f"{needs.cpus_reserved_per_node:,.1f} of {cluster.cpus_per_node} CPUs reserved; a node holds up to "
         f"{needs.repls_that_fit_per_node} REPLs",
         f"wall time: {duration(needs.wall_s)} on {cluster.nodes} Lean nodes x {cluster.cpus_per_node} CPUs, "
-        f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB{gpu_nodes}, bound by {needs.bottleneck} "
-        f"(stages stream, so the slowest bound sets it):",
+        f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB{gpu_nodes}: start-up "
+        f"{duration(needs.startup_s)}, then bound by {needs.bottleneck} (stages stream, so the slowest bound sets "
+        f"it), then the last candidate's path of {duration(needs.path_s)}:",
     ]
     lines += [f"  {name:<20}{duration(seconds):>12}" for name, seconds in needs.bounds_s.items()]
     return lines

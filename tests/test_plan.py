@@ -3,9 +3,12 @@ demo's plan printed without Ray; the arithmetic on hand-made costs."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
+import polars as pl
 import pytest
 import ray
 
@@ -15,6 +18,8 @@ from pipelines.reporting.capacity import (
     Cluster,
     Costs,
     MiningShape,
+    first_request_s,
+    longest_path_s,
     mining_shape,
     resources,
     stated_costs,
@@ -131,13 +136,15 @@ def shape(**changes) -> MiningShape:
                   dedup=True, faithfulness=False, include_trivial=False, prove_max_repairs=1, provers=2, replay=True,
                   lean_workers=3, repls_per_worker=2, repl_num_cpus=1.0, repl_memory_gb=6.5, repl_max_uses=100,
                   replay_slots_per_worker=1, llm_on_cluster=True,
-                  stage_slots={"discover": 4, "judge": 10, "formalize": 10, "trivial": 10, "prove": 10})
+                  stage_slots={"discover": 4, "judge": 10, "formalize": 10, "trivial": 10, "prove": 10},
+                  endpoint_capacity=None, service_s={}, lean_sim_costs=None)
     return MiningShape(**{**values, **changes})
 
 
 DEFAULTS = {"candidates_per_lemma_asked": 0.5, "duplicate_share": 0.2, "judge_accept_share": 0.5,
             "repairs_per_statement": 5.0, "compiled_share": 0.5, "faithful_share": 0.9, "trivial_share": 0.2,
             "proof_attempts_per_statement": 3.0, "proved_share": 0.25, "lean_check_s": 2.0, "replay_s": 60.0,
+            "startup_s": 60.0,
             "llm": {stage: {"prompt_tokens": 100, "completion_tokens": 1000, "latency_s": 10}
                     for stage in ("discover", "judge", "formalize", "diagnose", "decompose", "faithfulness", "prove")}}
 
@@ -154,6 +161,9 @@ def test_stated_costs_follow_the_funnel_and_the_budgets():
     assert costs.replays_per_candidate == pytest.approx(0.16 * 2 * 0.25)
     assert stated_costs(DEFAULTS, shape(dedup=False, replay=False)).row_shares["judge"] == 1
     assert stated_costs(DEFAULTS, shape(replay=False)).replays_per_candidate == 0
+    # The longest path: 3 judge calls, T=2 formalize repairs, K+1=2 proof attempts of 10 s each, and its 6 checks
+    # (formalize's first and its 2 repairs, trivial, 2 attempts) of 2 s.
+    assert (costs.startup_s, costs.path_s) == (60.0, 3 * 10 + 2 * 10 + 2 * 10 + 6 * 2.0)
 
 
 COSTS = Costs(source="hand", candidates_per_unit=10, row_shares={"judge": 1.0, "formalize": 0.5, "trivial": 0.25,
@@ -161,7 +171,7 @@ COSTS = Costs(source="hand", candidates_per_unit=10, row_shares={"judge": 1.0, "
               calls={"discover": CallCost(1, 500, 4000, 100), "judge": CallCost(1, 200, 800, 10),
                      "formalize": CallCost(2, 1000, 1000, 20), "prove": CallCost(3, 400, 2000, 30)},
               checks_per_row={"formalize": 3, "trivial": 1, "prove": 3}, replays_per_candidate=0.1,
-              lean_check_s=2.0, replay_s=60.0)
+              lean_check_s=2.0, replay_s=60.0, startup_s=30.0, path_s=100.0)
 CLUSTER = Cluster(nodes=2, cpus_per_node=16, gpus_per_node=4, memory_gb_per_node=64, gpu_nodes=0, gpus_per_gpu_node=0,
                   prompt_tokens_per_s=1000, completion_tokens_per_s=100, lean_import_s=30, node_overhead_gb=8)
 
@@ -189,8 +199,43 @@ def test_resources_per_node_and_the_slowest_bound():
     completion = sum(load.completion_tokens for load in work.calls.values())
     assert needs.bounds_s["GPUs"] == pytest.approx((prompt / 1000 + completion / 100) / 8)
     assert needs.bounds_s["stage prove"] == pytest.approx((24 * 30 + 24 * 2.0) / 10)
-    assert needs.wall_s == max(needs.bounds_s.values()) and needs.bounds_s[needs.bottleneck] == needs.wall_s
+    assert needs.wall_s == 30.0 + max(needs.bounds_s.values()) + 100.0  # start-up, slowest bound, last path
+    assert needs.bounds_s[needs.bottleneck] == max(needs.bounds_s.values())
     assert "GPUs" not in resources(work, COSTS, shape(llm_on_cluster=False), CLUSTER).bounds_s
+    assert "LLM sim" not in needs.bounds_s
+
+
+def test_the_simulators_state_their_own_speed_to_the_plan():
+    """The LLM sim's capacity and service seconds bound the run; the Lean sim's check and import seconds replace
+    the measured and stated ones."""
+    work = workload([300, 700], shape(), COSTS)
+    sims = shape(llm_on_cluster=False, endpoint_capacity=4, service_s=dict.fromkeys(COSTS.calls, 2.0),
+                 lean_sim_costs=(0.5, 1.0))
+    needs = resources(work, COSTS, sims, CLUSTER)
+    calls = sum(load.calls for load in work.calls.values())
+    assert needs.bounds_s["LLM sim"] == pytest.approx(calls * 2.0 / 4)
+    assert needs.bounds_s["lean pool"] == pytest.approx(94 * 0.5 / 6 + 1.0 + 94 / 100 * 1.0 / 6)
+    demo = mining_shape(load_config([DEMO]))
+    assert demo.endpoint_capacity == 64 and demo.lean_sim_costs == (0.05, 0.5)  # the demo's sims
+    assert demo.service_s["prove"] == pytest.approx(0.05 * math.exp(0.3**2 / 2))  # a log-normal's mean
+    staged = mining_shape(load_config([DEMO, "++llm.sim.latency.by_stage={prove: 2.0}"]))
+    assert staged.service_s["prove"] == pytest.approx(2.0 * math.exp(0.3**2 / 2))
+    assert staged.service_s["judge"] == demo.service_s["judge"]
+    api = mining_shape(load_config([DEMO, "llm=openai", "lean=repl"]))
+    assert (api.endpoint_capacity, api.service_s, api.lean_sim_costs) == (None, {}, None)
+
+
+def test_a_runs_longest_path_and_start_up_are_read_off_its_rows():
+    call = {"stage": "judge", "latency_s": 3.0, "model": "m", "attempt": 0, "prompt_tokens": 1,
+            "completion_tokens": 1, "error_kind": None}
+    candidates = pl.DataFrame({"llm_calls": [[call, {**call, "stage": "prove", "latency_s": 9.0}], [call], []],
+                               "lean_checks": [2, 1, None]})
+    assert longest_path_s(candidates, {}, 0.5) == 3.0 + 9.0 + 2 * 0.5  # measured latencies
+    assert longest_path_s(candidates, {"prove": 1.0}, 0.5) == 3.0 + 1.0 + 2 * 0.5  # a stage's service seconds
+    started = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    discoveries = pl.DataFrame({"finished_at": [started + timedelta(seconds=50), started + timedelta(seconds=40)],
+                                "llm_calls": [[{**call, "latency_s": 20.0}], [{**call, "latency_s": 25.0}]]})
+    assert first_request_s(discoveries, started) == 15.0
 
 
 def test_gpu_nodes_apart_from_the_lean_nodes_serve_the_engines_and_hold_no_repl():

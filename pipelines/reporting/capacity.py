@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -39,6 +40,7 @@ ROW_STAGE_OF_CALL = {
 ROLES_OF_STAGE = {discover.STAGE: ("discover",), judge.STAGE: ("judge",), formalize.STAGE: ("formalize", "diagnose"),
                   faithfulness.STAGE: ("faithfulness",)}
 SECONDS_PER_HOUR = 3600.0
+SIM = "sim"
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class CallCost:
 class Costs:
     """What a mining run costs per unit of work, whatever it was learned from (`source`): candidates per discover
     call, the share of candidates each verify stage takes in, each LLM call stage's cost (discover's prompt leaves
-    out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay."""
+    out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay;
+    and the two times no amount of hardware shortens: the start-up before the first LLM request, and the longest
+    path one candidate takes through its calls and checks, one after another (the run's last candidate ends it)."""
 
     source: str
     candidates_per_unit: float
@@ -65,12 +69,17 @@ class Costs:
     replays_per_candidate: float
     lean_check_s: float
     replay_s: float
+    startup_s: float
+    path_s: float
 
 
 @dataclass(frozen=True)
 class MiningShape:
-    """What the plan reads from the mining config: the method's budgets and switches, the Lean pool's shape, and
-    how many rows each stage keeps in flight (its actors' concurrency, capped by its endpoints' concurrency)."""
+    """What the plan reads from the mining config: the method's budgets and switches, the Lean pool's shape, how
+    many rows each stage keeps in flight (its actors' concurrency, capped by its endpoints' concurrency), and what
+    the simulators state of themselves: the LLM sim's capacity (requests served at once) and mean service seconds
+    per call stage, the Lean sim's seconds per check and per header import (None for real backends, whose speed
+    the plan takes from conf/plan.yaml or an earlier run)."""
 
     samples_per_seed: int
     min_lemmas: int
@@ -91,6 +100,9 @@ class MiningShape:
     replay_slots_per_worker: int
     llm_on_cluster: bool
     stage_slots: Mapping[str, int]
+    endpoint_capacity: int | None
+    service_s: Mapping[str, float]
+    lean_sim_costs: tuple[float, float] | None
 
     @property
     def processes_per_worker(self) -> int:
@@ -153,7 +165,8 @@ class Workload:
 @dataclass(frozen=True)
 class Resources:
     """What the workload needs of a cluster: GPU- and CPU-hours, RAM and CPUs reserved per node, how many REPLs a
-    node could hold, and the wall-time bound each resource or stage sets (seconds; the largest is the wall time)."""
+    node could hold, the wall-time bound each resource or stage sets (seconds; the largest sets the wall time), and
+    the start-up and last path around them."""
 
     gpu_hours: float
     cpu_hours: float
@@ -161,11 +174,14 @@ class Resources:
     cpus_reserved_per_node: float
     repls_that_fit_per_node: int
     bounds_s: Mapping[str, float]
+    startup_s: float
+    path_s: float
 
     @property
     def wall_s(self) -> float:
-        """The run's wall time if every stage streams into the next: the slowest bound."""
-        return max(self.bounds_s.values())
+        """The run's wall time if every stage streams into the next: its start-up, the slowest bound, and the last
+        candidate's path, which runs after everything else is done."""
+        return self.startup_s + max(self.bounds_s.values()) + self.path_s
 
     @property
     def bottleneck(self) -> str:
@@ -205,7 +221,18 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         replay_slots_per_worker=int(cfg["verify"]["slots_per_worker"]),
         llm_on_cluster=llm["backend"] == "vllm",
         stage_slots={stage: slots(stage) for stage in (discover.STAGE, *VERIFY_STAGES)},
+        endpoint_capacity=int(llm["sim"]["capacity"]) if llm["backend"] == SIM else None,
+        service_s=sim_service_s(llm["sim"]["latency"]) if llm["backend"] == SIM else {},
+        lean_sim_costs=(float(lean["sim"]["check_s"]), float(lean["sim"]["import_s"])) if lean["backend"] == SIM
+        else None,
     )
+
+
+def sim_service_s(latency: Mapping[str, Any]) -> dict[str, float]:
+    """The LLM sim's mean service seconds per call stage: the mean of its log-normal latency around each stage's
+    median."""
+    spread = math.exp(float(latency["sigma"]) ** 2 / 2)
+    return {stage: float(latency["by_stage"].get(stage, latency["median_s"])) * spread for stage in ROW_STAGE_OF_CALL}
 
 
 def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
@@ -222,6 +249,14 @@ def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
                formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
                faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
     llm = defaults["llm"]
+    latency = {stage: shape.service_s.get(stage, float(llm[stage]["latency_s"])) for stage in per_row}
+    check_s = shape.lean_sim_costs[0] if shape.lean_sim_costs else float(defaults["lean_check_s"])
+    longest_attempts = shape.prove_max_repairs + 1
+    path_calls = (shape.judge_samples * latency[judge.STAGE]
+                  + shape.formalize_max_repairs * (latency[formalize.STAGE]
+                                                   + (latency[formalize.DIAGNOSE_STAGE] if shape.diagnose else 0.0))
+                  + longest_attempts * latency[prove.STAGE])
+    path_checks = 1 + shape.formalize_max_repairs + 1 + longest_attempts  # formalize, trivial, prove
     return Costs(
         source="stated defaults (conf/plan.yaml plan.defaults)",
         candidates_per_unit=shape.min_lemmas * float(defaults["candidates_per_lemma_asked"]),
@@ -235,6 +270,8 @@ def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
         replays_per_candidate=proved_rows * shape.provers * float(defaults["proved_share"]) if shape.replay else 0.0,
         lean_check_s=float(defaults["lean_check_s"]),
         replay_s=float(defaults["replay_s"]),
+        startup_s=float(defaults["startup_s"]),
+        path_s=path_calls + path_checks * check_s,
     )
 
 
@@ -250,11 +287,32 @@ def rows_entering(candidates: pl.DataFrame) -> dict[str, int]:
     return {stage: int(count) for stage, count in counts.items()}
 
 
-def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_per_token: float,
-                   source: str) -> Costs:
-    """Costs measured from an earlier run's tables: per LLM call stage its calls per row and mean tokens and
-    latency (discover's prompt less the seed's estimated tokens), checks per row of each Lean stage (from the
-    histories), replays and their seconds, and the seconds of the other checks."""
+def first_request_s(discoveries: pl.DataFrame, started_at: datetime) -> float:
+    """Seconds from a run's start to its first LLM request: the earliest discover call's return less its latency."""
+    sent = discoveries.select(
+        pl.col("finished_at"),
+        pl.col("llm_calls").list.eval(pl.element().struct.field("latency_s")).list.sum().alias("latency_s"))
+    first = sent.select(pl.col("finished_at").dt.epoch("us") / 1e6 - pl.col("latency_s").fill_null(0.0)).min().item()
+    return max(0.0, first - started_at.timestamp())
+
+
+def longest_path_s(candidates: pl.DataFrame, service_s: Mapping[str, float], check_s: float) -> float:
+    """The longest time one candidate needs from its discovery on, its calls and checks one after another: each
+    call at its stage's service seconds where they are known (the LLM sim's), else at its measured latency."""
+    services = pl.col("llm_calls").list.eval(
+        pl.element().struct.field("stage").replace_strict(dict(service_s), default=None, return_dtype=pl.Float64)
+        .fill_null(pl.element().struct.field("latency_s"))).list.sum()
+    paths = candidates.select(services.fill_null(0.0) + pl.col("lean_checks").fill_null(0) * check_s)
+    return float(paths.max().item() or 0.0)
+
+
+def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_per_token: float, source: str,
+                   shape: MiningShape, started_at: datetime | None, stated_startup_s: float) -> Costs:
+    """Costs measured from an earlier run (started at `started_at`) and its tables: per LLM call stage its calls per
+    row and mean tokens and latency (discover's prompt less the seed's estimated tokens), checks per row of each
+    Lean stage (from the histories), replays and their seconds, the seconds of the other checks, the run's start-up
+    (`stated_startup_s` when its start is not recorded) and its longest candidate path (at the simulators' stated
+    speeds where `shape` has them)."""
     sent = discoveries.filter(pl.col("seed_status") == seeds.OK)
     units = sent.height
     if units == 0 or candidates.is_empty():
@@ -281,6 +339,7 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
     checks = stats.lean_checks_by_stage(candidates)
     stage_checks = sum(checks.values())
     lean_seconds = float(candidates["lean_seconds"].fill_null(0.0).sum()) - replay_seconds
+    check_s = lean_seconds / stage_checks if stage_checks else 0.0
     return Costs(
         source=source,
         candidates_per_unit=candidates.height / units,
@@ -288,8 +347,11 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
         calls=costs,
         checks_per_row={stage: checks[stage] / rows[stage] if rows[stage] else 0.0 for stage in LEAN_STAGES},
         replays_per_candidate=replays.height / candidates.height,
-        lean_check_s=lean_seconds / stage_checks if stage_checks else 0.0,
+        lean_check_s=check_s,
         replay_s=replay_seconds / replays.height if replays.height else 0.0,
+        startup_s=stated_startup_s if started_at is None else first_request_s(sent, started_at),
+        path_s=longest_path_s(candidates, shape.service_s,
+                              shape.lean_sim_costs[0] if shape.lean_sim_costs else check_s),
     )
 
 
@@ -309,42 +371,53 @@ def workload(seed_tokens: Sequence[int], shape: MiningShape, costs: Costs) -> Wo
     return Workload(units, candidates, rows, loads, checks, candidates * costs.replays_per_candidate)
 
 
+def lean_speeds(shape: MiningShape, costs: Costs, cluster: Cluster) -> tuple[float, float]:
+    """Seconds of one Lean check and of one header import: the Lean sim's own, else the costs' and the cluster's."""
+    return shape.lean_sim_costs or (costs.lean_check_s, cluster.lean_import_s)
+
+
 def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster) -> Resources:
     """What `work` needs of `cluster`. Wall time assumes every stage streams into the next, so the slowest of
     these bounds sets it: the Lean pool (check seconds over its REPLs, after one header import), the replay slots,
-    the GPUs (only when the LLM engines run on the cluster), and each stage (its LLM and Lean seconds over the rows
-    it keeps in flight)."""
+    the GPUs (only when the LLM engines run on the cluster), the LLM sim's capacity (its service seconds over the
+    requests it serves at once), and each stage (its LLM and Lean seconds over the rows it keeps in flight). The
+    Lean sim's own check and import seconds replace the measured or stated ones."""
     prompt_tokens = sum(load.prompt_tokens for load in work.calls.values())
     completion_tokens = sum(load.completion_tokens for load in work.calls.values())
     gpu_seconds = prompt_tokens / cluster.prompt_tokens_per_s + completion_tokens / cluster.completion_tokens_per_s
+    check_s, import_s = lean_speeds(shape, costs, cluster)
     repls = shape.lean_workers * shape.repls_per_worker
     checks = sum(work.checks.values())
     imports = repls + checks / shape.repl_max_uses
-    check_seconds = checks * costs.lean_check_s
+    check_seconds = checks * check_s
     replay_seconds = work.replays * costs.replay_s
     workers_per_node = math.ceil(shape.lean_workers / cluster.nodes)
     replay_slots = shape.replay_slots_per_worker if shape.replay else 0
     repls_per_node = workers_per_node * shape.processes_per_worker
-    bounds = {"lean pool": (check_seconds + (imports - repls) * cluster.lean_import_s) / repls
-              + cluster.lean_import_s}
+    bounds = {"lean pool": (check_seconds + (imports - repls) * import_s) / repls + import_s}
     if shape.replay:
         bounds["replay"] = replay_seconds / (shape.lean_workers * replay_slots)
     if shape.llm_on_cluster and cluster.gpus > 0:
         bounds["GPUs"] = gpu_seconds / cluster.gpus
+    if shape.endpoint_capacity:
+        bounds["LLM sim"] = sum(load.calls * shape.service_s[stage] for stage, load in work.calls.items()
+                                ) / shape.endpoint_capacity
     for stage, slots in shape.stage_slots.items():
         llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if ROW_STAGE_OF_CALL[call] == stage)
-        busy = llm_seconds + work.checks.get(stage, 0.0) * costs.lean_check_s
+        busy = llm_seconds + work.checks.get(stage, 0.0) * check_s
         if busy > 0:
             bounds[f"stage {stage}"] = busy / slots
     return Resources(
         gpu_hours=gpu_seconds / SECONDS_PER_HOUR,
-        cpu_hours=(check_seconds + replay_seconds + imports * cluster.lean_import_s) / SECONDS_PER_HOUR,
+        cpu_hours=(check_seconds + replay_seconds + imports * import_s) / SECONDS_PER_HOUR,
         ram_gb_per_node=repls_per_node * shape.repl_memory_gb + cluster.node_overhead_gb,
         cpus_reserved_per_node=repls_per_node * shape.repl_num_cpus,
         repls_that_fit_per_node=int(min(cluster.cpus_per_node / shape.repl_num_cpus,
                                         (cluster.memory_gb_per_node - cluster.node_overhead_gb)
                                         / shape.repl_memory_gb)),
         bounds_s=bounds,
+        startup_s=costs.startup_s,
+        path_s=costs.path_s,
     )
 
 
