@@ -13,13 +13,12 @@ Regimes:
   calls take 4x the median at 0.6); Lean checks cost next to nothing.
 - `lean`: the Lean pool binds: LLM answers come four times faster (`--lean-time-scale`) on an endpoint wide enough
   never to bind, every check sleeps `--check-s` in one of the pool's REPLs, every header import `--import-s`.
-In both, a plan keeps as many waves of discover calls as a default plan (100 seeds, 16 calls at once), so a plan's
-head lasts most of it as on a real night.
 The simulators log the wall-clock span of every request served and every Lean cost (`llm.sim.busy_log`,
 `lean.sim.busy_log`). Busy = the spans' time inside the window over (window x capacity), capacity being the sim's
-`capacity` or the pool's REPLs (its replay slots are a resource apart, shown on their own); the window runs from the first span to the last discover's return
-(the run's own end, when only the last candidates' chains are left, is not a steady state). Plan k's boundary runs
-from its last discover's return to plan k+1's first: the endpoint-seconds lost then are its idle seconds.
+`capacity` or the pool's REPLs (its replay slots are a resource apart, shown on their own); the window runs from
+the first span to the last discover's return (the run's own end, when only the last candidates' chains are left,
+is not a steady state). Plan k's boundary runs from its last discover's return to plan k+1's first: the capacity
+left unused then, in seconds of the whole endpoint or pool, is its idle time.
 `predicted_vs_actual` is `pipelines.plan plan.from_run=RUN` (this machine as the cluster) over the run's own wall
 time, from its start (run.json's created_at) to its last candidate. The last line of each regime is
 machine-readable.
@@ -28,7 +27,6 @@ machine-readable.
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
 import tempfile
@@ -76,16 +74,6 @@ def stage_medians(time_scale: float) -> dict[str, float]:
     return {stage: float(cost["latency_s"]) * time_scale for stage, cost in defaults.items()}
 
 
-def discover_at_once(seeds_per_plan: int) -> int:
-    """Discover calls in flight for plans of `seeds_per_plan` seeds, so that a plan holds as many waves of them as
-    a default plan does (`ray.seeds_per_plan` over the discover stage's calls at once): a real plan's head, whose
-    calls are the slowest of all, lasts most of the plan."""
-    defaults = load_config(["preset=demo"])
-    waves = int(defaults.ray.seeds_per_plan) / (int(defaults.stages.discover.actors)
-                                                * int(defaults.stages.discover.max_concurrent_calls_per_actor))
-    return max(1, math.ceil(seeds_per_plan / waves))
-
-
 def llm_latencies(time_scale: float, sigma: float) -> list[str]:
     """The sim's per-stage median latencies, the stated ones scaled, and their spread."""
     medians = ", ".join(f"{stage}: {median:.4f}" for stage, median in stage_medians(time_scale).items())
@@ -97,7 +85,6 @@ def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: l
     run_dir, busy_log = work / f"{regime}-run", work / f"{regime}-busy.log"
     base = ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include,
             f"ray.seeds_per_plan={options.seeds_per_plan}", f"seeds.max_tokens={options.max_seed_tokens}",
-            f"stages.discover.max_concurrent_calls_per_actor={discover_at_once(options.seeds_per_plan)}",
             "output.status_every_s=3600", "lean.resources_per_repl.num_cpus=0.25", *options.extra]
     if regime == "endpoint":
         return Night(regime, [*base, f"llm.sim.capacity={options.capacity}", f"llm.sim.busy_log={busy_log}",

@@ -283,6 +283,10 @@ class KiminaPool:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_executor": None}
 
+    def with_priority(self, priority: int) -> KiminaPool:
+        """This handle: the Kimina server serves checks in its own order."""
+        return self
+
     async def check(self, snippet: str, timeout: float | None = None, mode: CheckMode = "proof",
                     names: list[str] | None = None, statement: str | None = None) -> CheckResult:
         """Check one snippet, as `LeanPool.check` does (same arguments, same statuses)."""

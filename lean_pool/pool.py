@@ -68,10 +68,11 @@ class LeanWorker:
         self._replay_counts: Counter[str] = Counter()
 
     async def check(self, snippet: str, timeout: float | None, mode: CheckMode, names: list[str] | None,
-                    statement: str | None) -> CheckResult:
-        """Run one check on a REPL that holds its header when one is free (or worth switching to it)."""
+                    statement: str | None, priority: int = 0) -> CheckResult:
+        """Run one check on a REPL that holds its header when one is free (or worth switching to it), before the
+        waiting checks of a higher `priority` number."""
         header = split_header(snippet).header
-        slot = await self._scheduler.acquire(header)
+        slot = await self._scheduler.acquire(header, priority)
         result = CheckResult(status="infra_error", ok=False, reasons=["check cancelled"])
         try:
             result = await check_on_session(self._sessions[slot.index], snippet, timeout=timeout or self._timeout,
@@ -163,18 +164,24 @@ class LeanPool:
     """
 
     def __init__(self, workers: Sequence[ray.actor.ActorHandle], replay_mode: str,
-                 warming: Sequence[ray.ObjectRef] = ()) -> None:
+                 warming: Sequence[ray.ObjectRef] = (), priority: int = 0) -> None:
         self._workers = list(workers)
         self._replay_mode = replay_mode
+        self._priority = priority
         self._in_flight = [0] * len(self._workers)
         self._lost: set[int] = set()
         self._warming = list(warming)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"workers": self._workers, "replay_mode": self._replay_mode}
+        return {"workers": self._workers, "replay_mode": self._replay_mode, "priority": self._priority}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["workers"], state["replay_mode"])
+        self.__init__(state["workers"], state["replay_mode"], priority=state["priority"])
+
+    def with_priority(self, priority: int) -> LeanPool:
+        """A handle to the same workers whose checks wait behind those of lower `priority` numbers and go before
+        those of higher ones (a mining run numbers its plans so, oldest first)."""
+        return LeanPool(self._workers, self._replay_mode, priority=priority)
 
     @classmethod
     def start(cls, lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> LeanPool | KiminaPool:
@@ -240,7 +247,7 @@ class LeanPool:
             return CheckResult(status="infra_error", ok=False, reasons=[EVERY_WORKER_LOST])
         self._in_flight[worker] += 1
         try:
-            return await self._workers[worker].check.remote(snippet, timeout, mode, names, statement)
+            return await self._workers[worker].check.remote(snippet, timeout, mode, names, statement, self._priority)
         except ray.exceptions.RayError as error:
             return CheckResult(status="infra_error", ok=False, reasons=[self._failed(worker, error)])
         finally:

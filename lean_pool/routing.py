@@ -1,8 +1,9 @@
 """Which REPL runs which check: header affinity, with a cost rule for when a REPL changes header.
 
 A REPL holds one imported header (`import Mathlib` costs seconds to a minute); checks of that
-header run on it for the price of the check alone. So a freed REPL goes to the oldest check of the
-header it holds; a REPL changes header only when the header it would serve has no REPL at all, when
+header run on it for the price of the check alone. So a freed REPL goes to the first check of the
+header it holds (checks are served by priority, then in order of arrival: a mining run gives its older plans'
+checks the higher priority, so an older plan finishes before a newer one and their tails do not coincide); a REPL changes header only when the header it would serve has no REPL at all, when
 the checks queued for a header would wait longer on its own REPLs than an import costs, or when a
 header's oldest check has been passed over once per slot in the pool.
 This is plain asyncio with no Ray, so it can be tested on its own; each pool worker drives one over its own REPLs.
@@ -11,8 +12,8 @@ This is plain asyncio with no Ray, so it can be tested on its own; each pool wor
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
-from collections import deque
 from dataclasses import dataclass, field
 
 NO_HEADER = ""  # snippets without imports run in a fresh environment on any REPL, whatever it holds
@@ -56,7 +57,7 @@ class HeaderScheduler:
     slots: list[Slot]
     depth: int = 1
     switches: int = 0
-    _queues: dict[str, deque[tuple[int, asyncio.Future]]] = field(default_factory=dict)
+    _queues: dict[str, list[tuple[int, int, asyncio.Future]]] = field(default_factory=dict)  # heaps
     _arrivals: itertools.count = field(default_factory=itertools.count)
     _releases: itertools.count = field(default_factory=lambda: itertools.count(1))
     _passed_over: dict[str, int] = field(default_factory=dict)
@@ -71,11 +72,12 @@ class HeaderScheduler:
     def queued(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
 
-    async def acquire(self, header: str) -> Slot:
-        """Wait for a slot to run a check with `header`; the caller must `release` it."""
+    async def acquire(self, header: str, priority: int = 0) -> Slot:
+        """Wait for a slot to run a check with `header`, before checks of a higher `priority` number and after
+        those of a lower one; the caller must `release` it."""
         granted: asyncio.Future = asyncio.get_running_loop().create_future()
-        entry = (next(self._arrivals), granted)
-        self._queues.setdefault(header, deque()).append(entry)
+        entry = (priority, next(self._arrivals), granted)
+        heapq.heappush(self._queues.setdefault(header, []), entry)
         self._dispatch()
         try:
             return await granted
@@ -84,6 +86,7 @@ class HeaderScheduler:
                 self.release(granted.result(), None)
             elif entry in self._queues.get(header, ()):
                 self._queues[header].remove(entry)
+                heapq.heapify(self._queues[header])
                 self._drop_if_empty(header)
             raise
 
@@ -108,8 +111,8 @@ class HeaderScheduler:
             if choice is None:
                 return
             slot, header = choice
-            arrival, granted = self._queues[header].popleft()
-            self._note_passed_over(header, arrival)
+            priority, arrival, granted = heapq.heappop(self._queues[header])
+            self._note_passed_over(header, (priority, arrival))
             self._drop_if_empty(header)
             if granted.cancelled():  # its caller went away; its own cleanup will find it gone
                 continue
@@ -121,15 +124,15 @@ class HeaderScheduler:
             granted.set_result(slot)
 
     def _header_for(self, slot: Slot) -> str | None:
-        """The header whose oldest check this free slot should run, or None to leave it idle."""
+        """The header whose first check this free slot should run, or None to leave it idle."""
         starving = [h for h in self._queues if self._passed_over.get(h, 0) >= len(self.slots) * self.depth]
         if starving:
-            return min(starving, key=lambda h: self._queues[h][0][0])
+            return min(starving, key=self._first)
         if slot.header in self._queues:
             return slot.header
         if NO_HEADER in self._queues:
             return NO_HEADER
-        waiting = sorted(self._queues, key=lambda h: self._queues[h][0][0])
+        waiting = sorted(self._queues, key=self._first)
         if slot.header is None:
             return waiting[0] if waiting else None
         return next((h for h in waiting if self._worth_switching(h)), None)
@@ -144,15 +147,20 @@ class HeaderScheduler:
             return len(self._queues[header]) > holding
         return len(self._queues[header]) * check_s > holding * import_s
 
-    def _note_passed_over(self, served: str, arrival: int) -> None:
-        """Count, for each header whose oldest check is older than the one served, one more pass-over.
+    def _first(self, header: str) -> tuple[int, int]:
+        """The priority and arrival of the check `header`'s queue serves next."""
+        priority, arrival, _ = self._queues[header][0]
+        return priority, arrival
+
+    def _note_passed_over(self, served: str, rank: tuple[int, int]) -> None:
+        """Count, for each header whose first check comes before the one served, one more pass-over.
 
         A header passed over once per slot in the pool is served next, whatever that costs, so
         affinity never starves a header.
         """
         self._passed_over.pop(served, None)
         for header, queue in self._queues.items():
-            if header != served and queue[0][0] < arrival:
+            if header != served and self._first(header) < rank:
                 self._passed_over[header] = self._passed_over.get(header, 0) + 1
 
     def _drop_if_empty(self, header: str) -> None:

@@ -1,8 +1,8 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
-Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each: discover (seed files -> one discovery per seed
-and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge -> formalize -> [faithfulness] ->
-trivial -> prove -> one row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is
+Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each, up to `ray.plans_in_flight` at once: discover
+(seed files -> one discovery per seed and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge ->
+formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is
 written and asks again only for what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
 """
 
@@ -69,28 +69,31 @@ def discover_stage(job: MiningJob) -> Stage:
         table_uri=job.run.table_uri(DISCOVERIES), board=job.board))
 
 
-def statement_stages(job: MiningJob) -> list[Stage]:
+def statement_stages(job: MiningJob, priority: int = 0) -> list[Stage]:
     """From a statement to a proof: formalize, [faithfulness,] trivial, prove (what `evaluate` runs on a benchmark,
-    too). A statement that drifted in formalize's repairs is marked unfaithful and not proved by default."""
-    steps = job.steps
+    too). A statement that drifted in formalize's repairs is marked unfaithful and not proved by default. Their
+    Lean checks wait behind those of stages with a lower `priority` number."""
+    steps, pool = job.steps, job.pool.with_priority(priority)
     faithfulness = [] if steps.faithfulness is None else [
         Stage("faithfulness", FaithfulnessOperator,
               job.llm_options("faithfulness", faithfulness=steps.faithfulness, rows="candidates"))]
     return [
-        Stage("formalize", FormalizeOperator, job.llm_options("formalize", formalize=steps.formalize, pool=job.pool)),
+        Stage("formalize", FormalizeOperator, job.llm_options("formalize", formalize=steps.formalize, pool=pool)),
         *faithfulness,
-        Stage("trivial", TrivialOperator, job.operator_options("trivial", trivial=steps.trivial, pool=job.pool)),
-        Stage("prove", ProveOperator, job.llm_options("prove", prove=steps.prove, pool=job.pool)),
+        Stage("trivial", TrivialOperator, job.operator_options("trivial", trivial=steps.trivial, pool=pool)),
+        Stage("prove", ProveOperator, job.llm_options("prove", prove=steps.prove, pool=pool)),
     ]
 
 
-def verify_stages(job: MiningJob) -> list[Stage]:
+def verify_stages(job: MiningJob, priority: int) -> list[Stage]:
     """From seed items to proofs, in order: split (with dedup, which compares a candidate with all of its siblings,
-    when on; the candidates an earlier run finished are left out after it), judge, then the statement stages."""
+    when on; the candidates an earlier run finished are left out after it), judge, then the statement stages at
+    `priority`."""
     steps = job.steps
     split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1}) if steps.dedup is None \
         else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup))
-    return [split, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)), *statement_stages(job)]
+    return [split, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
+            *statement_stages(job, priority)]
 
 
 def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
@@ -126,7 +129,7 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
 def run_plan(job: MiningJob, plan: SeedPlan) -> None:
     """One plan: its seeds still to discover go through discover (which writes their discoveries), seeds already
     discovered join them, and every seed's unfinished candidates go on through the verify stages while later seeds
-    are still being discovered."""
+    are still being discovered. An older plan's Lean checks go first, so plans end one after another."""
     sources = []
     if plan.to_discover:
         discover = discover_stage(job)
@@ -135,7 +138,7 @@ def run_plan(job: MiningJob, plan: SeedPlan) -> None:
     if plan.to_split:
         sources.append(seed_blocks(plan.to_split, SEED_ITEM_SCHEMA))
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
-    write(job, streamed(seeds, verify_stages(job), job.board), "candidates",
+    write(job, streamed(seeds, verify_stages(job, plan.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
 
 

@@ -286,18 +286,19 @@ def test_plans_take_discovered_seeds_first_and_never_exceed_their_size():
     to_discover = [{"seed_id": f"new{i}"} for i in range(5)]
     to_split = [{"seed_id": f"old{i}"} for i in range(3)]
     waves = seed_plans(to_discover, to_split, 3)
+    assert [plan.index for plan in waves] == [0, 1, 2]
     assert [([d["seed_id"] for d in plan.to_discover], [s["seed_id"] for s in plan.to_split]) for plan in waves] == [
         ([], ["old0", "old1", "old2"]), (["new0", "new1", "new2"], []), (["new3", "new4"], [])]
     assert seed_plans([], [], 3) == []
     assert len(seed_plans(to_discover, to_split, 100)) == 1
 
 
-def _plan(seeds: int, samples: int = 2) -> SeedPlan:
-    return SeedPlan([{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
+def _plan(seeds: int, samples: int = 2, index: int = 0) -> SeedPlan:
+    return SeedPlan(index, [{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
 
 
 def test_a_plan_starts_once_the_plans_before_it_are_discovered_and_never_beyond_the_plans_in_flight():
-    plans = [_plan(3), _plan(3), SeedPlan([], [{"seed_id": "old"}]), _plan(1)]
+    plans = [_plan(3), _plan(3), SeedPlan(2, [], [{"seed_id": "old"}]), _plan(1)]
     assert [plan.units for plan in plans] == [6, 6, 0, 2]
     assert may_start(0, plans, running=0, discovered_units=0, in_flight=2)
     assert not may_start(1, plans, running=1, discovered_units=5, in_flight=2)  # plan 0 still discovering
@@ -310,13 +311,13 @@ def test_a_plan_starts_once_the_plans_before_it_are_discovered_and_never_beyond_
 
 def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_a_plans_error():
     """Plan 1 starts while plan 0 is still running (its seeds are discovered), plan 2 only once one of them ended."""
-    plans = [_plan(1), _plan(1), _plan(1)]
+    plans = [_plan(1, index=index) for index in range(3)]
     discovered = [0]
     events: list[str] = []
     release = {index: threading.Event() for index in range(3)}
 
     def execute(plan: SeedPlan) -> None:
-        index = next(i for i, p in enumerate(plans) if p is plan)
+        index = plan.index
         events.append(f"start {index}")
         discovered[0] += plan.units
         release[index].wait(10)

@@ -107,3 +107,22 @@ async def test_a_cancelled_caller_never_leaks_its_slot():
         await waiter
     assert sched.slots[0].in_flight == 0
     assert (await sched.acquire(A)).index == 0
+
+
+async def test_checks_of_a_lower_priority_number_go_first_then_by_arrival():
+    """A mining run numbers its plans' checks by the plan's age: an older plan's checks overtake a newer one's."""
+    sched = scheduler([A])
+    running = await sched.acquire(A)
+    newer = [asyncio.ensure_future(sched.acquire(A, priority=2)) for _ in range(2)]
+    older = [asyncio.ensure_future(sched.acquire(A, priority=1)) for _ in range(2)]
+    await asyncio.sleep(0)
+    served = []
+    slot = running
+    for _ in range(4):
+        sched.release(slot, A)
+        await asyncio.sleep(0)
+        done = next(future for future in [*older, *newer] if future.done() and future not in served)
+        served.append(done)
+        slot = done.result()
+    assert served == [*older, *newer]
+    sched.release(slot, A)

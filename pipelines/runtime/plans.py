@@ -18,8 +18,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class SeedPlan:
-    """One plan's seed items: those still to discover (`units` discover calls in all) and those discovered before."""
+    """One plan's seed items: those still to discover (`units` discover calls in all) and those discovered before;
+    its `index` in the run orders its Lean checks behind those of older plans."""
 
+    index: int
     to_discover: list[dict[str, Any]]
     to_split: list[dict[str, Any]]
 
@@ -35,8 +37,8 @@ def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]]
     candidates can be verified at once), then the seeds still to discover."""
     tagged = [(False, item) for item in to_split] + [(True, item) for item in to_discover]
     plans = [tagged[start:start + seeds_per_plan] for start in range(0, len(tagged), seeds_per_plan)]
-    return [SeedPlan([item for discover, item in plan if discover], [item for discover, item in plan if not discover])
-            for plan in plans]
+    return [SeedPlan(index, [item for discover, item in plan if discover],
+                     [item for discover, item in plan if not discover]) for index, plan in enumerate(plans)]
 
 
 def may_start(index: int, plans: Sequence[SeedPlan], running: int, discovered_units: int, in_flight: int) -> bool:
