@@ -20,8 +20,8 @@ the first span to the last discover's return (the run's own end, when only the l
 is not a steady state). Plan k's boundary runs from its last discover's return to plan k+1's first: the capacity
 left unused then, in seconds of the whole endpoint or pool, is its idle time.
 `predicted_vs_actual` is `pipelines.plan plan.from_run=RUN` (this machine as the cluster) over the run's own wall
-time, from its start (run.json's created_at) to its last candidate. The last line of each regime is
-machine-readable.
+time, from its start (run.json's created_at) to its last candidate. The machine-readable lines come last:
+`pool_busy=...`, then `endpoint_busy=...` as the very last line.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from pipelines.runtime.job import list_seed_files, load_config
 from pipelines.runtime.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-REGIMES = ("endpoint", "lean")
+REGIMES = ("lean", "endpoint")  # the endpoint line last: the headline
 TIME_BUCKETS = 10
 WIDE_ENDPOINT = 1024  # lean: requests the sim serves at once, more than the stages ever keep in flight
 # This machine as the plan's cluster: one node, its cores and memory, no GPU.

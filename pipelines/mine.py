@@ -2,8 +2,9 @@
 
 Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each, up to `ray.plans_in_flight` at once: discover
 (seed files -> one discovery per seed and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge ->
-formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in candidates/. Started again with the same `run_dir`, a run skips what is
-written and asks again only for what failed for infrastructure reasons. `preset=demo` runs it all on the simulators.
+formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in candidates/. Started again with the same
+`run_dir`, a run skips what is written and asks again only for what failed for infrastructure reasons.
+`preset=demo` runs it all on the simulators.
 """
 
 from __future__ import annotations
