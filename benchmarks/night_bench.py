@@ -159,7 +159,8 @@ def measure(night_run: Night, seeds_per_plan: int) -> str:
           f"at {last_discover - created:.1f} s, last candidate at {actual:.1f} s)", flush=True)
     print(f"  busy over the window ({window:.1f} s, capacity {night_run.capacity}) in tenths: "
           + " ".join(f"{fraction:.2f}" for fraction in over_time), flush=True)
-    print("  idle endpoint-seconds per plan boundary: " + (" ".join(f"{s:.1f}" for s in idle) or "none"), flush=True)
+    resource = "endpoint" if night_run.regime == "endpoint" else "pool"
+    print(f"  idle {resource}-seconds per plan boundary: " + (" ".join(f"{s:.1f}" for s in idle) or "none"), flush=True)
     if night_run.replay_slots:
         replays = read_busy_spans(Path(replay_busy_log(str(night_run.busy_log))))
         print(f"  replay slots ({night_run.replay_slots}, beside the pool's REPLs) busy over the window: "
