@@ -2,10 +2,11 @@
 
 A REPL holds one imported header (`import Mathlib` costs seconds to a minute); checks of that
 header run on it for the price of the check alone. So a freed REPL goes to the first check of the
-header it holds (checks are served by priority, then in order of arrival: a mining run gives its older plans'
-checks the higher priority, so an older plan finishes before a newer one and their tails do not coincide); a REPL changes header only when the header it would serve has no REPL at all, when
+header it holds (checks are served by priority, then in order of arrival: a mining run gives its older
+plans' checks the higher priority, so an older plan finishes before a newer one and their tails do not
+coincide); a REPL changes header only when the header it would serve has no REPL at all, when
 the checks queued for a header would wait longer on its own REPLs than an import costs, or when a
-header's oldest check has been passed over once per slot in the pool.
+header's first check has been passed over once per slot in the pool.
 This is plain asyncio with no Ray, so it can be tested on its own; each pool worker drives one over its own REPLs.
 """
 
