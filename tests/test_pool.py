@@ -202,7 +202,8 @@ def test_shutdown_leaves_no_process_behind(ray_cluster, lean_cfg):
     assert before
     handle.shutdown()
     assert wait_until_dead(before) == []
-    assert our_repl_processes(marker) == []
+    # A REPL that has exited but is not yet reaped (a zombie) is listed for a moment: only live ones count.
+    assert alive([proc.pid for proc in our_repl_processes(marker)]) == []
 
 
 def test_a_killed_worker_takes_its_repls_with_it(ray_cluster, lean_cfg):
