@@ -45,6 +45,7 @@ from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import compose_config
 from pipelines.runtime.job import list_seed_files, load_config
+from pipelines.runtime.plans import seed_plans
 from pipelines.runtime.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,13 +112,13 @@ def seconds(stamp: datetime) -> float:
 
 def plan_boundaries(run: Path, args: list[str], seeds_per_plan: int) -> list[tuple[float, float]]:
     """For each plan but the last: from its last discover's return to the next plan's first (a fresh run's plans
-    take the seed files in order, `seeds_per_plan` at a time)."""
+    are cut from its seed files as `mine` cuts them)."""
     _, _, files = list_seed_files(load_config(args))
     discoveries = load_run(str(run)).discoveries
     returned = dict(discoveries.group_by("seed_id").agg(pl.col("finished_at").max()).iter_rows())
-    plans = [[seed_id(relative) for relative in files[start:start + seeds_per_plan]]
-             for start in range(0, len(files), seeds_per_plan)]
-    heads = [[seconds(returned[seed]) for seed in plan if seed in returned] for plan in plans]
+    plans = seed_plans([{"seed_id": seed_id(relative)} for relative in files], [], seeds_per_plan)
+    heads = [[seconds(returned[item["seed_id"]]) for item in plan.to_discover if item["seed_id"] in returned]
+             for plan in plans]
     return [(max(head), min(after)) for head, after in zip(heads, heads[1:]) if head and after]
 
 
