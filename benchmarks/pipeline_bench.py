@@ -12,7 +12,6 @@ seeds. The last line is machine-readable.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import ray
 from ray.data import Dataset
+from scale_bench import traced_driver
 
 from conf import package_dir
 from operators.discover import SEED_WORK_SCHEMA
@@ -36,7 +35,6 @@ from conf.ray_start import init_ray_logging_to
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
-RSS_POLL_S = 0.05
 # Logical CPUs of the benchmark's Ray: enough to hold every stage's actor (2.25), a few writers (0.25 each) and the Lean
 # pool below (2.5) at once, so the streaming plan never waits for one stage's actors to leave before the next starts.
 RAY_CPUS = 7
@@ -133,23 +131,6 @@ def replay_floor(args: list[str]) -> tuple[int, float]:
     return seconds.len(), float(seconds.sum()) / (shape.lean_workers * shape.replay_slots_per_worker)
 
 
-def peak_driver_rss(args: list[str]) -> int:
-    """Peak RSS (bytes) of a `python -m pipelines.mine` driver process over its whole run."""
-    driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    process = psutil.Process(driver.pid)
-    peak = 0
-    while driver.poll() is None:
-        try:
-            peak = max(peak, process.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(RSS_POLL_S)
-    if driver.returncode != 0:
-        raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
-    return peak
-
-
 def main(argv: list[str]) -> None:
     if {"-h", "--help"} & set(argv):
         print(__doc__)
@@ -177,8 +158,8 @@ def main(argv: list[str]) -> None:
         fast = (0.01, 0.005)
         make_seeds(work / "small", small)
         make_seeds(work / "large", small * MEMORY_GROWTH)
-        small_rss = peak_driver_rss(overrides(work / "run-small", work / "small", *fast))
-        large_rss = peak_driver_rss(overrides(work / "run-large", work / "large", *fast))
+        small_rss = traced_driver(overrides(work / "run-small", work / "small", *fast)).peak_bytes
+        large_rss = traced_driver(overrides(work / "run-large", work / "large", *fast)).peak_bytes
     print(f"driver peak RSS: {small} seeds {small_rss / 2**20:.0f} MiB, {small * MEMORY_GROWTH} seeds "
           f"{large_rss / 2**20:.0f} MiB")
     print(f"streaming: {floor_s:.1f} s of its {streaming_s:.1f} s are the replay slots' work ({replays} replays "

@@ -1,15 +1,19 @@
 """Scale benchmark: mine N and then M real Mathlib files on zero-latency simulators, to see whether throughput per
 candidate holds and the driver's memory stays flat as the work grows.
 
-Run: `python benchmarks/scale_bench.py [--seeds-root DIR] [--small N] [--large M]` (defaults:
-../shared/fixtures/mathlib-sample, 60 and 600; a quick check: `--small 6 --large 20`). DIR is a Mathlib checkout
-(its `Mathlib/` files are mined, as `pipelines.mine` does) or any tree of .lean files (all of them are).
+Run: `python benchmarks/scale_bench.py [--seeds-root DIR] [--small N] [--large M] [--plans-trace FILE]`
+(defaults: ../shared/fixtures/mathlib-sample, 60 and 600; a quick check: `--small 6 --large 20`). DIR is a Mathlib
+checkout (its `Mathlib/` files are mined, as `pipelines.mine` does) or any tree of .lean files (all of them are).
+Extra positional arguments are `pipelines.mine` overrides for both sizes (e.g. `ray.seeds_per_plan=40`).
 
 Each size is one `python -m pipelines.mine preset=demo` subprocess (LLM sim latency 0, Lean sim import and check 0 s
 without CPU burn) over N (M) seed files spread evenly over the sorted files of the seeds root, copied to a scratch
-root. Measured per size: the subprocess's wall time, the candidates written, the driver's peak RSS
-(`pipeline_bench.peak_driver_rss`), and the work window from the first discovery to the last candidate finished
-(the rows' timestamps), which leaves Ray's start-up out; candidates_per_s is over that window.
+root. Measured per size: the subprocess's wall time, the candidates written, the driver's peak RSS (polled), the
+driver's RSS after each plan (from mine's own `[plan] k/n done` lines; `--plans-trace FILE` writes them as CSV), and
+the work window from the first discovery to the last candidate finished (the rows' timestamps), which leaves Ray's
+start-up out; candidates_per_s is over that window. Growth per plan is the least-squares slope of the driver's RSS
+after each plan once the first `ray.plans_in_flight` plans are done (before that, plans are still starting and the
+driver's share of them is still rising); near 0 means the driver keeps nothing per plan.
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
 its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the
@@ -22,13 +26,18 @@ is machine-readable.
 from __future__ import annotations
 
 import argparse
+import csv
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline_bench import peak_driver_rss
+import psutil
 
 from pipelines.reporting import stats
 from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
@@ -41,18 +50,86 @@ DEFAULT_SMALL = 60
 DEFAULT_LARGE = 600
 ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.check_s=0", "lean.sim.burn_cpu=false"]
 MIB = 2**20
+RSS_POLL_S = 0.05
+# mine's line at the end of each plan (`pipelines.runtime.plans.plan_done_line`).
+PLAN_DONE = re.compile(r"^\[plan\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")
+
+
+@dataclass(frozen=True)
+class PlanPoint:
+    """The driver after one plan: which plan, seconds since the driver started, its RSS (MiB) then."""
+
+    plan: int
+    seconds: float
+    driver_rss_mib: float
+
+
+@dataclass(frozen=True)
+class DriverTrace:
+    """A `pipelines.mine` driver's peak RSS over its whole run and its RSS after each plan, in the order plans ended."""
+
+    peak_bytes: int
+    plans: list[PlanPoint]
+
+
+def traced_driver(args: list[str]) -> DriverTrace:
+    """Run `python -m pipelines.mine args`, polling its RSS and reading its `[plan]` lines as they come."""
+    driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    started = time.perf_counter()
+    points: list[PlanPoint] = []
+
+    def read_lines() -> None:
+        for line in driver.stdout:
+            done = PLAN_DONE.match(line.strip())
+            if done:
+                points.append(PlanPoint(int(done[1]), time.perf_counter() - started, float(done[2])))
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    process = psutil.Process(driver.pid)
+    peak = 0
+    while driver.poll() is None:
+        try:
+            peak = max(peak, process.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(RSS_POLL_S)
+    reader.join()
+    if driver.returncode != 0:
+        raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
+    return DriverTrace(peak, points)
+
+
+def growth_per_plan(points: list[PlanPoint], settled_after: int) -> float | None:
+    """MiB the driver's RSS grows per plan once `settled_after` plans are done: the least-squares slope over the
+    plans after those (None with fewer than two of them)."""
+    steady = points[settled_after:]
+    if len(steady) < 2:
+        return None
+    xs = [float(index) for index in range(len(steady))]
+    ys = [point.driver_rss_mib for point in steady]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+            / sum((x - mean_x) ** 2 for x in xs))
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One size's run: seeds mined, candidates written, wall time, work window, driver peak RSS, busy fractions."""
+    """One size's run: seeds mined, candidates written, wall time, work window, the driver's trace (peak RSS and
+    RSS after each plan), its growth per plan once settled (None with too few plans), busy fractions."""
 
     seeds: int
     candidates: int
     wall_s: float
     window_s: float
-    driver_peak_bytes: int
+    driver: DriverTrace
+    growth_mib_per_plan: float | None
     busy: dict[str, float]
+
+    @property
+    def driver_peak_bytes(self) -> int:
+        return self.driver.peak_bytes
 
     @property
     def candidates_per_s(self) -> float:
@@ -72,8 +149,8 @@ def seeds_include(seeds_root: Path) -> list[str]:
     return [] if (seeds_root / "Mathlib").is_dir() else ["seeds.include=['*']"]
 
 
-def run_overrides(run_dir: Path, seeds_root: Path, include: list[str]) -> list[str]:
-    return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include, *ZERO_LATENCY]
+def run_overrides(run_dir: Path, seeds_root: Path, include: list[str], extra: list[str]) -> list[str]:
+    return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include, *ZERO_LATENCY, *extra]
 
 
 def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str, float]:
@@ -92,27 +169,43 @@ def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str,
     return busy
 
 
-def measure(label: str, files: list[str], source: Path, work: Path, include: list[str]) -> Measured:
+def measure(label: str, files: list[str], source: Path, work: Path, include: list[str], extra: list[str]
+            ) -> Measured:
     """Mine `files` (relative to `source`) in a `python -m pipelines.mine` subprocess and measure it."""
     seeds_root = work / f"{label}-seeds"
     for relative in files:
         (seeds_root / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / relative, seeds_root / relative)
     run_dir = work / f"{label}-run"
-    args = run_overrides(run_dir, seeds_root, include)
+    args = run_overrides(run_dir, seeds_root, include, extra)
     started = time.perf_counter()
-    peak = peak_driver_rss(args)
+    driver = traced_driver(args)
     wall_s = time.perf_counter() - started
+    growth = growth_per_plan(driver.plans, int(load_config(args).ray.plans_in_flight))
     run = load_run(str(run_dir))
     window = run.candidates["finished_at"].max() - run.discoveries["finished_at"].min()
     window_s = window.total_seconds()
-    measured = Measured(len(files), run.candidates.height, wall_s, window_s, peak,
+    measured = Measured(len(files), run.candidates.height, wall_s, window_s, driver, growth,
                         busy_fractions(run_dir, args, window_s))
     print(f"{label}: {measured.seeds} seeds, {measured.candidates} candidates in {window_s:.1f} s of work "
           f"(wall {wall_s:.1f} s with start-up), {measured.candidates_per_s:.2f} candidates/s, driver peak "
-          f"{peak / MIB:.0f} MiB", flush=True)
+          f"{driver.peak_bytes / MIB:.0f} MiB", flush=True)
+    print(f"  driver RSS after each of {len(driver.plans)} plans (MiB): "
+          + " ".join(f"{point.driver_rss_mib:.0f}" for point in driver.plans)
+          + ("" if growth is None else f"; growth per plan once settled: {growth:+.2f} MiB"), flush=True)
     print("  busy: " + ", ".join(f"{name} {fraction:.3f}" for name, fraction in measured.busy.items()), flush=True)
     return measured
+
+
+def write_plans_trace(path: Path, runs: dict[str, Measured]) -> None:
+    """The driver's RSS after each plan of each run, as CSV."""
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["run", "plan", "seconds", "driver_rss_mib"])
+        for label, measured in runs.items():
+            for point in measured.driver.plans:
+                writer.writerow([label, point.plan, f"{point.seconds:.1f}", f"{point.driver_rss_mib:.0f}"])
+    print(f"plans trace: {path}", flush=True)
 
 
 def main() -> None:
@@ -121,18 +214,25 @@ def main() -> None:
                         help="a Mathlib checkout or any tree of .lean files (default: %(default)s)")
     parser.add_argument("--small", type=int, default=DEFAULT_SMALL, help="seed files of the small run (%(default)s)")
     parser.add_argument("--large", type=int, default=DEFAULT_LARGE, help="seed files of the large run (%(default)s)")
+    parser.add_argument("--plans-trace", type=Path,
+                        help="a CSV file to write the driver's RSS after each plan to (run,plan,seconds,driver_rss_mib)")
+    parser.add_argument("extra", nargs="*", help="more `pipelines.mine` overrides for both sizes")
     options = parser.parse_args()
     source = options.seeds_root.resolve()
     include = seeds_include(source)
     _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include]))
     with tempfile.TemporaryDirectory() as scratch:
-        small = measure("small", spread(files, options.small), source, Path(scratch), include)
-        large = measure("large", spread(files, options.large), source, Path(scratch), include)
+        small = measure("small", spread(files, options.small), source, Path(scratch), include, options.extra)
+        large = measure("large", spread(files, options.large), source, Path(scratch), include, options.extra)
+    if options.plans_trace:
+        write_plans_trace(options.plans_trace, {"small": small, "large": large})
+    growth = "n/a" if large.growth_mib_per_plan is None else f"{large.growth_mib_per_plan:.2f}"
     print(f"candidates_per_s_small={small.candidates_per_s:.3f} candidates_per_s_large={large.candidates_per_s:.3f} "
           f"throughput_ratio={large.candidates_per_s / small.candidates_per_s:.3f} "
           f"driver_peak_mb_small={small.driver_peak_bytes / MIB:.1f} "
           f"driver_peak_mb_large={large.driver_peak_bytes / MIB:.1f} "
-          f"memory_ratio={large.driver_peak_bytes / small.driver_peak_bytes:.3f}")
+          f"memory_ratio={large.driver_peak_bytes / small.driver_peak_bytes:.3f} "
+          f"growth_per_plan_mb_large={growth}")
 
 
 if __name__ == "__main__":

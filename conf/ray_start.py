@@ -3,6 +3,8 @@ prints only its own lines (shared by the pipelines' jobs and `lean_pool.check`).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,22 @@ import ray
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
 # "ray" is routed again once it has.
 ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
+# glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
+M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(arenas: int) -> bool:
+    """Cap this process's malloc arenas at `arenas` (glibc; False where there is no `mallopt`, and nothing changes).
+
+    glibc gives each new thread an arena of its own, up to eight per core, and memory freed in an arena mostly stays
+    mapped. A mining driver runs every plan, and Ray Data every execution, in new threads, so what one plan freed
+    was rarely reused by the next: the driver grew about 2 MiB per plan (benchmarks/scale_bench.py). The cap holds
+    only for arenas made after it, so call it before Ray starts its threads."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, arenas))
 
 
 def route_ray_logs(path: Path, level: int = logging.INFO) -> None:

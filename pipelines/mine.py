@@ -10,6 +10,7 @@ formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in cand
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ from pipelines.runtime.cli import SetupError, WorkWritten, run_job
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
-from pipelines.runtime.plans import SeedPlan, run_overlapping, seed_plans
+from pipelines.runtime.plans import SeedPlan, driver_rss_bytes, plan_done_line, run_overlapping, seed_plans
 from pipelines.runtime.progress import counted, report_batch
 
 
@@ -127,10 +128,12 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     return ray.data.from_blocks([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
-def run_plan(job: MiningJob, plan: SeedPlan) -> None:
-    """One plan: its seeds still to discover go through discover (which writes their discoveries), seeds already
-    discovered join them, and every seed's unfinished candidates go on through the verify stages while later seeds
-    are still being discovered. An older plan's Lean checks go first, so plans end one after another."""
+def run_plan(job: MiningJob, plan: SeedPlan, plans: int) -> None:
+    """One plan of `plans`: its seeds still to discover go through discover (which writes their discoveries), seeds
+    already discovered join them, and every seed's unfinished candidates go on through the verify stages while later
+    seeds are still being discovered. An older plan's Lean checks go first, so plans end one after another. Its
+    last line says how long it ran and what the driver holds after it."""
+    started = time.monotonic()
     sources = []
     if plan.to_discover:
         discover = discover_stage(job)
@@ -141,6 +144,7 @@ def run_plan(job: MiningJob, plan: SeedPlan) -> None:
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
     write(job, streamed(seeds, verify_stages(job, plan.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
+    print(plan_done_line(plan, plans, time.monotonic() - started, driver_rss_bytes()), flush=True)
 
 
 def mine_seeds(job: MiningJob) -> None:
@@ -154,7 +158,7 @@ def mine_seeds(job: MiningJob) -> None:
         raise SetupError(shortfall)
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
-    run_overlapping(plans, lambda plan: run_plan(job, plan), job.discover_calls_returned,
+    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans)), job.discover_calls_returned,
                     in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
 
 

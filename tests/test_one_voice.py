@@ -106,6 +106,9 @@ def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
     judged = [line for line in status if line.split()[1] == "judge"]
     assert judged and all("discovered=" not in line and "→formalize=" in line for line in judged), status
     closing = lines[lines.index(f"run_dir: {run_dir}"):]
+    [plan] = [line for line in lines if line.startswith("[plan]")]
+    assert re.fullmatch(r"\[plan\] 1/1 done: 3 seeds in \d+ s; driver RSS [1-9]\d+ MiB", plan), plan
+    assert lines.index(plan) < lines.index(f"run_dir: {run_dir}")
     candidates = pq.read_table(run_dir / "candidates", columns=["lean_checks", "proofs"]).to_pylist()
     checks = sum(row["lean_checks"] for row in candidates)
     replays = sum(1 for row in candidates for proof in row["proofs"] or [] if proof["replay"] is not None)

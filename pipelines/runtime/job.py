@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf import ray_init_options
-from conf.ray_start import init_ray_logging_to
+from conf.ray_start import init_ray_logging_to, limit_malloc_arenas
 from lean_pool.check import lean_checks_line
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
@@ -225,6 +225,7 @@ class MiningJob:
             raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 
     def __enter__(self) -> MiningJob:
+        limit_malloc_arenas(int(self.cfg.ray.driver_malloc_arenas))
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             options, note = ray_init_options(self.cfg.ray)

@@ -16,6 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
+MIB = 2**20
+
 
 @dataclass(frozen=True)
 class SeedPlan:
@@ -25,6 +29,11 @@ class SeedPlan:
     index: int
     to_discover: list[dict[str, Any]]
     to_split: list[dict[str, Any]]
+
+    @property
+    def seeds(self) -> int:
+        """The seeds this plan mines."""
+        return len(self.to_discover) + len(self.to_split)
 
     @property
     def units(self) -> int:
@@ -40,6 +49,18 @@ def seed_plans(to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]]
     plans = [tagged[start:start + seeds_per_plan] for start in range(0, len(tagged), seeds_per_plan)]
     return [SeedPlan(index, [item for discover, item in plan if discover],
                      [item for discover, item in plan if not discover]) for index, plan in enumerate(plans)]
+
+
+def driver_rss_bytes() -> int:
+    """The resident memory of this process (the driver, when called from a plan's thread)."""
+    return psutil.Process().memory_info().rss
+
+
+def plan_done_line(plan: SeedPlan, plans: int, seconds: float, driver_rss: int) -> str:
+    """What a run prints when a plan has written its last candidate: which plan of how many, its seeds, how long it
+    ran, and the driver's resident memory then, so a night's log shows whether the driver grows from plan to plan."""
+    return (f"[plan] {plan.index + 1}/{plans} done: {plan.seeds} seeds in {seconds:.0f} s; "
+            f"driver RSS {driver_rss / MIB:.0f} MiB")
 
 
 def may_start(index: int, plans: Sequence[SeedPlan], running: int, discovered_units: int, in_flight: int) -> bool:
