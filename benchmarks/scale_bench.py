@@ -66,10 +66,22 @@ class PlanPoint:
 
 @dataclass(frozen=True)
 class DriverTrace:
-    """A `pipelines.mine` driver's peak RSS over its whole run and its RSS after each plan, in the order plans ended."""
+    """A `pipelines.mine` driver's peak RSS over its whole run, when it was reached (seconds since the driver started)
+    and its RSS after each plan, in the order plans ended."""
 
     peak_bytes: int
+    peak_s: float
     plans: list[PlanPoint]
+
+    @property
+    def peak_when(self) -> str:
+        """Where the peak fell: before the first plan ended, after plan k, or after the last (the closing block)."""
+        ended = [point for point in self.plans if point.seconds <= self.peak_s]
+        if not ended:
+            return "before the first plan ended"
+        if len(ended) == len(self.plans):
+            return "after the last plan ended"
+        return f"while plan {ended[-1].plan + 1} ran"
 
 
 def traced_driver(args: list[str]) -> DriverTrace:
@@ -88,17 +100,19 @@ def traced_driver(args: list[str]) -> DriverTrace:
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     process = psutil.Process(driver.pid)
-    peak = 0
+    peak, peak_s = 0, 0.0
     while driver.poll() is None:
         try:
-            peak = max(peak, process.memory_info().rss)
+            rss = process.memory_info().rss
         except psutil.NoSuchProcess:
             break
+        if rss > peak:
+            peak, peak_s = rss, time.perf_counter() - started
         time.sleep(RSS_POLL_S)
     reader.join()
     if driver.returncode != 0:
         raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
-    return DriverTrace(peak, points)
+    return DriverTrace(peak, peak_s, points)
 
 
 def growth_per_plan(points: list[PlanPoint], settled_after: int) -> float | None:
@@ -189,7 +203,7 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
                         busy_fractions(run_dir, args, window_s))
     print(f"{label}: {measured.seeds} seeds, {measured.candidates} candidates in {window_s:.1f} s of work "
           f"(wall {wall_s:.1f} s with start-up), {measured.candidates_per_s:.2f} candidates/s, driver peak "
-          f"{driver.peak_bytes / MIB:.0f} MiB", flush=True)
+          f"{driver.peak_bytes / MIB:.0f} MiB at {driver.peak_s:.0f} s ({driver.peak_when})", flush=True)
     print(f"  driver RSS after each of {len(driver.plans)} plans (MiB): "
           + " ".join(f"{point.driver_rss_mib:.0f}" for point in driver.plans)
           + ("" if growth is None else f"; growth per plan once settled: {growth:+.2f} MiB"), flush=True)

@@ -42,7 +42,7 @@ from operators.rows.formalizations import (
 )
 from operators.storage import open_location
 from pipelines import mine
-from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status
+from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
@@ -202,7 +202,7 @@ def summary(job: AutoformalizeJob, sent: int) -> list[str]:
     counts = {TABLE: rows_by_status(table.column("status").to_pylist(), STATUSES)}
     details = [f"formalized in this start: {sent} (mode={job.cfg.autoformalize.mode})"]
     hint = report_hint(job.run.uri) if table.num_rows else None
-    return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines([table]),
+    return closing_lines(Closing(job.run.uri, written, counts, details, job.cost_lines(written_cost([table])),
                                  simulated=job.simulated, next_step=hint))
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import ray
 from ray.data import Dataset
@@ -39,6 +40,9 @@ from pipelines.reporting.summary import (
     report_hint,
     rows_by_status,
     seeds_table,
+    status_counts_by_seed,
+    status_totals,
+    written_cost,
 )
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, WorkWritten, run_job
@@ -164,20 +168,27 @@ def mine_seeds(job: MiningJob) -> None:
 
 def report(job: MiningJob) -> list[str]:
     """Rebuild seeds/ from what is written; the closing block: where the tables are, candidates and seeds by status,
-    what the run cost, what to run next."""
+    what the run cost, what to run next. The candidates are read a file at a time and only their counts are kept:
+    read whole, a night's table would be the driver's largest load of the run."""
     discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
-    candidates = job.run.read("candidates", CANDIDATE_SCHEMA,
-                              ["seed_id", "status", "llm_calls", "lean_checks", "proofs"])
-    seeds = seeds_table(discoveries, candidates)
+    cost, parts = written_cost([discoveries]), []
+    for part in job.run.read_by_file("candidates", ["seed_id", "status", "llm_calls", "lean_checks", "proofs"]):
+        cost.add(part)
+        parts.append(status_counts_by_seed(part))
+    candidate_counts = pa.concat_tables(parts) if parts else status_counts_by_seed(
+        pa.table({"seed_id": pa.array([], pa.string()), "status": pa.array([], pa.string())}))
+    seeds = seeds_table(discoveries, candidate_counts)
     job.run.write_table("seeds", seeds)
+    by_status = pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum())
+    candidates = dict(by_status.iter_rows())
     written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in
-               (("candidates", candidates.num_rows), ("seeds", seeds.num_rows), ("discoveries", discoveries.num_rows))
-               if rows}
-    counts = {"candidates": rows_by_status(candidates.column("status").to_pylist(), CANDIDATE_STATUSES),
+               (("candidates", sum(candidates.values())), ("seeds", seeds.num_rows),
+                ("discoveries", discoveries.num_rows)) if rows}
+    counts = {"candidates": status_totals(candidates, CANDIDATE_STATUSES),
               "seeds": rows_by_status(seeds.column("status").to_pylist(), ())}
-    hint = report_hint(job.run.uri) if candidates.num_rows else None
-    return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines([discoveries, candidates]),
-                                 simulated=job.simulated, next_step=hint))
+    hint = report_hint(job.run.uri) if candidates else None
+    return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(cost), simulated=job.simulated,
+                                 next_step=hint))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ from operators.split import (
     split_seeds,
 )
 from operators.trivial import with_tactic
-from pipelines.reporting.summary import seeds_table
+from pipelines.reporting.summary import seeds_table, status_counts_by_seed
 from pipelines.runtime.job import ROW_BLOCK_BYTES, configure_data_context, load_config
 from pipelines.runtime.plans import SeedPlan, may_start, run_overlapping, seed_plans
 from pipelines.runtime.run_dir import RunDir
@@ -257,8 +257,10 @@ def _discovery_rows() -> pa.Table:
 
 
 def test_seeds_table_reports_bad_seeds_and_counts_per_status():
-    candidates = pa.table({"seed_id": ["A", "A", "A"], "status": [PROVED, PROVED, ERROR_INFRA]})
-    seeds = {row["seed_id"]: row for row in seeds_table(_discovery_rows(), candidates).to_pylist()}
+    first = pa.table({"seed_id": ["A", "A"], "status": [PROVED, ERROR_INFRA]})
+    second = pa.table({"seed_id": ["A"], "status": [PROVED]})  # the same seed's rows in another file
+    counts = pa.concat_tables([status_counts_by_seed(first), status_counts_by_seed(second)])
+    seeds = {row["seed_id"]: row for row in seeds_table(_discovery_rows(), counts).to_pylist()}
     assert seeds["A"]["status"] == ERROR_INFRA and seeds["A"]["samples"] == 2 and seeds["A"]["candidates"] == 3
     assert seeds["A"]["n_proved"] == 2 and seeds["A"]["n_error_infra"] == 1 and seeds["A"]["n_trivial"] == 0
     assert seeds["B"]["status"] == EMPTY and seeds["B"]["candidates"] == 0 and "empty" in seeds["B"]["reason"]

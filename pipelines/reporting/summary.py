@@ -8,6 +8,7 @@ many of its candidates ended in each status.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,9 +25,17 @@ DISCOVERY_COLUMNS = ("unit_id", "seed_id", "seed_path", "domain", "seed_status",
                      "prompt_tokens", "completion_tokens")
 
 
-def seeds_table(discoveries: pa.Table, candidates: pa.Table) -> pa.Table:
+def status_counts_by_seed(candidates: pa.Table) -> pa.Table:
+    """Candidates per seed and status (`seed_id`, `status`, `rows`): all that the seeds table needs of them, small
+    enough to add up over a whole run's files (`seeds_table` sums the parts)."""
+    return (pl.from_arrow(candidates.select(["seed_id", "status"])).group_by("seed_id", "status").len(name="rows")
+            .to_arrow())
+
+
+def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
     """One row per seed: status (its input status, else `error_infra` if a discover call failed, else `ok`),
-    reason, samples, discover answers that yielded lemmas, candidates, and `n_<status>` per candidate status."""
+    reason, samples, discover answers that yielded lemmas, candidates, and `n_<status>` per candidate status, from
+    the discoveries and the candidates' `status_counts_by_seed` (of the whole table, or of its parts)."""
     units = pl.from_arrow(discoveries.select(list(DISCOVERY_COLUMNS)))
     per_seed = units.group_by("seed_id").agg(
         pl.col("seed_path").first(),
@@ -42,14 +51,14 @@ def seeds_table(discoveries: pa.Table, candidates: pa.Table) -> pa.Table:
     )
     status_columns = [f"n_{status}" for status in STATUSES]
     counts = (
-        pl.from_arrow(candidates.select(["seed_id", "status"]))
+        pl.from_arrow(candidate_counts)
         .with_columns(pl.concat_str(pl.lit("n_"), pl.col("status")).alias("column"))
         .group_by("seed_id", "column")
-        .len()
+        .agg(pl.col("rows").sum())
     )
     wide = pl.DataFrame({"seed_id": []}, schema={"seed_id": pl.String})
     if counts.height:
-        wide = counts.pivot(on="column", index="seed_id", values="len")
+        wide = counts.pivot(on="column", index="seed_id", values="rows")
     for column in status_columns:
         if column not in wide.columns:
             wide = wide.with_columns(pl.lit(0, pl.UInt32).alias(column))
@@ -133,25 +142,39 @@ def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUs
 
 def rows_by_status(statuses: Iterable[str], order: Sequence[str]) -> dict[str, int]:
     """Rows per status in `order` (zero included), any status outside it after them."""
-    counts = dict.fromkeys(order, 0)
-    for status in statuses:
-        counts[status] = counts.get(status, 0) + 1
-    return counts
+    return status_totals(Counter(statuses), order)
 
 
-def written_cost(tables: Sequence[pa.Table]) -> tuple[dict[str, int], int, int | None]:
-    """What the written rows cost, from their own records: LLM calls per stage (every table with `llm_calls`), Lean
-    checks (`lean_checks`) and, where rows keep accepted proofs, how many of those checks were replays."""
-    calls: dict[str, int] = {}
-    checks, replays = 0, None
-    for table in tables:
+def status_totals(counts: Mapping[str, int], order: Sequence[str]) -> dict[str, int]:
+    """`counts` per status in `order` (zero included), any status outside it after them."""
+    return {**dict.fromkeys(order, 0), **counts}
+
+
+@dataclass
+class WrittenCost:
+    """What written rows cost, from their own records, added up table by table (so a run's table can be read file by
+    file): LLM calls per stage (every table with `llm_calls`), Lean checks (`lean_checks`) and, where rows keep
+    accepted proofs, how many of those checks were replays (None where none does)."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    checks: int = 0
+    replays: int | None = None
+
+    def add(self, table: pa.Table) -> None:
         frame = pl.from_arrow(table)
         if "llm_calls" in frame.columns:
             stages = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
             for stage, count in stages.group_by("stage", maintain_order=True).len().iter_rows():
-                calls[stage] = calls.get(stage, 0) + count
+                self.calls[stage] = self.calls.get(stage, 0) + count
         if "lean_checks" in frame.columns:
-            checks += int(frame["lean_checks"].fill_null(0).sum())
+            self.checks += int(frame["lean_checks"].fill_null(0).sum())
         if "proofs" in frame.columns:
-            replays = (replays or 0) + stats.replays(frame)
-    return calls, checks, replays
+            self.replays = (self.replays or 0) + stats.replays(frame)
+
+
+def written_cost(tables: Iterable[pa.Table]) -> WrittenCost:
+    """`WrittenCost` of every table in `tables`."""
+    cost = WrittenCost()
+    for table in tables:
+        cost.add(table)
+    return cost

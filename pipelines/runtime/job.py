@@ -43,7 +43,7 @@ from operators.rows.candidates import ERROR_INFRA, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
-from pipelines.reporting.summary import llm_cost_line, written_cost
+from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.progress import StatusBoard, Ticker
@@ -400,13 +400,12 @@ class MiningJob:
         """Per-stage LLM calls, failures, tokens and latency of this start so far."""
         return ray.get(self.ledger.totals.remote())
 
-    def cost_lines(self, tables: Sequence[pa.Table]) -> list[str]:
-        """The closing block's cost: LLM calls and Lean checks of the whole run, read off the written `tables`, and
+    def cost_lines(self, written: WrittenCost) -> list[str]:
+        """The closing block's cost: LLM calls and Lean checks of the whole run, as the written rows record them, and
         what this start asked; a stage whose calls failed after retries gets its own line, with the failures."""
-        calls, checks, replays = written_cost(tables)
         usage = self.usage()
         failing = {stage: u for stage, u in usage.items() if u.errors}
-        return [llm_cost_line(calls, usage), lean_checks_line(checks, replays),
+        return [llm_cost_line(written.calls, usage), lean_checks_line(written.checks, written.replays),
                 *(usage_report(failing).splitlines() if failing else [])]
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -101,10 +101,15 @@ class RunDir:
     def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
         """Table `name` (only `columns` when given) from every file; an empty table when nothing is written."""
         wanted = list(columns) if columns is not None else schema.names
-        tables = [pq.read_table(path, filesystem=self.filesystem, columns=wanted) for path in self.files(name)]
+        tables = list(self.read_by_file(name, wanted))
         if not tables:
             return pa.schema([schema.field(column) for column in wanted]).empty_table()
         return pa.concat_tables(tables)
+
+    def read_by_file(self, name: str, columns: Sequence[str]) -> Iterator[pa.Table]:
+        """Table `name`'s `columns`, one file at a time, so what is made of a whole run's table need not hold it all."""
+        for path in self.files(name):
+            yield pq.read_table(path, filesystem=self.filesystem, columns=list(columns))
 
     def ids(self, name: str, id_column: str) -> set[str]:
         """The ids written to table `name` (after `prepare`, every one of them is finished)."""
