@@ -28,7 +28,7 @@ from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
-from operators.rows.candidates import CANDIDATE_SCHEMA, COMPILED, DISCOVERED
+from operators.rows.candidates import COMPILED, DISCOVERED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.split import SEED_ITEM_SCHEMA, split_seeds
 from operators.trivial import TrivialOperator
@@ -36,6 +36,7 @@ from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,
     Closing,
+    WrittenCost,
     closing_lines,
     report_hint,
     rows_by_status,
@@ -51,6 +52,7 @@ from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.plans import SeedPlan, driver_rss_bytes, plan_done_line, run_overlapping, seed_plans
 from pipelines.runtime.progress import counted, report_batch
+from pipelines.runtime.run_dir import RunDir
 
 
 # Statuses of a row a stage hands on that the next stage works on (a candidate still to judge or formalize, a
@@ -166,29 +168,46 @@ def mine_seeds(job: MiningJob) -> None:
                     in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
 
 
-def report(job: MiningJob) -> list[str]:
-    """Rebuild seeds/ from what is written; the closing block: where the tables are, candidates and seeds by status,
-    what the run cost, what to run next. The candidates are read a file at a time and only their counts are kept:
-    read whole, a night's table would be the driver's largest load of the run."""
-    discoveries = job.run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
+@dataclass(frozen=True)
+class WrittenTables:
+    """What a run's tables hold once the seeds table is rebuilt: rows per table, candidates and seeds by status, and
+    what the written rows cost."""
+
+    rows: dict[str, int]
+    candidates: dict[str, int]
+    seeds: dict[str, int]
+    cost: WrittenCost
+
+
+def rebuild_seeds(run_uri: str) -> WrittenTables:
+    """Rebuild the run's seeds/ table from its discoveries and candidates, the candidates read a file at a time with
+    only their counts kept, and say what the tables hold."""
+    run = RunDir(run_uri)
+    discoveries = run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
     cost, parts = written_cost([discoveries]), []
-    for part in job.run.read_by_file("candidates", ["seed_id", "status", "llm_calls", "lean_checks", "proofs"]):
+    for part in run.read_by_file("candidates", ["seed_id", "status", "llm_calls", "lean_checks", "proofs"]):
         cost.add(part)
         parts.append(status_counts_by_seed(part))
     candidate_counts = pa.concat_tables(parts) if parts else status_counts_by_seed(
         pa.table({"seed_id": pa.array([], pa.string()), "status": pa.array([], pa.string())}))
     seeds = seeds_table(discoveries, candidate_counts)
-    job.run.write_table("seeds", seeds)
-    by_status = pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum())
-    candidates = dict(by_status.iter_rows())
-    written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in
-               (("candidates", sum(candidates.values())), ("seeds", seeds.num_rows),
-                ("discoveries", discoveries.num_rows)) if rows}
-    counts = {"candidates": status_totals(candidates, CANDIDATE_STATUSES),
-              "seeds": rows_by_status(seeds.column("status").to_pylist(), ())}
-    hint = report_hint(job.run.uri) if candidates else None
-    return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(cost), simulated=job.simulated,
-                                 next_step=hint))
+    run.write_table("seeds", seeds)
+    candidates = dict(pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum()).iter_rows())
+    return WrittenTables({"candidates": sum(candidates.values()), "seeds": seeds.num_rows,
+                          "discoveries": discoveries.num_rows},
+                         candidates, rows_by_status(seeds.column("status").to_pylist(), ()), cost)
+
+
+def report(job: MiningJob) -> list[str]:
+    """The closing block: where the tables are, candidates and seeds by status, what the run cost, what to run next.
+    The tables are read in a worker on the driver's node (`rebuild_seeds`): read on the driver, a night's tables
+    would leave their weight in the driver's memory at the very end of the run."""
+    tables = job.off_the_driver(rebuild_seeds, job.run.uri)
+    written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in tables.rows.items() if rows}
+    counts = {"candidates": status_totals(tables.candidates, CANDIDATE_STATUSES), "seeds": tables.seeds}
+    hint = report_hint(job.run.uri) if tables.rows["candidates"] else None
+    return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(tables.cost),
+                                 simulated=job.simulated, next_step=hint))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,13 +11,12 @@ import hashlib
 import json
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
@@ -51,6 +50,7 @@ from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
 
 PROJECT = "folklore"
+T = TypeVar("T")
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
 # Characters of the run URI's hash that name its node-local log directory when the run directory is a URI.
@@ -239,8 +239,8 @@ class MiningJob:
         self.settings = self.backend.__enter__()
         self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
         # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
-        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.board = StatusBoard.options(scheduling_strategy=here).remote()
+        self._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        self.board = StatusBoard.options(scheduling_strategy=self._here).remote()
         self.ledger = start_usage_ledger()
         self.provenance = self._provenance(self.manifest["run_id"])
         self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
@@ -296,6 +296,11 @@ class MiningJob:
         if settings is None:
             return None
         return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
+
+    def off_the_driver(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` in a Ray worker on the driver's node (which holds a local run directory), so the memory
+        its work takes is given back when it ends instead of staying in the driver for the rest of the run."""
+        return ray.get(ray.remote(num_cpus=0)(function).options(scheduling_strategy=self._here).remote(*args))
 
     def discover_calls_returned(self) -> int:
         """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
