@@ -75,7 +75,7 @@ class DriverTrace:
 
     @property
     def peak_when(self) -> str:
-        """Where the peak fell: before the first plan ended, after plan k, or after the last (the closing block)."""
+        """Where the peak fell: before the first plan ended, while plan k ran, or after the last plan ended."""
         ended = [point for point in self.plans if point.seconds <= self.peak_s]
         if not ended:
             return "before the first plan ended"
