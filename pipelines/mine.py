@@ -35,6 +35,7 @@ from operators.trivial import TrivialOperator
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,
+    NO_STATUS_COUNTS,
     Closing,
     WrittenCost,
     closing_lines,
@@ -188,8 +189,7 @@ def rebuild_seeds(run_uri: str) -> WrittenTables:
     for part in run.read_by_file("candidates", ["seed_id", "status", "llm_calls", "lean_checks", "proofs"]):
         cost.add(part)
         parts.append(status_counts_by_seed(part))
-    candidate_counts = pa.concat_tables(parts) if parts else status_counts_by_seed(
-        pa.table({"seed_id": pa.array([], pa.string()), "status": pa.array([], pa.string())}))
+    candidate_counts = pa.concat_tables(parts) if parts else NO_STATUS_COUNTS
     seeds = seeds_table(discoveries, candidate_counts)
     run.write_table("seeds", seeds)
     candidates = dict(pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum()).iter_rows())

@@ -25,6 +25,10 @@ DISCOVERY_COLUMNS = ("unit_id", "seed_id", "seed_path", "domain", "seed_status",
                      "prompt_tokens", "completion_tokens")
 
 
+# What `status_counts_by_seed` makes of a table with no rows.
+NO_STATUS_COUNTS = pa.schema([("seed_id", pa.string()), ("status", pa.string()), ("rows", pa.uint32())]).empty_table()
+
+
 def status_counts_by_seed(candidates: pa.Table) -> pa.Table:
     """Candidates per seed and status (`seed_id`, `status`, `rows`): all that the seeds table needs of them, small
     enough to add up over a whole run's files (`seeds_table` sums the parts)."""
@@ -161,6 +165,7 @@ class WrittenCost:
     replays: int | None = None
 
     def add(self, table: pa.Table) -> None:
+        """Add what the rows of `table` record."""
         frame = pl.from_arrow(table)
         if "llm_calls" in frame.columns:
             stages = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
