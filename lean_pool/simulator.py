@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, NoReturn
 
 from lean_pool.busy_log import append_busy_span
 from lean_pool.lean_lexer import code_only
-from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, signature_type
+from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, sorry_goal
 
 BANNER = (
     "lean_pool.simulator: this is a SIMULATED Lean REPL; its verdicts come from explicit textual "
@@ -500,8 +500,8 @@ class Simulator:
             return
         sorries = find_tokens(code, SORRY_TOKENS, where[1], command.end)
         if sorries:
-            goal = "⊢ " + " ".join(signature_type(command.signature).split())
             for start, end in sorries:
+                goal = sorry_goal(command.signature, code[where[1]:start])
                 result.sorries.append({"proofState": self._new_proof_state([goal]),
                                        "pos": positions.at(start), "goal": goal,
                                        "endPos": positions.at(end)})

@@ -148,7 +148,8 @@ def sim(tmp_path: Path):
 
 
 def without_goal_text(answer: dict[str, Any]) -> dict[str, Any]:
-    """The sim cannot compute goals: keep everything else, but only the presence of each goal."""
+    """The sim reads a goal off binders and `have`s, not off tactics: keep everything else, but only the presence of
+    each goal."""
     answer = json.loads(json.dumps(answer))
     for sorry in answer.get("sorries", []):
         sorry["goal"] = "<goal>" if "goal" in sorry else None
@@ -336,3 +337,46 @@ def test_indented_open_in_stays_inside_the_proof(sim: Sim) -> None:
     answer = sim.ask({"cmd": "theorem t : True := by\n  open Classical in\n  sorry"})
     assert [m["data"] for m in answer["messages"]] == ["declaration uses `sorry`"]
     assert answer["sorries"][0]["pos"] == {"line": 3, "column": 2}
+
+
+# A `calc` step's `sorry` stands for that step's relation, which the sim does not read.
+GOALS_NOT_READ = {"calc"}
+
+
+def sorry_goals_by_position(answer: dict[str, Any]) -> dict[str, str]:
+    """An answer's sorry goals keyed by where each `sorry` stands."""
+    return {json.dumps(sorry.get("pos")): sorry["goal"] for sorry in answer.get("sorries", []) if "goal" in sorry}
+
+
+def recorded_sorry_goals(transcripts_dir: Path) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """Every standalone command of the transcripts (no `env`, no options) whose recorded answer has sorries with goals."""
+    found = []
+    for requests in sorted(transcripts_dir.glob("*.in")):
+        answers = requests.with_name(requests.name.removesuffix(".in") + ".expected.out")
+        if requests.stem in GOALS_NOT_READ or not answers.exists():
+            continue
+        for request, answer in zip(frames(requests.read_text(encoding="utf-8")),
+                                   frames(answers.read_text(encoding="utf-8")), strict=False):
+            try:
+                payload, recorded = json.loads(request), json.loads(answer)
+            except json.JSONDecodeError:  # transcripts of malformed input
+                continue
+            goals = sorry_goals_by_position(recorded)
+            if set(payload) == {"cmd"} and goals:
+                found.append((requests.stem, payload, goals))
+    return found
+
+
+def test_each_sorry_gets_the_goal_the_real_repl_printed(transcripts_dir: Path, tmp_path: Path) -> None:
+    """The goal of a `sorry` (a `have`'s type or the declaration's, with the binders and earlier `have`s in scope) is
+    what the recorded REPL printed, so the sub-goal path of `prove` runs on the sims as on Lean."""
+    cases = recorded_sorry_goals(transcripts_dir)
+    assert len(cases) >= 10 and any(name == "have_by_sorry" for name, _, _ in cases)
+    for name, payload, goals in cases:
+        sim = Sim(tmp_path)
+        try:
+            answer = sim.ask(payload)
+        finally:
+            sim.close()
+        simulated = sorry_goals_by_position(answer)
+        assert {at: simulated.get(at) for at in goals} == goals, name
