@@ -13,7 +13,10 @@ from typing import Any, Literal
 from lean_pool import verdict
 from lean_pool.session import LeanSession, RunOutcome
 
-CheckMode = Literal["proof", "statement"]
+# "sketch" is a proof check whose `sorry`s go to Lean instead of being refused on sight, so its answer carries the goals
+# they leave open (sub-goal mining); it is judged exactly as a proof.
+CheckMode = Literal["proof", "sketch", "statement"]
+PROOF_MODES = ("proof", "sketch")
 
 # RunOutcome kinds that are not Lean's answer about the snippet, mapped to the verdict status they give.
 INFRA_STATUS = {"timeout": "timeout", "crashed": "crashed", "malformed": "infra_error", "repl_error": "infra_error"}
@@ -64,8 +67,10 @@ async def check_on_session(
     if names is None:
         names = [verdict.target_name(statement)] if statement is not None else verdict.declared_names(snippet)
     expected = list(names)
-    outcome = await session.run(snippet, timeout, axioms_for=expected if mode == "proof" else ())
+    outcome = await session.run(snippet, timeout, axioms_for=expected if mode in PROOF_MODES else ())
     result = _judge(outcome, mode, expected)
+    if mode == "sketch" and result.ok and verdict.textual_sorry_reasons(snippet):
+        result.status, result.ok, result.reasons = verdict.SORRY, False, verdict.textual_sorry_reasons(snippet)
     result.seconds = time.perf_counter() - started
     result.provenance = provenance
     return result
@@ -77,7 +82,7 @@ def _judge(outcome: RunOutcome, mode: CheckMode, expected: list[str]) -> CheckRe
         return CheckResult(status=INFRA_STATUS[outcome.kind], ok=False, reasons=[reason], retried=outcome.retried,
                            header_import_seconds=outcome.header_import_seconds)
     answer = outcome.answer or {}
-    if mode == "proof":
+    if mode in PROOF_MODES:
         judged = verdict.proof_verdict(answer, outcome.axioms, expected)
         axioms = {name: verdict.axioms_of(outcome.axioms.get(name, {})) for name in expected}
     else:

@@ -34,7 +34,8 @@ from lean_pool.lean_source import (
 # means the kernel did not check a complete proof from the standard foundations.
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 
-STATUSES = ("passed", "sorry", "error", "refused", "timeout", "crashed", "infra_error")
+SORRY = "sorry"  # the status of code that would be accepted but for a `sorry` or `admit`
+STATUSES = ("passed", SORRY, "error", "refused", "timeout", "crashed", "infra_error")
 
 
 @dataclass(frozen=True)
@@ -544,7 +545,7 @@ def statement_verdict(answer: dict) -> Verdict:
         return Verdict("error", False, tuple(errors))
     sorries = _sorry_reasons(answer)
     if sorries:
-        return Verdict("sorry", True, tuple(sorries))
+        return Verdict(SORRY, True, tuple(sorries))
     return Verdict("passed", True)
 
 
@@ -576,27 +577,28 @@ def proof_verdict(
     if errors or problems:
         return Verdict("error", False, reasons)
     if sorries:
-        return Verdict("sorry", False, reasons)
+        return Verdict(SORRY, False, reasons)
     return Verdict("passed", True)
 
 
 def precheck(code: str, mode: str, reference: str | None = None) -> Verdict | None:
     """The verdict the text alone decides, or None when Lean must be asked.
 
-    Both modes refuse what `refusal_reasons` finds. In "proof" mode also: textual sorry (status
+    Every mode refuses what `refusal_reasons` finds. In "proof" mode also: textual sorry (status
     "sorry"), and given a reference statement, a missing target, a changed statement or a context
-    that changes its meaning ("error").
+    that changes its meaning ("error"). "sketch" mode is "proof" mode that leaves the sorries to Lean, which
+    reports the goals they stand for.
     """
     refused = refusal_reasons(code)
     if refused:
         return Verdict("refused", False, tuple(refused))
     if mode == "statement":
         return None
-    if mode != "proof":
-        raise ValueError(f"mode must be 'proof' or 'statement', not {mode!r}")
-    sorries = textual_sorry_reasons(code)
+    if mode not in ("proof", "sketch"):
+        raise ValueError(f"mode must be 'proof', 'sketch' or 'statement', not {mode!r}")
+    sorries = textual_sorry_reasons(code) if mode == "proof" else []
     if sorries:
-        return Verdict("sorry", False, tuple(sorries))
+        return Verdict(SORRY, False, tuple(sorries))
     if reference is not None:
         target = target_name(reference)
         if target is None:

@@ -21,8 +21,16 @@ from operators.retrieval.declaration_index import DeclarationIndex, Hit
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.embeddings import encode_statements, load_encoder
 from operators.retrieval.settings import IndexSettings
-from operators.rows.candidates import CANDIDATE, DISCOVERED, DUPLICATE, MATHLIB, candidates_table, is_open
-from operators.split import explode_seeds, unfinished
+from operators.rows.candidates import (
+    CANDIDATE,
+    DISCOVERED,
+    DUPLICATE,
+    MATHLIB,
+    candidates_table,
+    is_open,
+    sibling_order,
+)
+from operators.split import SubgoalSettings, explode_seeds, unfinished
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,9 @@ def dedup_rows(
 ) -> list[Match | None]:
     """Verdicts for a batch of candidates with statements (their canonical text in `canonical`, unit vectors
     aligned): each is compared with Mathlib's hits and with the earlier kept candidates of its seed, in
-    (sample, snippet) order, so of two restatements the first one survives."""
-    order = sorted(range(len(rows)), key=lambda i: (rows[i]["seed_id"], rows[i]["sample"], rows[i]["snippet_index"]))
+    `sibling_order` (rounds, then discovered before sub-goals, then sample and snippet), so of two restatements the
+    first one survives."""
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["seed_id"], *sibling_order(rows[i])))
     kept: dict[str, list[int]] = {}
     verdicts: list[Match | None] = [None] * len(rows)
     for i in order:
@@ -126,7 +135,12 @@ class DedupOperator:
 class SplitDedupOperator(DedupOperator):
     """The split and dedup steps as one `map_batches` actor over seed items (`SEED_ITEM_SCHEMA`): a seed's
     candidates are compared with all their siblings in the call that makes them, so no later reshaping of
-    blocks can separate them; then those an earlier run finished are left out."""
+    blocks can separate them; then those an earlier run finished are left out. Sub-goals (`subgoals` on) are compared
+    with the seed's every other candidate, their parent among them."""
+
+    def __init__(self, *, dedup: DedupSettings, subgoals: SubgoalSettings | None = None) -> None:
+        super().__init__(dedup=dedup)
+        self.subgoals = subgoals
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return unfinished(super().__call__(explode_seeds(batch)), batch)
+        return unfinished(super().__call__(explode_seeds(batch, self.subgoals)), batch)

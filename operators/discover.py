@@ -41,6 +41,7 @@ DISCOVERY_SCHEMA = pa.schema(
         ("seed_path", pa.string()),
         ("domain", pa.string()),
         ("sample", pa.int32()),
+        ("round", pa.int32()),
         ("seed_status", pa.string()),
         ("seed_chars", pa.int64()),
         ("status", pa.string()),
@@ -67,6 +68,8 @@ SEED_WORK_SCHEMA = pa.schema([
     ("seed_file", pa.string()),
     ("domain", pa.string()),
     ("samples", pa.list_(pa.int32())),
+    ("round", pa.int32()),
+    ("known", pa.list_(pa.string())),  # the lemmas earlier rounds proved for the seed, for the prompt
     ("paths", pa.list_(pa.string())),
     ("finished_files", pa.list_(pa.string())),
 ])
@@ -74,11 +77,12 @@ SEED_WORK_SCHEMA = pa.schema([
 
 def seed_units(batch: pa.Table) -> pa.Table:
     """The discover calls of seed work items (`SEED_WORK_SCHEMA`): one unit per (seed, sample still to draw)."""
-    units = [{"unit_id": unit_id(seed["seed_id"], sample), "sample": sample,
-              **{key: seed[key] for key in ("seed_id", "seed_path", "seed_file", "domain")}}
+    shared = ("seed_id", "seed_path", "seed_file", "domain", "round", "known")
+    units = [{"unit_id": unit_id(seed["seed_id"], sample, seed["round"]), "sample": sample,
+              **{key: seed[key] for key in shared}}
              for seed in batch.to_pylist() for sample in seed["samples"]]
-    schema = pa.schema([("unit_id", pa.string()), *(SEED_WORK_SCHEMA.field(key) for key in
-                        ("seed_id", "seed_path", "seed_file", "domain")), ("sample", pa.int32())])
+    schema = pa.schema([("unit_id", pa.string()), *(SEED_WORK_SCHEMA.field(key) for key in shared),
+                        ("sample", pa.int32())])
     return pa.Table.from_pylist(units, schema=schema)
 
 
@@ -127,7 +131,7 @@ class DiscoverOperator(LLMOperator):
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out = {name: None for name in DISCOVERY_SCHEMA.names}
-        out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample")})
+        out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample", "round")})
         out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
         filesystem, path = resolve(row["seed_file"])
         seed = seeds.read_seed(filesystem, path, self.discover.seed_max_tokens, self.discover.chars_per_token)
@@ -135,7 +139,7 @@ class DiscoverOperator(LLMOperator):
         if seed.text is None:
             return _finished(out, seed.status, seed.reason)
         messages = prompts.discover_messages(self.discover.prompts, seed.text, self.discover.marker,
-                                             self.discover.min_lemmas)
+                                             self.discover.min_lemmas, row["known"] or ())
         result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
         out.update(answered(result, self.discover.marker), finished_at=datetime.now(timezone.utc))
         return out

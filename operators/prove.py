@@ -47,8 +47,10 @@ REPLAY_REASON = "replay"
 @dataclass(frozen=True)
 class ProveSettings:
     """The prove step's config (`prove:`): K repairs per prover, the answer's code marker, the environment lines
-    the checked file starts with, whether trivial statements are proved too, the prompt templates, and
-    grounding (None: closed-book). The provers themselves are the LLM config's `provers`."""
+    the checked file starts with, whether trivial statements are proved too, the prompt templates, grounding (None:
+    closed-book), whether repairs ask for a sketch when no proof comes (`subgoals.sketch_prompt`) and whether the
+    goals an attempt leaves open are read (`subgoals.enabled`). The provers themselves are the LLM config's
+    `provers`."""
 
     max_repairs: int
     marker: str
@@ -56,6 +58,8 @@ class ProveSettings:
     include_trivial: bool
     prompts: Mapping[str, str]
     grounding: GroundingSettings | None
+    sketch: bool = False
+    open_goals: bool = False
 
 
 class InfraFailure(Exception):
@@ -125,9 +129,11 @@ class ProveOperator(LLMOperator):
         self.pool = pool
         self.grounder = open_grounder(prove.grounding)
         self.accepted = (COMPILED, TRIVIAL) if prove.include_trivial else (COMPILED,)
+        # Mining sub-goals, an attempt's `sorry`s go to Lean, which says what goals they leave open.
+        self.check_mode = "sketch" if prove.open_goals else "proof"
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        if not is_open(row, *self.accepted):
+        if not is_open(row, *self.accepted) or row["statement"] is None:
             return row
         try:
             proofs = await asyncio.gather(*(self._prove(role, row) for role in self.settings.provers))
@@ -140,13 +146,13 @@ class ProveOperator(LLMOperator):
         loop = RepairLoop(self.prove.max_repairs, self.prove.marker, partial(with_environment, self.prove.env_lines))
 
         async def check(code: str) -> CheckResult:
-            result = await self.pool.check(code, mode="proof", statement=statement)
+            result = await self.pool.check(code, mode=self.check_mode, statement=statement)
             record_lean_check(row, result)
             return result
 
         async def ask(step: Ask) -> LLMResult:
             messages = prompts.prove_messages(self.prove.prompts, statement, self.prove.env_lines, self.prove.marker,
-                                              step.history)
+                                              step.history, self.prove.sketch)
             last_diagnostics = step.history[-1]["diagnostics"] if step.history else []
             messages = await grounded(self.grounder, messages, statement, last_diagnostics)
             answer = await self.complete(self.settings.request(role, STAGE, messages, row["candidate_id"], step.call))

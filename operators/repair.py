@@ -15,7 +15,7 @@ from typing import Any
 from lean_pool.session_check import CheckResult
 from operators.llm.answers import extract_code
 from operators.llm.client import LLMResult
-from operators.rows.candidates import diagnostics
+from operators.rows.candidates import diagnostics, open_goals
 
 # How a loop ends.
 PASSED = "passed"  # Lean accepted an attempt
@@ -25,10 +25,12 @@ INFRA = "infra"  # Lean or the endpoint failed, not the attempt: the candidate i
 
 
 def attempt_entry(code: str | None, result: CheckResult | None, response: str | None) -> dict[str, Any]:
-    """One round of the history: the code checked (None when the answer had none), its verdict and diagnostics."""
+    """One round of the history: the code checked (None when the answer had none), its verdict, diagnostics and the
+    goals it left open."""
     if result is None:
-        return {"code": code, "status": "no_code", "diagnostics": [], "response": response}
-    return {"code": code, "status": result.status, "diagnostics": diagnostics(result.messages), "response": response}
+        return {"code": code, "status": "no_code", "diagnostics": [], "response": response, "goals": []}
+    return {"code": code, "status": result.status, "diagnostics": diagnostics(result.messages), "response": response,
+            "goals": open_goals(result.sorries, result.messages)}
 
 
 def no_rejection(result: CheckResult) -> None:

@@ -16,9 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lean_pool.lean_source import THEOREM_KINDS, Command, read_commands
+from lean_pool.lean_source import THEOREM_KINDS, Command, goal_theorem, read_commands, read_goal
 from operators.llm.answers import extract_code
-from operators.rows.candidates import candidates_table, new_candidate
+from operators.rows.candidates import (
+    COMPILED,
+    SUBGOAL,
+    TRIVIAL,
+    candidates_table,
+    empty_candidate,
+    new_candidate,
+    subgoal_id,
+)
 from operators.storage import resolve
 
 # Discovery statuses that come from the answer's text.
@@ -88,18 +96,84 @@ def explode(discovery: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [new_candidate(discovery, index, snippet) for index, snippet in enumerate(discovery["snippets"] or [])]
 
 
+@dataclass(frozen=True)
+class SubgoalSettings:
+    """`subgoals:` as split and prove read it: how many open goals of one parent become candidates, and whether a
+    failed first proof is followed by a request for a sketch."""
+
+    max_per_candidate: int
+    sketch_prompt: bool
+
+
+SUBGOAL_SUFFIX = "_subgoal_"
+# A parent's sub-goals are mined once its proving ended without a proof.
+SUBGOAL_PARENT_STATUSES = (COMPILED,)
+ASSUMPTION_REASON = "subgoal: the goal is one of its own hypotheses"
+
+
+def open_goals_of(parent: Mapping[str, Any]) -> list[str]:
+    """Every goal the parent's proof attempts left open, each once, in the order the attempts met them."""
+    goals = [goal for proof in parent["proofs"] or [] for attempt in proof["attempts"] or []
+             for goal in attempt.get("goals") or []]
+    return list(dict.fromkeys(goals))
+
+
+def restated(parent_file: str, declaration: str) -> str | None:
+    """`declaration` in place of the first theorem of `parent_file`, as a file of its own with the context the parent
+    had (imports, namespaces, `open`s, variables): split's rules, applied to a goal's statement."""
+    theorem = next((c for c in read_commands(parent_file) if c.kind in THEOREM_KINDS), None)
+    if theorem is None:
+        return None
+    files = split_lemmas(parent_file[:theorem.start] + declaration + "\n" + parent_file[theorem.end:])
+    return files[0] if files else None
+
+
+def subgoal_candidates(parent: Mapping[str, Any], max_per_candidate: int) -> list[dict[str, Any]]:
+    """The candidates a parent's open goals give, at most `max_per_candidate`: each goal a theorem named after its
+    parent, in the parent's context. A goal that is one of its own hypotheses is `trivial` at once; a goal that
+    cannot be a statement (a `let` value among its hypotheses, text that is not a goal) gives none."""
+    statement = parent["statement"] or ""
+    theorem = next((c for c in read_commands(statement) if c.kind in THEOREM_KINDS), None)
+    if theorem is None:
+        return []
+    rows = []
+    for index, text in enumerate(open_goals_of(parent)[:max_per_candidate]):
+        goal = read_goal(text)
+        if goal is None or goal.let_bound:
+            continue
+        lean_file = restated(statement, goal_theorem(goal, f"{theorem.written_name}{SUBGOAL_SUFFIX}{index + 1}"))
+        if lean_file is None:
+            continue
+        row = empty_candidate(
+            candidate_id=subgoal_id(parent["candidate_id"], index), parent_id=parent["candidate_id"],
+            goal_index=index, origin=SUBGOAL, depth=(parent["depth"] or 0) + 1, statement_raw=lean_file,
+            discovered_at=parent["finished_at"],
+            **{key: parent[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample", "snippet_index",
+                                            "round", "provenance")})
+        if goal.is_assumption:
+            row.update(status=TRIVIAL, trivial=True, reason=ASSUMPTION_REASON)
+        rows.append(row)
+    return rows
+
+
+PARENT_COLUMNS = ["candidate_id", "unit_id", "seed_id", "seed_path", "domain", "sample", "snippet_index", "round",
+                  "depth", "statement", "proofs", "provenance", "finished_at"]
+
 # What split takes, one row per seed: the discovery files holding its rows, and the candidate files holding the
-# rows of it an earlier run finished (read for that seed alone, so no list of every finished id is ever built).
+# rows of it an earlier run finished (read for that seed alone, so no list of every finished id is ever built). With
+# a `subgoal_depth` above 0, the open goals of its finished candidates one level above become candidates too.
 SEED_ITEM_SCHEMA = pa.schema([
     ("seed_id", pa.string()),
     ("paths", pa.list_(pa.string())),
     ("finished_files", pa.list_(pa.string())),
+    ("subgoal_depth", pa.int32()),
 ])
 
 
-def explode_seeds(batch: pa.Table) -> pa.Table:
+def explode_seeds(batch: pa.Table, subgoals: SubgoalSettings | None = None) -> pa.Table:
     """`map_batches` step over seed items (`SEED_ITEM_SCHEMA`): every candidate of these seeds, from every discovery
-    file that holds them. A seed's candidates leave in one block, so the dedup stage sees them together."""
+    file that holds them, and (items with a `subgoal_depth`, `subgoals` on) the sub-goals of their parents. A seed's
+    candidates leave in one block, so the dedup stage sees them together."""
     seeds = batch.column("seed_id").to_pylist()
     paths = dict.fromkeys(path for paths in batch.column("paths").to_pylist() for path in paths)
     rows = []
@@ -108,7 +182,23 @@ def explode_seeds(batch: pa.Table) -> pa.Table:
         written = pq.read_table(location, filesystem=filesystem, filters=[("seed_id", "in", seeds)])
         for discovery in written.to_pylist():
             rows.extend(explode(discovery))
+    for item in batch.to_pylist():
+        if subgoals is not None and item["subgoal_depth"]:
+            for parent in parents(item):
+                rows.extend(subgoal_candidates(parent, subgoals.max_per_candidate))
     return candidates_table(rows)
+
+
+def parents(item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The finished candidates of a seed item one level above its `subgoal_depth` whose proving left goals open."""
+    found = []
+    for path in item["finished_files"]:
+        filesystem, location = resolve(path)
+        written = pq.read_table(location, filesystem=filesystem, columns=PARENT_COLUMNS, filters=[
+            ("seed_id", "=", item["seed_id"]), ("status", "in", list(SUBGOAL_PARENT_STATUSES)),
+            ("depth", "=", item["subgoal_depth"] - 1)])
+        found.extend(parent for parent in written.to_pylist() if open_goals_of(parent))
+    return found
 
 
 def unfinished(candidates: pa.Table, seeds: pa.Table) -> pa.Table:
@@ -128,6 +218,6 @@ def unfinished(candidates: pa.Table, seeds: pa.Table) -> pa.Table:
     return candidates.filter(pc.invert(pc.is_in(candidates.column("candidate_id"), value_set=done)))
 
 
-def split_seeds(batch: pa.Table) -> pa.Table:
-    """The split step without dedup: the seeds' candidates an earlier run has not finished."""
-    return unfinished(explode_seeds(batch), batch)
+def split_seeds(batch: pa.Table, subgoals: SubgoalSettings | None = None) -> pa.Table:
+    """The split step without dedup: the seeds' candidates (and sub-goals) an earlier run has not finished."""
+    return unfinished(explode_seeds(batch, subgoals), batch)

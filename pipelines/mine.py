@@ -30,7 +30,7 @@ from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
 from operators.rows.candidates import COMPILED, DISCOVERED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
-from operators.split import SEED_ITEM_SCHEMA, split_seeds
+from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of, split_seeds
 from operators.trivial import TrivialOperator
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
@@ -99,8 +99,9 @@ def verify_stages(job: MiningJob, priority: int) -> list[Stage]:
     when on; the candidates an earlier run finished are left out after it), judge, then the statement stages at
     `priority`."""
     steps = job.steps
-    split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1}) if steps.dedup is None \
-        else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup))
+    split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1,
+                                         "fn_kwargs": {"subgoals": steps.subgoals}}) if steps.dedup is None \
+        else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup, subgoals=steps.subgoals))
     return [split, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
             *statement_stages(job, priority)]
 
@@ -155,17 +156,40 @@ def run_plan(job: MiningJob, plan: SeedPlan, plans: int) -> None:
 
 
 def mine_seeds(job: MiningJob) -> None:
-    """Seed files -> discoveries/ and candidates/ in bounded streaming plans of `ray.seeds_per_plan` seeds that
+    """Seed files -> discoveries/ and candidates/, round after round (`rounds`), each round's candidates followed by
+    the candidates their failed proofs' open goals give (`subgoals`, level after level up to `max_depth`)."""
+    for round_number in range(1, int(job.cfg.rounds) + 1):
+        run_plans(job, *job.seed_work(round_number))
+        for depth in range(1, int(job.cfg.subgoals.max_depth) + 1) if job.steps.subgoals else ():
+            seeds = job.off_the_driver(seeds_with_open_goals, job.run.uri, depth - 1)
+            if seeds:
+                run_plans(job, [], job.subgoal_work(depth, seeds))
+
+
+def seeds_with_open_goals(run_uri: str, depth: int) -> list[str]:
+    """The seeds with a finished candidate at `depth` whose proving ended without a proof but with goals open: the
+    seeds a sub-goal level works on (read a file at a time, only these columns)."""
+    found: set[str] = set()
+    for part in RunDir(run_uri).read_by_file("candidates", ["seed_id", "status", "depth", "proofs"]):
+        found.update(row["seed_id"] for row in part.to_pylist()
+                     if row["status"] in SUBGOAL_PARENT_STATUSES and (row["depth"] or 0) == depth and open_goals_of(row))
+    return sorted(found)
+
+
+def run_plans(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]]) -> None:
+    """Seed items -> discoveries/ and candidates/ in bounded streaming plans of `ray.seeds_per_plan` seeds that
     overlap (`pipelines.runtime.plans`): the next plan starts once the current one's seeds are discovered. Plans
     whose actors do not all fit on a local Ray are a `SetupError`: they would not stream, and could stall for good."""
-    to_discover, to_split = job.seed_work()
     plans = seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan))
+    if not plans:
+        return
     shortfall = streaming_shortfall(streaming_cpus(job.cfg, len(plans)), ray.cluster_resources().get("CPU", 0.0))
     if shortfall and job.cfg.ray.address is None:
         raise SetupError(shortfall)
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
-    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans)), job.discover_calls_returned,
+    before = job.discover_calls_returned()
+    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans)), lambda: job.discover_calls_returned() - before,
                     in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
 
 

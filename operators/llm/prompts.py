@@ -39,9 +39,14 @@ def format_history(templates: Mapping[str, str], attempts: Sequence[Mapping[str,
     )
 
 
-def discover_messages(templates: Mapping[str, str], seed_text: str, marker: str, min_lemmas: int) -> Messages:
-    """Ask for many missing, diverse lemma statements about one seed file, written after the marker."""
-    return _chat(templates, templates["discover"].format(seed=seed_text, marker=marker, min_lemmas=min_lemmas))
+def discover_messages(templates: Mapping[str, str], seed_text: str, marker: str, min_lemmas: int,
+                      known: Sequence[str] = ()) -> Messages:
+    """Ask for many missing, diverse lemma statements about one seed file, written after the marker; in a later
+    round, after the lemmas earlier rounds proved for it (`known`), which it should neither repeat nor ignore."""
+    user = templates["discover"].format(seed=seed_text, marker=marker, min_lemmas=min_lemmas)
+    if known:
+        user += "\n\n" + templates["discover_known"].format(known="\n\n".join(known))
+    return _chat(templates, user)
 
 
 def judge_messages(templates: Mapping[str, str], statement: str) -> Messages:
@@ -60,15 +65,17 @@ def prove_messages(
     env_lines: Sequence[str],
     marker: str,
     attempts: Sequence[Mapping[str, Any]],
+    sketch: bool = False,
 ) -> Messages:
-    """Ask for a full proof of the statement; after a failure, for a repair given every attempt so far."""
+    """Ask for a full proof of the statement; after a failure, for a repair given every attempt so far, and with
+    `sketch`, for a proof sketch whose open steps are `have ... := by sorry` if no whole proof comes."""
     environment = "\n".join(f"    {line}" for line in env_lines)
     if not attempts:
         return _chat(templates, templates["prove"].format(statement=statement, environment=environment, marker=marker))
     user = templates["prove_repair"].format(
         statement=statement, environment=environment, marker=marker, history=format_history(templates, attempts)
     )
-    return _chat(templates, user)
+    return _chat(templates, user + ("\n\n" + templates["prove_sketch"] if sketch else ""))
 
 
 def with_preamble(messages: Messages, text: str) -> Messages:

@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
 from lean_pool.busy_log import append_busy_span
-from lean_pool.lean_source import read_commands
+from lean_pool.lean_source import leading_binders, read_commands
 from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
 from operators.rows.formalizations import MAJOR, MINOR, PERFECT, theorem_name
 
@@ -200,10 +200,23 @@ def formalize_reply(code: str, fixed: bool, script: Mapping[str, Any], error_mar
     return f"Repair (simulated).\n{script['marker']}\n```lean\n{repaired}\n```\n"
 
 
-def prove_reply(code: str, proved: bool, script: Mapping[str, Any]) -> str:
-    """A proof answer: the marker then the statement, with `sorry` replaced by a proof once it "succeeds"."""
-    body = code.replace("sorry", script["proof"]) if proved else code
+def prove_reply(code: str, proved: bool, script: Mapping[str, Any], sketch_step: str | None = None) -> str:
+    """A proof answer: the marker then the statement, with `sorry` replaced by a proof once it "succeeds", else
+    (asked for a sketch) by a `have` stating `sketch_step` (a signature) left as `sorry` and a proof from it."""
+    body = code
+    if proved:
+        body = code.replace("sorry", script["proof"])
+    elif sketch_step is not None:
+        body = code.replace("sorry", f"\n  have sketch_step : {sketch_proposition(sketch_step)} := by sorry\n"
+                                     f"  {script['proof']} [sketch_step]", 1)
     return f"Proof attempt (simulated).\n{script['marker']}\n```lean\n{body}\n```\n"
+
+
+def sketch_proposition(signature: str) -> str:
+    """A scripted signature (`(n : ℕ) : n + 0 = n`) as one proposition (`∀ (n : ℕ), n + 0 = n`)."""
+    binders, rest = leading_binders(signature)
+    conclusion = rest.removeprefix(":").strip()
+    return f"∀ {' '.join(binders)}, {conclusion}" if binders else conclusion
 
 
 def think_reply(informal: str) -> str:
@@ -360,7 +373,10 @@ def scripted_reply(
     if meta.stage == "prove":
         k = success_attempt(script["prove"]["proved_at_attempt"], unit(seed, model, "prove", subject))
         proved = k is not None and meta.attempt >= k
-        return prove_reply(last_lean_block(prompt), proved, script["prove"])
+        statements = script["discover"]["statements"]
+        sketch = statements[int(unit(seed, model, "sketch", subject, meta.attempt) * len(statements))] \
+            if script["prove"]["sketch_cue"] in prompt else None
+        return prove_reply(last_lean_block(prompt), proved, script["prove"], sketch)
     if meta.stage == "think":
         return think_reply(last_block(prompt, "text"))
     if meta.stage in ("draft", "translate"):
@@ -410,6 +426,15 @@ def latency_s(digest: str, stage: str, sim: Mapping[str, Any]) -> float:
     median = latency.get("by_stage", {}).get(stage, latency["median_s"])
     u = min(max(unit(sim["seed"], digest, "latency"), 1e-12), 1 - 1e-12)
     return median * math.exp(latency["sigma"] * statistics.NormalDist().inv_cdf(u))
+
+
+def append_prompt(path: str, meta: RequestMeta, prompt: str) -> None:
+    """Append one request's stage, candidate, attempt and last user message to the JSON-lines log at `path`, in one
+    write (several server threads share the file)."""
+    line = json.dumps({"stage": meta.stage, "candidate_id": meta.candidate_id, "attempt": meta.attempt,
+                       "prompt": prompt}) + "\n"
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(line)
 
 
 def error_body(message: str, error_type: str, code: str | None = None) -> dict[str, Any]:
@@ -641,6 +666,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, error_body(f"The model `{body.get('model')}` does not exist (simulated).",
                                             "NotFoundError", "model_not_found"))
             return 404
+        if sim["prompt_log"] is not None:
+            append_prompt(sim["prompt_log"], meta, last_user_text(messages))
         prompt = prompt_tokens(messages, sim["chars_per_token"])
         completion = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
         if prompt + completion > sim["max_context_tokens"]:

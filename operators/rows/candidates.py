@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lean_pool.lean_source import unsolved_goals
+
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
 DUPLICATE = "duplicate"
@@ -24,6 +26,10 @@ PROVED = "proved"
 ERROR_INFRA = "error_infra"
 STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
             ERROR_INFRA)
+# Where a candidate comes from (`origin`): a discover answer about its seed, or a goal a proof attempt left open.
+SEED = "seed"
+SUBGOAL = "subgoal"
+ORIGINS = (SEED, SUBGOAL)
 # What a duplicate restates (`dedup_kind`): a declaration of the Mathlib index, or an earlier candidate of its seed.
 MATHLIB = "mathlib"
 CANDIDATE = "candidate"
@@ -34,7 +40,8 @@ DIAGNOSTIC = pa.struct(
     [("severity", pa.string()), ("line", pa.int32()), ("column", pa.int32()), ("message", pa.string())]
 )
 ATTEMPT = pa.struct(
-    [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string())]
+    [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string()),
+     ("goals", pa.list_(pa.string()))]  # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
 )
 PROOF = pa.struct(
     [
@@ -111,6 +118,11 @@ CANDIDATE_SCHEMA = pa.schema(
         ("domain", pa.string()),
         ("sample", pa.int32()),
         ("snippet_index", pa.int32()),
+        ("round", pa.int32()),  # the discover round it comes from (`rounds`), 1 for the first
+        ("origin", pa.string()),  # seed or subgoal
+        ("parent_id", pa.string()),  # a sub-goal's candidate: the candidate whose proof attempt left it open
+        ("goal_index", pa.int32()),  # a sub-goal's place among its parent's open goals
+        ("depth", pa.int32()),  # 0 for a discovered candidate, its parent's depth + 1 for a sub-goal
         ("statement_raw", pa.string()),
         ("dedup_kind", pa.string()),  # mathlib or candidate: what a duplicate restates
         ("dedup_match", pa.string()),  # the declaration name or candidate id it restates
@@ -140,14 +152,28 @@ CANDIDATE_SCHEMA = pa.schema(
 )
 
 
-def unit_id(seed_id: str, sample: int) -> str:
-    """Identity of one discover call: a seed and the index of the sample drawn for it."""
-    return f"{seed_id}/s{sample}"
+def unit_id(seed_id: str, sample: int, round_number: int = 1) -> str:
+    """Identity of one discover call: a seed, the index of the sample drawn for it and the round (the first round's
+    ids name no round, as before rounds existed)."""
+    return f"{seed_id}/s{sample}" if round_number == 1 else f"{seed_id}/r{round_number}/s{sample}"
 
 
-def candidate_id(seed_id: str, sample: int, snippet_index: int) -> str:
-    """Stable identity of a candidate: the same seed, sample and snippet give the same id in every run."""
-    return f"{unit_id(seed_id, sample)}/c{snippet_index}"
+def candidate_id(seed_id: str, sample: int, snippet_index: int, round_number: int = 1) -> str:
+    """Stable identity of a candidate: the same seed, round, sample and snippet give the same id in every run."""
+    return f"{unit_id(seed_id, sample, round_number)}/c{snippet_index}"
+
+
+def subgoal_id(parent_id: str, goal_index: int) -> str:
+    """Stable identity of a sub-goal candidate: its parent and its place among the parent's open goals."""
+    return f"{parent_id}/g{goal_index}"
+
+
+def sibling_order(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
+    """Where a candidate stands among its seed's: by round, discovered before sub-goals, then sample, snippet and
+    goal. Of two restatements dedup keeps the first in this order, so an earlier round's candidate is never
+    displaced by a later one."""
+    return (row["round"] or 1, ORIGINS.index(row["origin"] or SEED), row["sample"] or 0, row["snippet_index"] or 0,
+            row["goal_index"] if row["goal_index"] is not None else -1)
 
 
 def empty_candidate(**identity: Any) -> dict[str, Any]:
@@ -173,14 +199,18 @@ def empty_candidate(**identity: Any) -> dict[str, Any]:
 
 def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> dict[str, Any]:
     """A freshly split candidate: identity and raw statement from its discovery, every later column empty."""
+    round_number = discovery.get("round") or 1
     return empty_candidate(
-        candidate_id=candidate_id(discovery["seed_id"], discovery["sample"], snippet_index),
+        candidate_id=candidate_id(discovery["seed_id"], discovery["sample"], snippet_index, round_number),
         unit_id=discovery["unit_id"],
         seed_id=discovery["seed_id"],
         seed_path=discovery["seed_path"],
         domain=discovery["domain"],
         sample=discovery["sample"],
         snippet_index=snippet_index,
+        round=round_number,
+        origin=SEED,
+        depth=0,
         statement_raw=snippet,
         provenance=discovery["provenance"],
         discovered_at=discovery["finished_at"],
@@ -251,6 +281,15 @@ def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         }
         for message in messages
     ]
+
+
+def open_goals(sorries: Iterable[Mapping[str, Any]], messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The goals a check left open, as Lean printed them: each `sorry`'s, then each `unsolved goals` error's."""
+    goals = [sorry["goal"] for sorry in sorries if sorry.get("goal")]
+    for message in messages:
+        if message.get("severity") == "error":
+            goals.extend(unsolved_goals(message.get("data") or ""))
+    return list(dict.fromkeys(goals))
 
 
 def funnel(statuses: Iterable[str]) -> dict[str, int]:

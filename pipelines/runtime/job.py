@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import ray
 from omegaconf import DictConfig, OmegaConf
@@ -25,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from conf import ray_init_options
 from conf.ray_start import init_ray_logging_to, limit_malloc_arenas
 from lean_pool.check import lean_checks_line
+from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.dedup import DedupSettings
@@ -38,8 +40,9 @@ from operators.llm.client import StageUsage, start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
-from operators.rows.candidates import ERROR_INFRA, unit_id
+from operators.rows.candidates import ERROR_INFRA, PROVED, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
+from operators.split import SubgoalSettings
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
@@ -139,6 +142,15 @@ class StepSettings:
     faithfulness: FaithfulnessSettings | None
     trivial: TrivialSettings
     prove: ProveSettings
+    subgoals: SubgoalSettings | None
+
+
+def subgoal_settings(cfg: DictConfig) -> SubgoalSettings | None:
+    """`subgoals:` when the job has it and it is on (mining does; a benchmark's evaluation mines no sub-goals)."""
+    section = cfg.get("subgoals")
+    if section is None or not section.enabled:
+        return None
+    return SubgoalSettings(max_per_candidate=int(section.max_per_candidate), sketch_prompt=bool(section.sketch_prompt))
 
 
 def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: IndexSettings) -> FaithfulnessSettings:
@@ -158,6 +170,7 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
         k=int(cfg.grounding.k), k_missing=int(cfg.grounding.k_missing), max_missing=int(cfg.grounding.max_missing),
         header=str(cfg.grounding.header), missing_header=str(cfg.grounding.missing_header), index=index,
     ) if cfg.grounding.enabled else None
+    subgoals = subgoal_settings(cfg)
     return StepSettings(
         discover=DiscoverSettings(marker=str(cfg.discover.marker), min_lemmas=int(cfg.discover.min_lemmas),
                                   seed_max_tokens=int(cfg.seeds.max_tokens),
@@ -171,7 +184,9 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
         trivial=TrivialSettings(tactic=str(cfg.trivial.tactic)),
         prove=ProveSettings(max_repairs=int(cfg.prove.max_repairs), marker=str(cfg.prove.marker),
                             env_lines=tuple(str(line) for line in cfg.prove.env_lines),
-                            include_trivial=bool(cfg.prove.include_trivial), prompts=prompts, grounding=grounding),
+                            include_trivial=bool(cfg.prove.include_trivial), prompts=prompts, grounding=grounding,
+                            sketch=subgoals is not None and subgoals.sketch_prompt, open_goals=subgoals is not None),
+        subgoals=subgoals,
     )
 
 
@@ -321,21 +336,23 @@ class MiningJob:
         return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
                 f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
 
-    def seed_work(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """What the mining plan starts from: seeds with samples still to draw (discover's work items,
-        `SEED_WORK_SCHEMA`) and seeds whose discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each
-        names the files split will read for it: its discoveries, and the candidates an earlier run finished."""
+    def seed_work(self, round_number: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What round `round_number` of the mining starts from: seeds with samples of that round still to draw
+        (discover's work items, `SEED_WORK_SCHEMA`, with the lemmas earlier rounds proved for the seed) and seeds whose
+        discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each names the files split will read for it:
+        its discoveries, and the candidates an earlier run finished."""
         self.run.prepare("discoveries", RETRIED_STATUSES)
         self.run.prepare("candidates", {ERROR_INFRA})
         discovered = self._files_by_seed("discoveries")
         finished = self._files_by_seed("candidates")
         done = self.run.ids("discoveries", "unit_id")
+        known = self.proved_statements() if round_number > 1 else {}
         domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
         samples = range(int(self.cfg.discover.samples_per_seed))
         to_discover = []
         for relative in self.seed_files:
             name = seed_id(relative)
-            pending = [sample for sample in samples if unit_id(name, sample) not in done]
+            pending = [sample for sample in samples if unit_id(name, sample, round_number) not in done]
             if pending:
                 to_discover.append({
                     "seed_id": name,
@@ -343,13 +360,34 @@ class MiningJob:
                     "seed_file": self._seed_uri(relative),
                     "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
                     "samples": pending,
+                    "round": round_number,
+                    "known": known.get(name, []),
                     "paths": discovered.get(name, []),
                     "finished_files": finished.get(name, []),
                 })
         drawn = {item["seed_id"] for item in to_discover}
-        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, [])}
+        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, []), "subgoal_depth": 0}
                     for name, paths in sorted(discovered.items()) if name not in drawn]
         return to_discover, to_split
+
+    def subgoal_work(self, depth: int, seeds: Sequence[str]) -> list[dict[str, Any]]:
+        """Split's items that mine the open goals of `seeds`' candidates at `depth - 1` (`SEED_ITEM_SCHEMA`): the
+        seed's discoveries come too, so dedup compares each sub-goal with every other candidate of its seed."""
+        self.run.prepare("candidates", {ERROR_INFRA})
+        discovered = self._files_by_seed("discoveries")
+        finished = self._files_by_seed("candidates")
+        return [{"seed_id": name, "paths": discovered.get(name, []), "finished_files": finished.get(name, []),
+                 "subgoal_depth": depth} for name in sorted(seeds)]
+
+    def proved_statements(self) -> dict[str, list[str]]:
+        """For each seed, the declarations of its proved candidates (without their imports), oldest round first: what
+        a later round's discover prompt lists as already found."""
+        proved: dict[str, list[str]] = {}
+        for part in self.run.read_by_file("candidates", ["seed_id", "status", "round", "statement"]):
+            for row in sorted(part.filter(pc.equal(part.column("status"), PROVED)).to_pylist(),
+                              key=lambda row: row["round"] or 1):
+                proved.setdefault(row["seed_id"], []).append(without_imports(row["statement"])[1].strip())
+        return proved
 
     def _files_by_seed(self, table: str) -> dict[str, list[str]]:
         """For each seed, the files of `table` that hold rows of it."""
