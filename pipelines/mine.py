@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
 from operators.prove import ProveOperator
-from operators.rows.candidates import COMPILED, DISCOVERED
+from operators.rows.candidates import COMPILED, DISCOVERED, SEED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of, split_seeds
 from operators.trivial import TrivialOperator
@@ -136,7 +137,7 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     return ray.data.from_blocks([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
-def run_plan(job: MiningJob, plan: SeedPlan, plans: int) -> None:
+def run_plan(job: MiningJob, plan: SeedPlan, plans: int, part: str = "") -> None:
     """One plan of `plans`: its seeds still to discover go through discover (which writes their discoveries), seeds
     already discovered join them, and every seed's unfinished candidates go on through the verify stages while later
     seeds are still being discovered. An older plan's Lean checks go first, so plans end one after another. Its
@@ -152,18 +153,21 @@ def run_plan(job: MiningJob, plan: SeedPlan, plans: int) -> None:
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
     write(job, streamed(seeds, verify_stages(job, plan.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
-    print(plan_done_line(plan, plans, time.monotonic() - started, driver_rss_bytes()), flush=True)
+    print(plan_done_line(plan, plans, time.monotonic() - started, driver_rss_bytes(), part), flush=True)
 
 
 def mine_seeds(job: MiningJob) -> None:
     """Seed files -> discoveries/ and candidates/, round after round (`rounds`), each round's candidates followed by
     the candidates their failed proofs' open goals give (`subgoals`, level after level up to `max_depth`)."""
-    for round_number in range(1, int(job.cfg.rounds) + 1):
-        run_plans(job, *job.seed_work(round_number))
-        for depth in range(1, int(job.cfg.subgoals.max_depth) + 1) if job.steps.subgoals else ():
+    rounds = int(job.cfg.rounds)
+    levels = int(job.cfg.subgoals.max_depth) if job.steps.subgoals else 0
+    for round_number in range(1, rounds + 1):
+        part = f"round {round_number}" if rounds > 1 or levels else ""
+        run_plans(job, *job.seed_work(round_number), part=part)
+        for depth in range(1, levels + 1):
             seeds = job.off_the_driver(seeds_with_open_goals, job.run.uri, depth - 1)
             if seeds:
-                run_plans(job, [], job.subgoal_work(depth, seeds))
+                run_plans(job, [], job.subgoal_work(depth, seeds), part=f"{part} sub-goals level {depth}")
 
 
 def seeds_with_open_goals(run_uri: str, depth: int) -> list[str]:
@@ -176,7 +180,8 @@ def seeds_with_open_goals(run_uri: str, depth: int) -> list[str]:
     return sorted(found)
 
 
-def run_plans(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]]) -> None:
+def run_plans(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], part: str = ""
+              ) -> None:
     """Seed items -> discoveries/ and candidates/ in bounded streaming plans of `ray.seeds_per_plan` seeds that
     overlap (`pipelines.runtime.plans`): the next plan starts once the current one's seeds are discovered. Plans
     whose actors do not all fit on a local Ray are a `SetupError`: they would not stream, and could stall for good."""
@@ -189,19 +194,21 @@ def run_plans(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
     before = job.discover_calls_returned()
-    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans)), lambda: job.discover_calls_returned() - before,
+    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans), part),
+                    lambda: job.discover_calls_returned() - before,
                     in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
 
 
 @dataclass(frozen=True)
 class WrittenTables:
-    """What a run's tables hold once the seeds table is rebuilt: rows per table, candidates and seeds by status, and
-    what the written rows cost."""
+    """What a run's tables hold once the seeds table is rebuilt: rows per table, candidates and seeds by status, what
+    the written rows cost, and candidates per round and origin (`round 1 seed`, `round 1 subgoal`, ...)."""
 
     rows: dict[str, int]
     candidates: dict[str, int]
     seeds: dict[str, int]
     cost: WrittenCost
+    origins: dict[str, int]
 
 
 def rebuild_seeds(run_uri: str) -> WrittenTables:
@@ -209,17 +216,25 @@ def rebuild_seeds(run_uri: str) -> WrittenTables:
     only their counts kept, and say what the tables hold."""
     run = RunDir(run_uri)
     discoveries = run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
-    cost, parts = written_cost([discoveries]), []
-    for part in run.read_by_file("candidates", ["seed_id", "status", "llm_calls", "lean_checks", "proofs"]):
+    cost, parts, origins = written_cost([discoveries]), [], Counter()
+    for part in run.read_by_file("candidates", ["seed_id", "status", "round", "origin", "llm_calls", "lean_checks",
+                                                "proofs"]):
         cost.add(part)
         parts.append(status_counts_by_seed(part))
+        origins.update(origin_label(row) for row in part.select(["round", "origin"]).to_pylist())
     candidate_counts = pa.concat_tables(parts) if parts else NO_STATUS_COUNTS
     seeds = seeds_table(discoveries, candidate_counts)
     run.write_table("seeds", seeds)
     candidates = dict(pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum()).iter_rows())
     return WrittenTables({"candidates": sum(candidates.values()), "seeds": seeds.num_rows,
                           "discoveries": discoveries.num_rows},
-                         candidates, rows_by_status(seeds.column("status").to_pylist(), ()), cost)
+                         candidates, rows_by_status(seeds.column("status").to_pylist(), ()), cost,
+                         dict(sorted(origins.items())))
+
+
+def origin_label(row: dict[str, Any]) -> str:
+    """How the closing block names a candidate's round and origin."""
+    return f"round {row['round'] or 1} {row['origin'] or SEED}"
 
 
 def report(job: MiningJob) -> list[str]:
@@ -229,6 +244,8 @@ def report(job: MiningJob) -> list[str]:
     tables = job.off_the_driver(rebuild_seeds, job.run.uri)
     written = {f"{name}/": (job.run.table_uri(name), f"{rows} rows") for name, rows in tables.rows.items() if rows}
     counts = {"candidates": status_totals(tables.candidates, CANDIDATE_STATUSES), "seeds": tables.seeds}
+    if len(tables.origins) > 1:
+        counts["candidates by round and origin"] = tables.origins
     hint = report_hint(job.run.uri) if tables.rows["candidates"] else None
     return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(tables.cost),
                                  simulated=job.simulated, next_step=hint))

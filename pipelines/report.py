@@ -87,6 +87,15 @@ def funnel_markdown(funnel: pl.DataFrame) -> str:
     return markdown_table(headers, rows) + "\n\nPercentages are of the proposed candidates of the domain."
 
 
+def origin_markdown(origins: pl.DataFrame) -> str:
+    """Per round and origin: candidates, dropped by dedup, compilable, trivial, proved, LLM calls, proved per 100."""
+    headers = ["round", "origin", "candidates", "duplicate", "compilable", "trivial", "proved", "LLM calls",
+               "proved / 100 calls"]
+    rows = [[r["round"], r["origin"], r["candidates"], r["duplicate"], r["compilable"], r["trivial"], r["proved"],
+             r["llm_calls"], number(r["proved_per_100_calls"])] for r in origins.iter_rows(named=True)]
+    return markdown_table(headers, rows)
+
+
 def dedup_markdown(matches: pl.DataFrame, settings: str | None) -> str:
     """How many candidates dedup dropped and what they restate, or that dedup was off for this run."""
     if settings is None:
@@ -212,6 +221,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     c = run.candidates
     funnel = stats.funnel_by_domain(c, domains)
     matches = stats.dedup_matches(c)
+    origins = stats.funnel_by_origin(c, run.discoveries)
     success = stats.success_at(c, max_repairs, domains)
     overlap = stats.overlap(c)
     cost = stats.cost_by_stage(c, run.discoveries)
@@ -220,6 +230,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     sections = [
         f"# Folklore run report{tag}", "", *banner, *provenance_lines(run.uri, run.manifest, c), "",
         f"## Funnel per domain{tag}", "", funnel_markdown(funnel), "", "![funnel](funnel.png)", "",
+        f"### Per round and origin{tag}", "", origin_markdown(origins), "",
         f"### Dedup{tag}", "", dedup_markdown(matches, _provenance(c).get("dedup")), "",
         f"## Success@t per prover and domain{tag}", "", success_markdown(success, max_repairs), "",
         "![Success@t](success_at.png)", "",
@@ -240,7 +251,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     }
     if has_overlap(overlap):
         figures["overlap"] = plots.overlap_figure(overlap, size, label)
-    tables = {"funnel": funnel, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
+    tables = {"funnel": funnel, "origins": origins, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
               "reasons": reasons}
     return Report("\n".join(sections), figures, tables)
 

@@ -148,12 +148,12 @@ def readable_rows(directory: Path) -> list[dict]:
     return rows
 
 
-def kill_when_written(args: list[str], candidates_dir: Path, log: Path) -> None:
-    """Start the driver, SIGKILL it once some candidates are on disk, and wait for its Ray processes to exit."""
+def kill_when_written(args: list[str], candidates_dir: Path, log: Path, files: int = WRITTEN_BEFORE_KILL) -> None:
+    """Start the driver, SIGKILL it once `files` candidate files are on disk, and wait for its Ray processes to exit."""
     with log.open("ab") as out:
         driver = subprocess.Popen(command(args), cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while len(list(candidates_dir.glob("*.parquet"))) < WRITTEN_BEFORE_KILL:
+    while len(list(candidates_dir.glob("*.parquet"))) < files:
         assert driver.poll() is None, "the run finished before it could be killed: " + log.read_text()[-2000:]
         assert time.monotonic() < deadline
         time.sleep(POLL_S)

@@ -157,7 +157,7 @@ def test_a_seed_leaves_out_only_its_own_candidates_an_earlier_run_finished(tmp_p
     written = str(tmp_path / "c.parquet")
     pq.write_table(candidates_table([*explode(_discovery(["a"], sample=0)),
                                      *explode(_discovery(["z", "y"], seed="Mathlib.Y", sample=0))]), written)
-    item = {"seed_id": "Mathlib.X", "paths": [discoveries], "finished_files": [written]}
+    item = {"seed_id": "Mathlib.X", "paths": [discoveries], "finished_files": [written], "subgoal_depth": 0}
     left = split_seeds(pa.Table.from_pylist([item], schema=SEED_ITEM_SCHEMA))
     assert left.column("candidate_id").to_pylist() == ["Mathlib.X/s0/c1", "Mathlib.X/s0/c2"]
     fresh = pa.Table.from_pylist([{**item, "finished_files": []}], schema=SEED_ITEM_SCHEMA)
@@ -166,10 +166,14 @@ def test_a_seed_leaves_out_only_its_own_candidates_an_earlier_run_finished(tmp_p
 
 def test_a_seed_work_item_becomes_one_discover_call_per_sample_still_to_draw():
     work = {"seed_id": "Mathlib.X", "seed_path": "Mathlib/X.lean", "seed_file": "/s/Mathlib/X.lean", "domain": "d",
-            "samples": [0, 2], "paths": [], "finished_files": []}
+            "samples": [0, 2], "round": 1, "known": [], "paths": [], "finished_files": []}
     units = seed_units(pa.Table.from_pylist([work], schema=SEED_WORK_SCHEMA)).to_pylist()
     assert [(unit["unit_id"], unit["sample"], unit["seed_file"]) for unit in units] == [
         ("Mathlib.X/s0", 0, "/s/Mathlib/X.lean"), ("Mathlib.X/s2", 2, "/s/Mathlib/X.lean")]
+    later = seed_units(pa.Table.from_pylist([{**work, "round": 2, "known": ["theorem t : True := trivial"]}],
+                                            schema=SEED_WORK_SCHEMA)).to_pylist()
+    assert [(unit["unit_id"], unit["round"], unit["known"]) for unit in later][0] == (
+        "Mathlib.X/r2/s0", 2, ["theorem t : True := trivial"])
 
 
 # --- prompts --------------------------------------------------------------------------------------------
@@ -194,6 +198,9 @@ def test_discover_prompt_carries_the_whole_seed(templates):
     seed = "theorem x : True := trivial\n" * 50
     user = prompts.discover_messages(templates, seed, MARKER, 100)[-1]["content"]
     assert seed.strip() in user and MARKER in user and "100" in user
+    known = ["theorem found_before (n : ℕ) : n + 0 = n := by\n  simp"]
+    later = prompts.discover_messages(templates, seed, MARKER, 100, known)[-1]["content"]
+    assert later.startswith(user) and known[0] in later and known[0] not in user
 
 
 # --- loop helpers ---------------------------------------------------------------------------------------

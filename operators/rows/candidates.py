@@ -172,8 +172,9 @@ def sibling_order(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
     """Where a candidate stands among its seed's: by round, discovered before sub-goals, then sample, snippet and
     goal. Of two restatements dedup keeps the first in this order, so an earlier round's candidate is never
     displaced by a later one."""
-    return (row["round"] or 1, ORIGINS.index(row["origin"] or SEED), row["sample"] or 0, row["snippet_index"] or 0,
-            row["goal_index"] if row["goal_index"] is not None else -1)
+    goal = row.get("goal_index")
+    return (row.get("round") or 1, ORIGINS.index(row.get("origin") or SEED), row.get("sample") or 0,
+            row.get("snippet_index") or 0, -1 if goal is None else goal)
 
 
 def empty_candidate(**identity: Any) -> dict[str, Any]:

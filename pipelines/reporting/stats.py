@@ -14,6 +14,8 @@ import polars as pl
 
 from operators.rows.candidates import (
     COMPILED,
+    ORIGINS,
+    SEED,
     DUPLICATE,
     ERROR_INFRA,
     NOT_COMPILABLE,
@@ -104,6 +106,32 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
         .drop("judged")
     )
     return ordered(grouped, "domain", domain_order(candidates["domain"].unique().to_list(), preferred_domains))
+
+
+def funnel_by_origin(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.DataFrame:
+    """Per round and origin (the seed's own candidates, then the sub-goals of failed proofs): candidates, how many
+    dedup dropped, compiled, were trivial and were proved, the LLM calls they took (a round's discover calls count with
+    its seed candidates) and proved lemmas per 100 of those calls: what a second round or sub-goals add for the
+    calls they cost."""
+    keyed = candidates.with_columns(pl.col("round").fill_null(1), pl.col("origin").fill_null(SEED))
+    counts = keyed.group_by("round", "origin").agg(
+        pl.len().alias("candidates"),
+        (pl.col("status") == DUPLICATE).sum().alias("duplicate"),
+        pl.col("status").is_in(COMPILABLE_STATUSES).sum().alias("compilable"),
+        pl.col("trivial").fill_null(False).sum().alias("trivial"),
+        (pl.col("status") == PROVED).sum().alias("proved"),
+        pl.col("llm_calls").list.len().fill_null(0).sum().alias("llm_calls"),
+    )
+    if discoveries is not None and discoveries.height:
+        discover = discoveries.with_columns(pl.col("round").fill_null(1)).group_by("round").agg(
+            pl.col("llm_calls").list.len().fill_null(0).sum().alias("discover_calls")).with_columns(
+            pl.lit(SEED).alias("origin"))
+        counts = counts.join(discover, on=["round", "origin"], how="left").with_columns(
+            (pl.col("llm_calls") + pl.col("discover_calls").fill_null(0)).alias("llm_calls")).drop("discover_calls")
+    return counts.with_columns(
+        pl.when(pl.col("llm_calls") > 0).then(100.0 * pl.col("proved") / pl.col("llm_calls")).otherwise(None)
+        .alias("proved_per_100_calls")
+    ).sort("round", pl.col("origin").replace_strict({o: i for i, o in enumerate(ORIGINS)}, default=len(ORIGINS)))
 
 
 def dedup_matches(candidates: pl.DataFrame) -> pl.DataFrame:

@@ -56,10 +56,11 @@ def driver_rss_bytes() -> int:
     return psutil.Process().memory_info().rss
 
 
-def plan_done_line(plan: SeedPlan, plans: int, seconds: float, driver_rss: int) -> str:
-    """What a run prints when a plan has written its last candidate: which plan of how many, its seeds, how long it
-    ran, and the driver's resident memory then, so a night's log shows whether the driver grows from plan to plan."""
-    return (f"[plan] {plan.index + 1}/{plans} done: {plan.seeds} seeds in {seconds:.0f} s; "
+def plan_done_line(plan: SeedPlan, plans: int, seconds: float, driver_rss: int, part: str = "") -> str:
+    """What a run prints when a plan has written its last candidate: which plan of how many (of which `part` of a run
+    that has several: a round, a sub-goal level), its seeds, how long it ran, and the driver's resident memory then,
+    so a night's log shows whether the driver grows from plan to plan."""
+    return (f"[plan] {f'{part}: ' if part else ''}{plan.index + 1}/{plans} done: {plan.seeds} seeds in {seconds:.0f} s; "
             f"driver RSS {driver_rss / MIB:.0f} MiB")
 
 
