@@ -1051,7 +1051,7 @@ def goal_theorem(goal: Goal, name: str) -> str:
                      if not m.group(1).startswith("_")})
     universe = f"universe {' '.join(levels)}\n\n" if levels else ""
     signature = " ".join([name, *binders])
-    return f"{universe}theorem {signature} :\n    {target} := by\n  sorry"
+    return f"{universe}theorem {signature} : {target} := by sorry"
 
 
 def signature_hypotheses(signature: str) -> list[str]:

@@ -86,7 +86,7 @@ def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Cos
     try:
         return measured_costs(run.candidates, run.discoveries, float(cfg.seeds.chars_per_token),
                               f"measured from {run.uri}", shape, started and datetime.fromisoformat(started),
-                              float(settings.defaults.startup_s))
+                              float(settings.defaults.startup_s), float(settings.defaults.subgoals_per_failed_proof))
     except ValueError as error:
         raise SetupError(str(error)) from None
 
@@ -133,9 +133,12 @@ def plan_lines(plan: Plan) -> list[str]:
     gpu_nodes = f" and {cluster.gpu_nodes} GPU nodes x {cluster.gpus_per_gpu_node} GPUs" if cluster.gpu_nodes else ""
     lines = [
         f"seeds: {plan.seed_files} files under {plan.seeds_root}, {len(plan.seed_tokens)} fit the discover model "
-        f"(about {sum(plan.seed_tokens):,} tokens); discover calls: {work.units:,} ({shape.samples_per_seed} per seed)",
+        f"(about {sum(plan.seed_tokens):,} tokens); discover calls: {work.units:,} ({shape.samples_per_seed} per seed"
+        f"{f' in each of {shape.rounds} rounds' if shape.rounds > 1 else ''})",
         f"costs: {plan.costs.source}",
-        f"candidates expected: {work.candidates:,.0f}",
+        f"candidates expected: {work.candidates:,.0f}" + (
+            f" (sub-goals on, {shape.subgoal_levels} level(s): {plan.costs.subgoals_per_candidate:.2f} sub-goal "
+            f"candidates per candidate)" if shape.subgoal_levels else ""),
         "rows per stage: " + ", ".join(f"{stage} {rows:,.0f}" for stage, rows in work.rows.items() if rows > 0),
         "LLM calls and tokens per stage:",
         f"  {'stage':<13}{'calls':>12}{'prompt_tokens':>16}{'completion_tokens':>19}{'llm_time':>12}",
@@ -162,7 +165,8 @@ def plan_lines(plan: Plan) -> list[str]:
         f"wall time: {duration(needs.wall_s)} on {cluster.nodes} Lean nodes x {cluster.cpus_per_node} CPUs, "
         f"{cluster.gpus_per_node} GPUs, {cluster.memory_gb_per_node:,.0f} GB{gpu_nodes}: start-up "
         f"{duration(needs.startup_s)}, then bound by {needs.bottleneck} (stages stream, so the slowest bound sets "
-        f"it), then the last candidate's path of {duration(needs.path_s)}:",
+        f"it), then the last candidate's path of {duration(needs.path_s)}"
+        f"{f' (once per pass: {shape.passes} passes of rounds and sub-goal levels)' if shape.passes > 1 else ''}:",
     ]
     lines += [f"  {name:<20}{duration(seconds):>12}" for name, seconds in needs.bounds_s.items()]
     return lines

@@ -144,7 +144,7 @@ def shape(**changes) -> MiningShape:
 DEFAULTS = {"candidates_per_lemma_asked": 0.5, "duplicate_share": 0.2, "judge_accept_share": 0.5,
             "repairs_per_statement": 5.0, "compiled_share": 0.5, "faithful_share": 0.9, "trivial_share": 0.2,
             "proof_attempts_per_statement": 3.0, "proved_share": 0.25, "lean_check_s": 2.0, "replay_s": 60.0,
-            "startup_s": 60.0,
+            "startup_s": 60.0, "subgoals_per_failed_proof": 3.0,
             "llm": {stage: {"prompt_tokens": 100, "completion_tokens": 1000, "latency_s": 10}
                     for stage in ("discover", "judge", "formalize", "diagnose", "decompose", "faithfulness", "prove")}}
 
@@ -185,6 +185,20 @@ def test_workload_adds_up_calls_tokens_and_checks():
     assert work.calls["formalize"].calls == 40 and work.calls["formalize"].llm_seconds == 800
     assert work.checks == {"formalize": 60, "trivial": 10, "prove": 24}
     assert work.lean_checks == 60 + 10 + 24 + 4
+
+
+def test_rounds_and_sub_goals_add_discover_calls_candidates_and_a_path_per_pass():
+    """Two rounds discover twice; a sub-goal level adds, per candidate, the goals of its failed proofs (0.16 of the
+    candidates reach the provers, 0.75 of those fail, each gives min(3, max_per_candidate=2) goals); each pass (a
+    round, a level) ends with its own last path."""
+    mined = shape(rounds=2, subgoal_levels=1, subgoal_max_per_candidate=2)
+    costs = stated_costs(DEFAULTS, mined)
+    assert costs.subgoals_per_candidate == pytest.approx(0.16 * 0.75 * 2)
+    assert stated_costs(DEFAULTS, shape()).subgoals_per_candidate == 0
+    work = workload([300, 700], mined, replace(COSTS, subgoals_per_candidate=0.5))
+    assert work.units == 8 and work.candidates == 8 * 10 * 1.5
+    assert work.calls["discover"].prompt_tokens == 8 * 500 + 4 * (300 + 700)
+    assert resources(work, COSTS, mined, CLUSTER).path_s == COSTS.path_s * 4
 
 
 def test_resources_per_node_and_the_slowest_bound():

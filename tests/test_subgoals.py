@@ -97,7 +97,7 @@ def test_inaccessible_names_and_instances_become_binders_lean_accepts() -> None:
     goal = read_goal("case succ\nα : Type u_1\ninst✝ : Group α\nx : ℕ\na✝ : x = x\n⊢ x + 1 = x + 1 ∧ a✝ = a✝")
     assert goal is not None
     theorem = goal_theorem(goal, "step")
-    assert theorem.startswith("universe u_1\n\ntheorem step (α : Type u_1) [Group α] (x : ℕ) (a_1 : x = x) :")
+    assert theorem.startswith("universe u_1\n\ntheorem step (α : Type u_1) [Group α] (x : ℕ) (a_1 : x = x) : x + 1")
     assert "✝" not in theorem and "a_1 = a_1" in theorem
 
 
@@ -168,7 +168,7 @@ def test_open_goals_become_candidates_named_after_their_parent_in_its_context() 
                                                                                       1}
     text = first["statement_raw"]
     assert text.startswith("import Mathlib") and "open Finset" in text and "namespace Folklore" in text
-    assert "theorem card_pos_of_mem_subgoal_1 (α : Type u_1) (s : Finset α) (a : α) (h : a ∈ s) :" in text
+    assert "theorem card_pos_of_mem_subgoal_1 (α : Type u_1) (s : Finset α) (a : α) (h : a ∈ s) : s.Nonempty" in text
     assert text.rstrip().endswith("end Folklore") and "universe u_1" in text
     assert first["status"] == "discovered"
     assert (assumption["status"], assumption["trivial"], assumption["reason"]) == (TRIVIAL, True, ASSUMPTION_REASON)

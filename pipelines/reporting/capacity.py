@@ -21,6 +21,9 @@ from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, formalize, judge, prove, trivial
 from operators.autoformalize import faithfulness
 from operators.rows import seeds
+from operators.rows.candidates import PROVED as PROVED_STATUS
+from operators.rows.candidates import SEED as SEED_ORIGIN
+from operators.rows.candidates import SUBGOAL as SUBGOAL_ORIGIN
 from pipelines.reporting import stats
 
 # The verify stages in plan order, and which of them check Lean.
@@ -59,7 +62,8 @@ class Costs:
     call, the share of candidates each verify stage takes in, each LLM call stage's cost (discover's prompt leaves
     out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay;
     and the two times no amount of hardware shortens: the start-up before the first LLM request, and the longest
-    path one candidate takes through its calls and checks, one after another (the run's last candidate ends it)."""
+    path one candidate takes through its calls and checks, one after another (the run's last candidate ends it); and
+    the sub-goal candidates each candidate's failed proofs give (`subgoals`), which go through the same funnel."""
 
     source: str
     candidates_per_unit: float
@@ -71,6 +75,7 @@ class Costs:
     replay_s: float
     startup_s: float
     path_s: float
+    subgoals_per_candidate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,8 @@ class MiningShape:
     many rows each stage keeps in flight (its actors' concurrency, capped by its endpoints' concurrency), and what
     the simulators state of themselves: the LLM sim's capacity (requests served at once) and mean service seconds
     per call stage, the Lean sim's seconds per check and per header import (None for real backends, whose speed
-    the plan takes from conf/plan.yaml or an earlier run)."""
+    the plan takes from conf/plan.yaml or an earlier run); the discover rounds, and the sub-goal levels mined (0: off)
+    with the goals mined per failed candidate."""
 
     samples_per_seed: int
     min_lemmas: int
@@ -103,6 +109,15 @@ class MiningShape:
     endpoint_capacity: int | None
     service_s: Mapping[str, float]
     lean_sim_costs: tuple[float, float] | None
+    rounds: int = 1
+    subgoal_levels: int = 0
+    subgoal_max_per_candidate: int = 0
+
+    @property
+    def passes(self) -> int:
+        """The passes a run makes one after another, each ending with its slowest candidate's path: per round, its
+        seeds' candidates and then each sub-goal level."""
+        return self.rounds * (1 + self.subgoal_levels)
 
     @property
     def processes_per_worker(self) -> int:
@@ -225,7 +240,18 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         service_s=sim_service_s(llm["sim"]["latency"]) if llm["backend"] == SIM else {},
         lean_sim_costs=(float(lean["sim"]["check_s"]), float(lean["sim"]["import_s"])) if lean["backend"] == SIM
         else None,
+        rounds=int(cfg["rounds"]),
+        subgoal_levels=int(cfg["subgoals"]["max_depth"]) if cfg["subgoals"]["enabled"] else 0,
+        subgoal_max_per_candidate=int(cfg["subgoals"]["max_per_candidate"]),
     )
+
+
+def stated_subgoals(shape: MiningShape, proved_rows: float, proved_share: float, per_failed_proof: float) -> float:
+    """Sub-goal candidates per candidate when sub-goals are mined: each candidate that reached the provers
+    (`proved_rows` of them) and failed gives `per_failed_proof` goals, at most `subgoals.max_per_candidate`."""
+    if not shape.subgoal_levels:
+        return 0.0
+    return proved_rows * (1.0 - proved_share) * min(per_failed_proof, shape.subgoal_max_per_candidate)
 
 
 def sim_service_s(latency: Mapping[str, Any]) -> dict[str, float]:
@@ -272,6 +298,8 @@ def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
         replay_s=float(defaults["replay_s"]),
         startup_s=float(defaults["startup_s"]),
         path_s=path_calls + path_checks * check_s,
+        subgoals_per_candidate=stated_subgoals(shape, proved_rows, float(defaults["proved_share"]),
+                                               float(defaults["subgoals_per_failed_proof"])),
     )
 
 
@@ -306,13 +334,30 @@ def longest_path_s(candidates: pl.DataFrame, service_s: Mapping[str, float], che
     return float(paths.max().item() or 0.0)
 
 
+def measured_subgoals(candidates: pl.DataFrame, shape: MiningShape, rows: Mapping[str, int],
+                      stated_per_failed_proof: float) -> float:
+    """Sub-goal candidates per candidate: as the run made them when it mined sub-goals, else as its failed proofs
+    would at the stated goals per failed proof; 0 when the plan mines none."""
+    if not shape.subgoal_levels:
+        return 0.0
+    origin = candidates["origin"].fill_null(SEED_ORIGIN) if "origin" in candidates.columns else None
+    subgoals = int((origin == SUBGOAL_ORIGIN).sum()) if origin is not None else 0
+    if subgoals:
+        return subgoals / (candidates.height - subgoals)
+    proved = int((candidates["status"] == PROVED_STATUS).sum())
+    proving = rows[prove.STAGE]
+    return stated_subgoals(shape, proving / candidates.height, proved / proving if proving else 0.0,
+                           stated_per_failed_proof)
+
+
 def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_per_token: float, source: str,
-                   shape: MiningShape, started_at: datetime | None, stated_startup_s: float) -> Costs:
+                   shape: MiningShape, started_at: datetime | None, stated_startup_s: float,
+                   stated_subgoals_per_failed_proof: float = 0.0) -> Costs:
     """Costs measured from an earlier run (started at `started_at`) and its tables: per LLM call stage its calls per
     row and mean tokens and latency (discover's prompt less the seed's estimated tokens), checks per row of each
     Lean stage (from the histories), replays and their seconds, the seconds of the other checks, the run's start-up
-    (`stated_startup_s` when its start is not recorded) and its longest candidate path (at the simulators' stated
-    speeds where `shape` has them)."""
+    (`stated_startup_s` when its start is not recorded), its longest candidate path (at the simulators' stated
+    speeds where `shape` has them) and its sub-goal candidates per candidate (`measured_subgoals`)."""
     sent = discoveries.filter(pl.col("seed_status") == seeds.OK)
     units = sent.height
     if units == 0 or candidates.is_empty():
@@ -340,9 +385,11 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
     stage_checks = sum(checks.values())
     lean_seconds = float(candidates["lean_seconds"].fill_null(0.0).sum()) - replay_seconds
     check_s = lean_seconds / stage_checks if stage_checks else 0.0
+    subgoals = measured_subgoals(candidates, shape, rows, stated_subgoals_per_failed_proof)
+    discovered = candidates.height / (1.0 + subgoals) if shape.subgoal_levels else candidates.height
     return Costs(
         source=source,
-        candidates_per_unit=candidates.height / units,
+        candidates_per_unit=discovered / units,
         row_shares={stage: rows[stage] / candidates.height for stage in VERIFY_STAGES},
         calls=costs,
         checks_per_row={stage: checks[stage] / rows[stage] if rows[stage] else 0.0 for stage in LEAN_STAGES},
@@ -352,16 +399,20 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
         startup_s=stated_startup_s if started_at is None else first_request_s(sent, started_at),
         path_s=longest_path_s(candidates, shape.service_s,
                               shape.lean_sim_costs[0] if shape.lean_sim_costs else check_s),
+        subgoals_per_candidate=subgoals,
     )
 
 
 def workload(seed_tokens: Sequence[int], shape: MiningShape, costs: Costs) -> Workload:
     """The work of mining seeds whose estimated token counts are `seed_tokens` (the seeds that fit the model):
-    `samples_per_seed` discover calls each, then each stage's rows, calls and checks at the given costs."""
-    units = len(seed_tokens) * shape.samples_per_seed
-    candidates = units * costs.candidates_per_unit
+    `samples_per_seed` discover calls each per round, the candidates they give and the sub-goals of each level (each
+    level `subgoals_per_candidate` times the one before), then each stage's rows, calls and checks at the given
+    costs. Later rounds are counted as the first, though their dedup drops more."""
+    units = len(seed_tokens) * shape.samples_per_seed * shape.rounds
+    levels = sum(costs.subgoals_per_candidate ** level for level in range(1, shape.subgoal_levels + 1))
+    candidates = units * costs.candidates_per_unit * (1.0 + levels)
     rows = {discover.STAGE: float(units), **{stage: candidates * share for stage, share in costs.row_shares.items()}}
-    seed_prompt = float(sum(seed_tokens) * shape.samples_per_seed)
+    seed_prompt = float(sum(seed_tokens) * shape.samples_per_seed * shape.rounds)
     loads = {}
     for stage, cost in costs.calls.items():
         calls = rows[ROW_STAGE_OF_CALL[stage]] * cost.calls_per_row
@@ -417,7 +468,7 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
                                         / shape.repl_memory_gb)),
         bounds_s=bounds,
         startup_s=costs.startup_s,
-        path_s=costs.path_s,
+        path_s=costs.path_s * shape.passes,
     )
 
 
