@@ -150,7 +150,7 @@ def test_cli_writes_the_page_the_plots_and_the_tables(tmp_path):
         assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
         assert f"({name}.png)" in page
     assert page.count(SETTINGS["sim_label"]) == 2, "banner at the top and the bottom of the page"
-    assert page.count("(simulated run)") == 8, "the title and every section heading"
+    assert page.count("(simulated run)") == 9, "the title and every section heading"
     assert "Dedup was off" in page
     assert "| all | 3 | 9 | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 0 (0.0%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
     assert "| union | all | 4 | 1 (25.0%) | 3 (75.0%) | 3 (75.0%) |" in page
