@@ -38,8 +38,9 @@ INSTALL_TIMEOUT_S = 900
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 15
 POLL_S = 0.1
-# The server's log: what its access lines say for one `POST /api/check`, whatever status it answered.
-CHECK_REQUEST_LOGGED = '"POST /api/check HTTP/1.1"'
+# The server's log: its access line for a `POST /api/check` it answered with results (HTTP 200; not a refused key,
+# nor the key probe's empty request).
+CHECK_ANSWERED_LOGGED = '"POST /api/check HTTP/1.1" 200'
 # What the server logs when a REPL starts running a snippet (its header or its body).
 SNIPPET_LOGGED = "Running snippet"
 # Terminal width the server's log is printed at: wide enough that no line of it is wrapped.
@@ -153,9 +154,9 @@ class RealKiminaServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def check_requests(self) -> int:
-        """How many `POST /api/check` the server has answered so far."""
-        return self.log().count(CHECK_REQUEST_LOGGED)
+    def checks_answered(self) -> int:
+        """How many `POST /api/check` the server has answered with results so far."""
+        return self.log().count(CHECK_ANSWERED_LOGGED)
 
     def snippets_run(self) -> int:
         """How many snippets (headers and bodies) the server's REPLs have started running so far."""

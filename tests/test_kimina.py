@@ -48,6 +48,13 @@ def server(request, monkeypatch):
         yield stand_in
 
 
+def dead_url() -> str:
+    """A URL on a port nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
 def check(pool: KiminaPool, snippet: str, **kwargs):
     return asyncio.run(pool.check(snippet, **kwargs))
 
@@ -116,9 +123,7 @@ def test_infrastructure_failures_are_infra_errors_not_verdicts(server):
 
 def test_a_server_that_went_away_gives_infra_errors(server):
     pool = KiminaPool.start(lean_cfg(server.url))
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    dead = dead_url()
     gone = pickle.loads(pickle.dumps(KiminaPool(lean_cfg(dead))))  # as Ray hands the handle to an actor
     result = check(gone, PROOF, statement=STATEMENT)
     assert (result.status, result.infra_failure) == ("infra_error", True)
@@ -127,9 +132,7 @@ def test_a_server_that_went_away_gives_infra_errors(server):
 
 
 def test_start_fails_with_one_clear_error(server, monkeypatch):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    dead = dead_url()
     with pytest.raises(LeanSetupError, match="unreachable"):
         LeanPool.start(lean_cfg(dead))
     with pytest.raises(LeanSetupError, match="lean.kimina.url"):
@@ -193,9 +196,7 @@ def test_the_check_cli_checks_through_the_server(tmp_path, monkeypatch):
 def test_mine_with_lean_kimina_checks_the_server_before_anything_starts(capsys):
     """Every job takes `lean=kimina`: a server that does not answer is one `error:` line and exit 2 before Ray or
     the LLM simulator start, as for a missing Lake project."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    dead = dead_url()
     status = mine.main(["preset=demo", "lean=kimina", f"lean.kimina.url={dead}", "verify.replay=off",
                         "lean.kimina.api_key_env=null"])
     err = capsys.readouterr().err
