@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -118,11 +119,11 @@ def test_proofs_get_lean_sims_verdicts_and_what_the_text_decides_never_reaches_t
     assert (status, len(lines)) == (sim_status, len(files)), stderr
     assert verdicts(lines) == verdicts(sim_lines)
     counts = Counter(line["status"] for line in lines)
-    assert counts["refused"] and counts["sorry"] and counts["error"] and counts["passed"] > 200, counts
+    assert counts["refused"] and counts["sorry"] and counts["error"] and counts["passed"] > 150, counts
     assert not [line["path"] for line in lines if line["verified"] and "/honest." not in line["path"]
                 and "/sample." not in line["path"]], "no cheat is verified"
     assert {line["provenance"]["lean_backend"] for line in lines} == {"kimina"}
-    assert server.checks_answered() - before == asked > 200
+    assert server.checks_answered() - before == asked > 150
 
 
 @pytest.mark.ray
@@ -170,6 +171,24 @@ def test_a_snippet_without_imports_gets_a_repl_of_its_own(server):
     assert "already been declared" in json.dumps(answers[1]), answers
     pool = KiminaPool.start(lean_cfg(server.url))
     assert [check(pool, snippet).status for _ in range(3)] == ["passed"] * 3
+
+
+def test_a_handle_pickled_as_ray_does_checks_and_a_server_gone_away_is_an_infra_error(server):
+    pool = KiminaPool.start(lean_cfg(server.url))
+    assert check(pickle.loads(pickle.dumps(pool)), PROOF, statement=STATEMENT).status == "passed"
+    dead = dead_url()
+    gone = check(pickle.loads(pickle.dumps(KiminaPool(lean_cfg(dead)))), PROOF, statement=STATEMENT)
+    assert (gone.status, gone.infra_failure) == ("infra_error", True)
+    assert "unreachable" in gone.reasons[0] and dead in gone.reasons[0]
+
+
+def test_code_the_server_would_split_at_another_line_break_is_refused_unsent(server):
+    """The server rejoins lines at U+2028: this comment's second half would reach Lean as a command."""
+    pool = KiminaPool.start(lean_cfg(server.url))
+    before = server.checks_answered()
+    hidden = check(pool, PROOF.replace("-- a fact", "-- a fact\u2028#exit"), statement=STATEMENT)
+    assert hidden.status == "refused" and "Kimina server splits lines" in hidden.reasons[0]
+    assert server.checks_answered() == before
 
 
 def test_timeouts_and_crashed_repls_are_infra_failures_and_the_next_check_runs(server):
@@ -240,7 +259,8 @@ def test_the_mining_job_through_the_server_gets_the_scripted_statuses(tmp_path):
     assert {"proved", "trivial", "not_compilable", "compiled"} <= set(actual.values())
     rows = read_table(tmp_path / "run", "candidates").to_dicts()
     assert {row["provenance"]["lean_backend"] for row in rows} == {"kimina"}
-    assert requests == sum(row["lean_checks"] for row in rows) > 0, "every check the rows count went to the server"
+    assert 0 < requests <= sum(row["lean_checks"] for row in rows), "the rows' checks went to the server, but for " \
+        "those their text decided"
 
 
 @pytest.mark.ray
@@ -256,7 +276,7 @@ def test_a_server_killed_during_the_run_gives_error_infra_rows_not_failures(tmp_
             while server.snippets_run() == 0 and run.poll() is None and time.monotonic() < deadline:
                 time.sleep(POLL_S)
             server.kill()
-            _, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
+            closing, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
         finally:
             if run.poll() is None:
                 run.kill()
@@ -265,4 +285,4 @@ def test_a_server_killed_during_the_run_gives_error_infra_rows_not_failures(tmp_
     infra = [cid for cid, status in actual.items() if status == "error_infra"]
     assert infra, stderr[-3000:]
     assert all(actual[cid] == predicted[cid] for cid in actual if cid not in infra)
-    assert "error_infra" in stderr
+    assert f"error_infra {len(infra)}" in " ".join(closing.split()), closing
