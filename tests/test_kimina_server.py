@@ -248,29 +248,15 @@ def scripted_statuses(run_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @pytest.mark.ray
-def test_the_mining_job_through_the_server_gets_the_scripted_statuses(tmp_path):
-    with RealKiminaServer(DEMO_SIM, tmp_path / "server.log", api_key=KEY) as server:
-        proc = subprocess.run(mine_args(tmp_path / "run", server), cwd=REPO, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, env={**os.environ, KEY_ENV: KEY})
-        requests = server.checks_answered()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    actual, predicted = scripted_statuses(tmp_path / "run")
-    assert actual == predicted
-    assert {"proved", "trivial", "not_compilable", "compiled"} <= set(actual.values())
-    rows = read_table(tmp_path / "run", "candidates").to_dicts()
-    assert {row["provenance"]["lean_backend"] for row in rows} == {"kimina"}
-    assert 0 < requests <= sum(row["lean_checks"] for row in rows), "the rows' checks went to the server, but for " \
-        "those their text decided"
-
-
-@pytest.mark.ray
-def test_a_server_killed_during_the_run_gives_error_infra_rows_not_failures(tmp_path):
+def test_a_server_killed_during_the_mining_job_gives_error_infra_rows_and_a_resumed_run_finishes(tmp_path):
     """The server is killed (SIGKILL, its REPLs too) while its first check is in flight: that check and every later
-    one end their rows `error_infra`, for a resumed run to ask again; no row gets a mathematical verdict the script
-    did not give it."""
-    with RealKiminaServer({**DEMO_SIM, "check_s": SLOW_CHECK_S}, tmp_path / "server.log", api_key=KEY) as server:
-        run = subprocess.Popen(mine_args(tmp_path / "run", server), cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, KEY_ENV: KEY})
+    one end their rows `error_infra`, and no row gets a verdict the demo's script did not give it. The same command
+    on a fresh server (another URL) asks again only for those, and every candidate gets the scripted status, as with
+    `lean=sim`."""
+    run_dir = tmp_path / "run"
+    with RealKiminaServer({**DEMO_SIM, "check_s": SLOW_CHECK_S}, tmp_path / "killed.log", api_key=KEY) as server:
+        run = subprocess.Popen(mine_args(run_dir, server), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, KEY_ENV: KEY})
         try:
             deadline = time.monotonic() + RUN_TIMEOUT_S
             while server.snippets_run() == 0 and run.poll() is None and time.monotonic() < deadline:
@@ -281,8 +267,22 @@ def test_a_server_killed_during_the_run_gives_error_infra_rows_not_failures(tmp_
             if run.poll() is None:
                 run.kill()
                 run.wait()
-    actual, predicted = scripted_statuses(tmp_path / "run")
+    assert run.returncode == 0, stderr[-3000:]
+    actual, predicted = scripted_statuses(run_dir)
     infra = [cid for cid, status in actual.items() if status == "error_infra"]
-    assert infra, stderr[-3000:]
+    assert infra, closing
     assert all(actual[cid] == predicted[cid] for cid in actual if cid not in infra)
     assert f"error_infra {len(infra)}" in " ".join(closing.split()), closing
+
+    with RealKiminaServer(DEMO_SIM, tmp_path / "fresh.log", api_key=KEY) as server:
+        resumed = subprocess.run(mine_args(run_dir, server), cwd=REPO, capture_output=True, text=True,
+                                 timeout=RUN_TIMEOUT_S, env={**os.environ, KEY_ENV: KEY})
+        answered = server.checks_answered()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    actual, predicted = scripted_statuses(run_dir)
+    assert actual == predicted
+    assert {"proved", "trivial", "not_compilable", "compiled"} <= set(actual.values())
+    rows = read_table(run_dir, "candidates").to_dicts()
+    assert {row["provenance"]["lean_backend"] for row in rows} == {"kimina"}
+    assert 0 < answered <= sum(row["lean_checks"] for row in rows if row["candidate_id"] in infra), \
+        "only the rows the killed server failed were checked again, but for the checks their text decided"
