@@ -5,16 +5,20 @@ machines can check through it instead of Folklore's pool. Only the REPL work mov
 through `session_check.check_on_session`, so refusals, the textual sorry rule and the statement comparison are
 decided before anything is sent, and the server's answer is judged by `lean_pool/verdict.py` like a REPL's.
 
-The protocol, as the server's source defines it:
+The protocol, as the server (`kimina-ast-server` 2.1.3, the package on the index, run in tests/test_kimina_server.py)
+speaks it:
 - `POST URL/api/check` with `{"snippets": [{"id", "code"}], "timeout": seconds (int), "debug", "reuse",
   "infotree"}`, answered `{"results": [{"id", "time", "error"}]}` or `{"results": [{"id", "time", "response"}]}`,
-  `response` being the REPL's own answer (`messages`, `sorries`, `env`); a timeout is an `error` saying "timed
-  out"; no free REPL is HTTP 429; anything else that breaks is HTTP 500 (server/routers/check.py, with the
-  request and result models of the kimina client, client/kimina/models.py). `GET URL/health` answers
-  `{"status": "ok"}` (server/routers/health.py). The key goes as `Authorization: Bearer KEY` (server/auth.py).
+  `response` being the REPL's own answer (`messages`, `sorries`, `env`). What goes wrong with one snippet is that
+  result's `error`: "... timed out in T seconds" for a check (or a cold REPL's header import) that ran out of time,
+  "Snippet execution failed: ..." for a REPL that died under it, "No available REPLs" once its wait for a free REPL
+  ran out (the server queues requests beyond its MAX_REPLS). HTTP errors are the key (401), a request it cannot read
+  (422) and its own safety net (504). `GET URL/health` answers `{"status": "ok"}`. The key goes as
+  `Authorization: Bearer KEY`.
 - The server splits the leading import and blank lines off as the header of a REPL it reuses across checks and
-  runs the rest on that REPL's first environment (server/split.py, server/repl.py). Newer versions shift the
-  answer's line numbers back to the whole snippet's, older ones leave them relative to the body.
+  runs the rest on that REPL's first environment, after a `#eval 1` that checks the reused REPL is alive. Its
+  answer numbers lines within that rest (the body); a revision of its source shifts them back to the whole
+  snippet's, and both are read here.
 
 Two things follow. A REPL's environment is only reachable within one request, so `#print axioms NAME` is sent
 in the same code, after the snippet; and since the snippet itself can print any text (`#print "..."`), an
@@ -53,11 +57,18 @@ KIMINA = "kimina"
 URL_SCHEMES = ("http://", "https://")
 CHECK_PATH = "/api/check"
 HEALTH_PATH = "/health"
+# The server's `/health` wants no key, so the key is tried on `/api/check` with no snippet: the server checks the key
+# first (401 when refused) and then refuses the empty list as unreadable (422) without running anything.
+KEY_PROBE: dict[str, Any] = {"snippets": []}
+KEY_ACCEPTED = 422
 # A scope opened and closed right after the snippet: a command the snippet left unfinished (`theorem t : P :=`)
 # reports its error at the next command, which is then this one and not a query.
 SCOPE_LINES = ("section", "end")
 # How the server's errors say that a check ran out of time (the kimina client reads them the same way).
 TIMED_OUT = "timed out"
+# How the server's errors begin when the REPL process died under a snippet (server/routers/check.py): it closed its
+# output (a crash) or its input (a broken pipe) before answering.
+REPL_DIED = ("Snippet execution failed", "REPL prep failed")
 # How much of an HTTP error's body a reason quotes.
 ERROR_BODY_CHARS = 300
 
@@ -145,13 +156,14 @@ def _line(entry: Mapping[str, Any]) -> int | None:
 
 def judged_answer(response: Mapping[str, Any], code: KiminaCode) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The REPL answer in the caller's line numbers without what the queries printed, and per queried name its
-    `#print axioms` answer: only an info message on that query's own line, printed for that name. Without any
-    message on a query's line the numbering is taken to be the whole snippet's (newer servers)."""
+    `#print axioms` answer: only an info message on that query's own line, printed for that name. The numbering is
+    the body's (the server's) unless a message stands on a query's line counted in the whole snippet and none on
+    one counted in the body; a file whose queries answered nothing is read in the body's numbering."""
     queries = {line: name for name, line in code.query_lines.items()}
     messages = list(response.get("messages") or [])
     seen = {_line(message) for message in messages}
-    to_sent = code.header_lines if seen.isdisjoint(queries) and not seen.isdisjoint(
-        line - code.header_lines for line in queries) else 0
+    whole_snippet = not seen.isdisjoint(queries) and seen.isdisjoint(line - code.header_lines for line in queries)
+    to_sent = 0 if whole_snippet else code.header_lines
     kept: list[dict[str, Any]] = []
     axioms: dict[str, dict[str, Any]] = {name: {"messages": []} for name in code.query_lines}
     for message in messages:
@@ -168,7 +180,9 @@ def judged_answer(response: Mapping[str, Any], code: KiminaCode) -> tuple[dict[s
 def run_outcome(result: Mapping[str, Any], code: KiminaCode, asked: Sequence[str], seconds: float) -> RunOutcome:
     """One entry of the server's `results` as the outcome a REPL session would give (axioms of `asked` only)."""
     if result.get("error"):
-        kind: OutcomeKind = "timeout" if TIMED_OUT in str(result["error"]) else "repl_error"
+        error = str(result["error"])
+        kind: OutcomeKind = ("timeout" if TIMED_OUT in error else "crashed" if error.startswith(REPL_DIED)
+                             else "repl_error")
         return RunOutcome(kind, None, {}, f"Kimina server: {result['error']}", seconds, 0.0, False)
     response = result.get("response")
     if not isinstance(response, dict):
@@ -184,9 +198,10 @@ def run_outcome(result: Mapping[str, Any], code: KiminaCode, asked: Sequence[str
 class KiminaUnavailable(RuntimeError):
     """The server gave no usable HTTP answer: unreachable, timed out, refused the key, or failed (HTTP 4xx/5xx)."""
 
-    def __init__(self, reason: str, timed_out: bool = False) -> None:
+    def __init__(self, reason: str, timed_out: bool = False, http_status: int | None = None) -> None:
         super().__init__(reason)
         self.timed_out = timed_out
+        self.http_status = http_status
 
 
 def http_json(method: str, url: str, payload: Mapping[str, Any] | None, api_key: str | None,
@@ -200,7 +215,7 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None, api_key:
             body = reply.read()
     except urllib.error.HTTPError as error:
         text = error.read().decode(errors="replace")[:ERROR_BODY_CHARS]
-        raise KiminaUnavailable(f"{url} answered HTTP {error.code}: {text}") from error
+        raise KiminaUnavailable(f"{url} answered HTTP {error.code}: {text}", http_status=error.code) from error
     except TimeoutError as error:
         raise KiminaUnavailable(f"{url} gave no answer within {timeout_s:g} s", timed_out=True) from error
     except urllib.error.URLError as error:
@@ -267,15 +282,22 @@ class KiminaPool:
 
     @classmethod
     def start(cls, lean_cfg: Mapping[str, Any], verify: Mapping[str, Any] | None = None) -> KiminaPool:
-        """A handle on the configured server, once it answered `GET /health` with the key. The server replays
-        nothing, so `verify.replay` must be `off` (a replay is a Lean process started for one proof alone)."""
+        """A handle on the configured server, once it answered `GET /health` and took the key (`KEY_PROBE`). The
+        server replays nothing, so `verify.replay` must be `off` (a replay is a Lean process started for one proof
+        alone)."""
         if verify is not None and verify["replay"] != OFF:
             raise LeanSetupError(f"lean=kimina cannot replay proofs in a fresh Lean process "
                                  f"(verify.replay={verify['replay']}): set verify.replay=off")
         pool = cls(lean_cfg)
         settings = pool._settings
+        key = api_key(settings)
         try:
-            http_json("GET", settings.url + HEALTH_PATH, None, api_key(settings), settings.probe_timeout_s)
+            http_json("GET", settings.url + HEALTH_PATH, None, key, settings.probe_timeout_s)
+            try:
+                http_json("POST", settings.url + CHECK_PATH, KEY_PROBE, key, settings.probe_timeout_s)
+            except KiminaUnavailable as error:
+                if error.http_status != KEY_ACCEPTED:
+                    raise
         except KiminaUnavailable as error:
             raise LeanSetupError(f"lean=kimina: the Kimina server {error}") from error
         return pool

@@ -1,24 +1,19 @@
-"""A stand-in for the Kimina Lean Server, with Folklore's Lean simulator as its REPL binary.
-
-The Kimina server package is not on this machine's package index, so `lean=kimina` is tested against this
-HTTP server instead. It does what the server's source (github.com/project-numina/kimina-lean-server) does,
-and nothing more:
+"""A stand-in for the Kimina Lean Server, with Folklore's Lean simulator as its REPL binary, for what the real server
+(tests/real_kimina.py, `kimina-ast-server` 2.1.3) cannot be made to do on this machine: answer line numbers in the
+whole snippet's numbering (`shift_positions`, which a revision of the server's source describes: server/split.py at
+e2cdc1f2594abadc22a0fd5a4fdcc4500cb458fc returns `header_line_count` for that; 2.1.3 numbers lines in the body), and
+answer an HTTP error status instead of results (`fail_status`: 500 when the server fails, 504 when its safety net
+runs out). Otherwise it does what 2.1.3 does, and nothing more:
 - `POST /api/check` takes `{"snippets": [{"id", "code"}], "timeout", "debug", "reuse", "infotree"}` and answers
-  `{"results": [...]}`, one `{"id", "time", "response"}` or `{"id", "time", "error"}` per snippet; a REPL that
-  does not answer within `timeout` is killed and the result is the error "Lean REPL command timed out in T
-  seconds" (server/routers/check.py at 124441d895c18250998165877119e45c212dceaf; request and result fields as in
-  the kimina client's models, kimina_client/models.py of kimina-client 0.2.1);
-- the snippet is split with the server's rule: leading lines that are blank or start with `import ` are the
-  header (`import Mathlib...` become one `import Mathlib`), the rest is the body; with `shift_positions` the
-  body's line numbers are shifted back by the header's line count, as newer servers do (server/split.py at
-  e2cdc1f2594abadc22a0fd5a4fdcc4500cb458fc returns `header_line_count` for that), without it they stay relative
-  to the body, as the router above leaves them;
+  `{"results": [...]}`, one `{"id", "time", "response"}` or `{"id", "time", "error"}` per snippet; an empty
+  `snippets` is HTTP 422; a REPL that does not answer within `timeout` is killed and the result is the error "Lean
+  REPL command timed out in T seconds" (server/routers/check.py);
+- the snippet is split with the server's rule (server/split.py): leading lines that are blank or start with
+  `import ` are the header (`import Mathlib...` become one `import Mathlib`), the rest is the body;
 - a REPL is kept per header when `reuse` is true; it runs the header first, then each body with `"env": 0`
-  (server/repl.py, app/repl.py at 96dff081a52975842b980bb6921ce893b11bfa7f: requests framed by a blank line,
-  answers read up to a blank line);
-- `GET /health` answers `{"status": "ok"}` (server/routers/health.py at 1777d737465a10df02e77796dfcc2dd0eba15cc8);
-  with an API key, both routes want `Authorization: Bearer KEY` and answer 401 otherwise (server/auth.py).
-`fail_status` makes `/api/check` answer that HTTP status instead (the server's 429 and 500 paths).
+  (server/repl.py: requests framed by a blank line, answers read up to a blank line);
+- `GET /health` answers `{"status": "ok"}` to anyone; with an API key, `/api/check` wants `Authorization: Bearer KEY`
+  and answers 401 otherwise, before reading the request (server/auth.py).
 """
 
 from __future__ import annotations
@@ -31,19 +26,11 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.real_kimina import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 TIMED_OUT = "Lean REPL command timed out in {timeout} seconds"
-
-
-def sim_config(**overrides: Any) -> dict[str, Any]:
-    """The `sim:` block of conf/lean/sim.yaml, fast and idle (no CPU burnt), with `overrides`."""
-    sim = yaml.safe_load((REPO / "conf" / "lean" / "sim.yaml").read_text())["sim"]
-    return {**sim, "import_s": 0.0, "check_s": 0.0, "burn_cpu": False, **overrides}
 
 
 def split_snippet(code: str) -> tuple[str, str, int]:
@@ -165,9 +152,8 @@ class KiminaStandIn:
                 return True
 
             def do_GET(self) -> None:
-                if self._authorized():
-                    self._answer(200, {"status": "ok"}) if self.path.rstrip("/") == "/health" else \
-                        self._answer(404, {"detail": "Not Found"})
+                self._answer(200, {"status": "ok"}) if self.path.rstrip("/") == "/health" else \
+                    self._answer(404, {"detail": "Not Found"})
 
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -176,6 +162,8 @@ class KiminaStandIn:
                     return
                 if self.path.rstrip("/") != "/api/check":
                     self._answer(404, {"detail": "Not Found"})
+                elif not request["snippets"]:
+                    self._answer(422, {"detail": "`snippets` must be non empty"})
                 elif stand_in.fail_status is not None:
                     self._answer(stand_in.fail_status, {"detail": "No available REPLs"})
                 else:
