@@ -380,13 +380,15 @@ class MiningJob:
                  "subgoal_depth": depth} for name in sorted(seeds)]
 
     def proved_statements(self) -> dict[str, list[str]]:
-        """For each seed, the declarations of its proved candidates (without their imports), oldest round first: what
-        a later round's discover prompt lists as already found."""
+        """For each seed, the declarations of its proved candidates (without their imports), oldest round first, then
+        by id: what a later round's discover prompt lists as already found, the same list whatever order the files
+        were written in (so a resumed run asks what the uninterrupted run would have asked)."""
+        rows = [row for part in self.run.read_by_file("candidates", ["candidate_id", "seed_id", "status", "round",
+                                                                    "statement"])
+                for row in part.filter(pc.equal(part.column("status"), PROVED)).to_pylist()]
         proved: dict[str, list[str]] = {}
-        for part in self.run.read_by_file("candidates", ["seed_id", "status", "round", "statement"]):
-            for row in sorted(part.filter(pc.equal(part.column("status"), PROVED)).to_pylist(),
-                              key=lambda row: row["round"] or 1):
-                proved.setdefault(row["seed_id"], []).append(without_imports(row["statement"])[1].strip())
+        for row in sorted(rows, key=lambda row: (row["round"] or 1, row["candidate_id"])):
+            proved.setdefault(row["seed_id"], []).append(without_imports(row["statement"])[1].strip())
         return proved
 
     def _files_by_seed(self, table: str) -> dict[str, list[str]]:
