@@ -1,0 +1,226 @@
+"""decontaminate: which statements of a corpus restate a problem of an evaluation benchmark, and how surely.
+
+A prover or autoformalizer trained on a benchmark's problems, even renamed or with the hypotheses shuffled, scores
+higher on that benchmark for no good reason. Statements are compared in four ways, strongest first, each a switch
+of its own (`conf/decontaminate/default.yaml`):
+- `exact`: the same `statement_key` (Lean's reading up to theorem, binder and hypothesis names, their order, layout
+  and `theorem`/`lemma`);
+- `notation`: the same key read up to notation Lean reads as one term (`x^2` and `x ^ 2`, `λ x,` and `fun x =>`,
+  `∀ x, ∀ y,` and `∀ x y,`, `a ≥ b` and `b ≤ a`, prefixes of opened namespaces);
+- `embedding`: the nearest benchmark statement by the cosine of their embeddings (the declaration index's model) at
+  or above a threshold; the nearest one and its cosine are kept for review whatever it is;
+- `ngram`: the share of the statement's token n-grams found in one benchmark problem, the curation libraries' test;
+  reported, never decisive alone (renamed variables defeat it, and shared boilerplate inflates it).
+Pure logic: the caller reads the texts and computes the vectors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import faiss
+import numpy as np
+
+from lean_pool.lean_source import THEOREM_KINDS, code_tokens, opened_namespaces, read_commands, statement_key
+
+EXACT, NOTATION, EMBEDDING, NGRAM = "exact", "notation", "embedding", "ngram"
+DECISIVE_KINDS = (EXACT, NOTATION, EMBEDDING)
+# What a statement is read from: a theorem, a lemma or an example (a corpus may hold unnamed statements).
+STATEMENT_KINDS = THEOREM_KINDS | {"example"}
+NO_STATEMENT = "no theorem, lemma or example could be read from the text"
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    """The `decontaminate` matches of the config: which tiers run, the cosine at or above which the nearest
+    benchmark statement is a match, and the n-gram length and the overlap at or above which a row is flagged."""
+
+    exact: bool
+    notation: bool
+    embedding: bool
+    embedding_threshold: float
+    ngram: bool
+    ngram_n: int
+    ngram_threshold: float
+
+    @classmethod
+    def from_config(cls, matches: Mapping[str, Any]) -> MatchSettings:
+        """Read from the `matches:` section (`conf/decontaminate/default.yaml`)."""
+        return cls(
+            exact=bool(matches["exact"]["enabled"]), notation=bool(matches["notation"]["enabled"]),
+            embedding=bool(matches["embedding"]["enabled"]),
+            embedding_threshold=float(matches["embedding"]["threshold"]),
+            ngram=bool(matches["ngram"]["enabled"]), ngram_n=int(matches["ngram"]["n"]),
+            ngram_threshold=float(matches["ngram"]["threshold"]),
+        )
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement read for comparison: its signature (None when the text has none) and its keys and n-grams."""
+
+    signature: str | None
+    exact: str | None
+    notation: str | None
+    ngrams: frozenset[tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark problem: the benchmark it belongs to, its id there and its Lean text."""
+
+    benchmark: str
+    problem_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the comparison found for one corpus statement. `kind` is the strongest match (exact, notation or
+    embedding; None when clean) with `benchmark`, `problem` and `score`; the nearest benchmark statement by
+    embedding and the best n-gram overlap are reported whether or not they decide; `note` says why a text could not
+    be compared."""
+
+    contaminated: bool
+    benchmark: str | None
+    problem: str | None
+    kind: str | None
+    score: float | None
+    nearest_benchmark: str | None
+    nearest_problem: str | None
+    nearest_statement: str | None
+    nearest_similarity: float | None
+    ngram_benchmark: str | None
+    ngram_problem: str | None
+    ngram_overlap: float | None
+    note: str | None
+
+    def reason(self) -> str:
+        """One line for an excluded row: which problem of which benchmark it restates, how, how surely."""
+        return f"restates {self.benchmark} problem {self.problem} ({self.kind} match, score {self.score:.3f})"
+
+
+def statement_signature(text: str) -> str | None:
+    """The signature of the first theorem, lemma or example of `text` with balanced brackets, None when none."""
+    return next((command.signature for command in read_commands(text)
+                 if command.kind in STATEMENT_KINDS and command.balanced and command.signature), None)
+
+
+def token_ngrams(signature: str, n: int) -> frozenset[tuple[str, ...]]:
+    """The runs of `n` consecutive tokens of a signature (the whole of it when shorter)."""
+    tokens = tuple(token.text for token in code_tokens(signature))
+    if len(tokens) <= n:
+        return frozenset({tokens}) if tokens else frozenset()
+    return frozenset(tokens[i : i + n] for i in range(len(tokens) - n + 1))
+
+
+def read_statement(text: str, settings: MatchSettings, opened: frozenset[str]) -> Statement:
+    """`text` (a Lean snippet or file) read for comparison; `opened` are namespaces whose prefix the notation key
+    drops besides those the text opens itself (the benchmarks' own, so both sides drop the same)."""
+    signature = statement_signature(text)
+    if signature is None:
+        return Statement(None, None, None, frozenset())
+    namespaces = opened | frozenset(opened_namespaces(text))
+    return Statement(
+        signature,
+        statement_key(signature) if settings.exact else None,
+        statement_key(signature, notation=True, opened=namespaces) if settings.notation else None,
+        token_ngrams(signature, settings.ngram_n) if settings.ngram else frozenset(),
+    )
+
+
+def embedded_text(statement: Statement) -> str:
+    """What of a statement is embedded: its most normalized key, so renamings and reorderings embed alike."""
+    return statement.notation or statement.exact or statement.signature or ""
+
+
+def benchmark_namespaces(problems: Sequence[Problem]) -> frozenset[str]:
+    """Every namespace some benchmark problem opens: dropped from names on both sides by the notation key."""
+    return frozenset(name for problem in problems for name in opened_namespaces(problem.text))
+
+
+class BenchmarkSet:
+    """The benchmarks' problems, indexed by key, by n-gram and (when vectors are given) by embedding, so each corpus
+    statement is compared with all of them at once."""
+
+    def __init__(self, problems: Sequence[Problem], settings: MatchSettings, vectors: np.ndarray | None) -> None:
+        self.problems = list(problems)
+        self.settings = settings
+        self.opened = benchmark_namespaces(self.problems)
+        self.statements = [read_statement(problem.text, settings, self.opened) for problem in self.problems]
+        self.exact: dict[str, int] = {}
+        self.notation: dict[str, int] = {}
+        self.by_ngram: dict[tuple[str, ...], set[int]] = defaultdict(set)
+        for i, statement in enumerate(self.statements):
+            if statement.exact is not None:
+                self.exact.setdefault(statement.exact, i)
+            if statement.notation is not None:
+                self.notation.setdefault(statement.notation, i)
+            for gram in statement.ngrams:
+                self.by_ngram[gram].add(i)
+        self.index = None
+        if settings.embedding and vectors is not None and len(vectors):
+            self.index = faiss.IndexFlatIP(vectors.shape[1])
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def unread(self) -> list[Problem]:
+        """Problems whose text holds no statement to compare with."""
+        return [p for p, s in zip(self.problems, self.statements, strict=True) if s.signature is None]
+
+    def texts_to_embed(self) -> list[str]:
+        """The text embedded for each problem, in order (for the caller's encoder)."""
+        return [embedded_text(statement) for statement in self.statements]
+
+    def judge(self, statements: Sequence[Statement], vectors: np.ndarray | None) -> list[Verdict]:
+        """The verdict on each corpus statement (`vectors` aligned with them, or None without the embedding tier)."""
+        nearest: list[tuple[int, float] | None] = [None] * len(statements)
+        if self.index is not None and vectors is not None and len(statements):
+            scores, rows = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)
+            nearest = [(int(r[0]), float(s[0])) if r[0] >= 0 else None for s, r in zip(scores, rows, strict=True)]
+        return [self._verdict(statement, near) for statement, near in zip(statements, nearest, strict=True)]
+
+    def _verdict(self, statement: Statement, near: tuple[int, float] | None) -> Verdict:
+        if statement.signature is None:
+            return Verdict(False, *[None] * 11, NO_STATEMENT)
+        match: tuple[int, str, float] | None = None
+        if statement.exact is not None and statement.exact in self.exact:
+            match = (self.exact[statement.exact], EXACT, 1.0)
+        elif statement.notation is not None and statement.notation in self.notation:
+            match = (self.notation[statement.notation], NOTATION, 1.0)
+        elif near is not None and near[1] >= self.settings.embedding_threshold:
+            match = (near[0], EMBEDDING, near[1])
+        gram = self._ngram_overlap(statement)
+        found = self.problems[match[0]] if match else None
+        nearest = self.problems[near[0]] if near else None
+        best = self.problems[gram[0]] if gram else None
+        return Verdict(
+            contaminated=match is not None,
+            benchmark=found.benchmark if found else None, problem=found.problem_id if found else None,
+            kind=match[1] if match else None, score=match[2] if match else None,
+            nearest_benchmark=nearest.benchmark if nearest else None,
+            nearest_problem=nearest.problem_id if nearest else None,
+            nearest_statement=self.statements[near[0]].signature if near else None,
+            nearest_similarity=near[1] if near else None,
+            ngram_benchmark=best.benchmark if best else None, ngram_problem=best.problem_id if best else None,
+            ngram_overlap=gram[1] if gram else None, note=None,
+        )
+
+    def _ngram_overlap(self, statement: Statement) -> tuple[int, float] | None:
+        """The problem sharing the largest share of the statement's n-grams, and that share."""
+        if not statement.ngrams:
+            return None
+        shared: dict[int, int] = defaultdict(int)
+        for gram in statement.ngrams:
+            for i in self.by_ngram.get(gram, ()):
+                shared[i] += 1
+        if not shared:
+            return None
+        best = min(shared, key=lambda i: (-shared[i], i))
+        return best, shared[best] / len(statement.ngrams)
+
+    def ngram_flagged(self, verdict: Verdict) -> bool:
+        """True when the n-gram overlap reaches its threshold (reported, never decisive alone)."""
+        return verdict.ngram_overlap is not None and verdict.ngram_overlap >= self.settings.ngram_threshold
