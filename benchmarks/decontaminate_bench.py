@@ -266,8 +266,8 @@ def notation_edits(rng: random.Random, preamble: str) -> list[tuple[str, object]
              ("nested_forall", nested_forall),
              ("mirrored_comparison", mirrored)]
     if "open" in preamble and "Real" in preamble:
-        edits.append(("opened_namespace", lambda t: replace_word(t, "Real.sin", "sin").replace("Real.cos", "cos")
-                      .replace("Real.log", "log").replace("Real.sqrt", "sqrt")))
+        edits.append(("opened_namespace", lambda t: replace_word(replace_word(replace_word(
+            replace_word(t, "Real.sin", "sin"), "Real.cos", "cos"), "Real.log", "log"), "Real.sqrt", "sqrt")))
     return [e for e in edits if rng.random() < 0.5]
 
 
@@ -277,8 +277,8 @@ def change_meaning(binders: list[Binder], conclusion: str, rng: random.Random
     texts = [conclusion] + [b.type for b in binders]
     for target in range(len(texts)):
         text = texts[target]
-        digits = [i for i, c in enumerate(text) if c.isdigit() and (i == 0 or not is_name_char(text[i - 1]))
-                  and (i + 1 == len(text) or not text[i + 1].isdigit())]
+        digits = [i for i, c in enumerate(text) if c in "0123456789" and (i == 0 or not is_name_char(text[i - 1]))
+                  and (i + 1 == len(text) or text[i + 1] not in "0123456789")]
         swaps = [(op, new) for op, new in ((" + ", " - "), (" - ", " + "), (" * ", " + "), (" < ", " ≤ "),
                                            (" ≤ ", " < "), (" = ", " ≠ ")) if op in text]
         if not digits and not swaps:

@@ -881,13 +881,26 @@ def _without_namespaces(tokens: list[str], opened: frozenset[str]) -> list[str]:
 def _notation_free(text: str, opened: frozenset[str]) -> str:
     """`text` up to the spellings Lean reads as one term: spacing between tokens (`x^2`, `x ^ 2`), `λ` and Lean 3's
     `fun x,`, nested quantifiers or one with several binders, and namespaces the statement's file opens."""
-    tokens = [token.text for token in code_tokens(text)]
-    tokens = [_SAME_TOKEN_WORDS.get(token, token) for token in tokens]
-    tokens = _without_namespaces(_lean3_lambdas(tokens), opened)
+    tokens = _without_namespaces(_lean3_lambdas(_notation_tokens(text)), opened)
     return _nested_quantifiers(normalize_space(" ".join(tokens)))
 
 
-_SAME_TOKEN_WORDS = dict(_SAME_TOKEN)
+# Spellings Lean's notation reads as one symbol: `↦`/`=>`, `λ`/`fun` and the ASCII forms of relations and arrows.
+_SAME_SYMBOL = {**dict(_SAME_TOKEN), "->": "→", "<->": "↔", "<=": "≤", ">=": "≥", "!=": "≠"}
+# Symbols of more than one character that statements use and that the rules below look for; any other run of
+# symbol characters (`|^` in `|x|^2`) is read one character at a time, as the same symbols written apart are.
+_KEPT_SYMBOLS = frozenset({"=>", ":=", "..", "::", "<|", "|>", *_SAME_SYMBOL})
+
+
+def _notation_tokens(text: str) -> list[str]:
+    """The tokens of `text`, symbols apart however they are spaced and in one spelling each."""
+    words: list[str] = []
+    for token in code_tokens(text):
+        if token.kind == "symbol" and token.text not in _KEPT_SYMBOLS:
+            words += list(token.text)
+        else:
+            words.append(token.text)
+    return [_SAME_SYMBOL.get(word, word) for word in words]
 
 
 def _unparenthesized(tokens: list[str]) -> list[str]:
@@ -949,11 +962,11 @@ def _piece(text: str, binder_names: set[str], notation: bool) -> _Piece:
     `y2`, ...); with `notation`, tokens one space apart, `(x)` as `x` and comparisons mirrored into `≤` and `<`."""
     inner = [name for name in _bound_names([], text) if name not in binder_names]
     fresh = {name: f"y{i}" for i, name in enumerate(inner, 1)}
-    tokens = code_tokens(text)
     if notation:
-        words = _mirrored_comparisons(_unparenthesized([token.text for token in tokens]))
+        words = _mirrored_comparisons(_unparenthesized(_notation_tokens(text)))
         spans = [(word, " ") for word in words]
     else:
+        tokens = code_tokens(text)
         ends = [token.start + len(token.text) for token in tokens]
         gaps = [text[end:following.start] for end, following in zip(ends, tokens[1:])] + [""]
         spans = [(token.text, gap) for token, gap in zip(tokens, gaps)]
@@ -965,6 +978,14 @@ def _piece(text: str, binder_names: set[str], notation: bool) -> _Piece:
         else:
             parts.append((fresh.get(head, head) + dot + tail if head in fresh else word) + gap)
     return _Piece(tuple(parts))
+
+
+def _whole(term: str) -> str:
+    """A hypothesis or conclusion without parentheses around the whole of it: there they group nothing (a `·`
+    function inside them is kept as written)."""
+    while term.startswith("(") and _matching(term) == len(term) - 1 and "·" not in _outside_brackets(term[1:-1]):
+        term = term[1:-1].strip()
+    return term
 
 
 def statement_key(signature: str, notation: bool = False, opened: frozenset[str] = frozenset()) -> str:
@@ -982,8 +1003,8 @@ def statement_key(signature: str, notation: bool = False, opened: frozenset[str]
     if notation:
         binders = [_Binder("(" if b.opener in "{⦃" else b.opener, b.name, b.type) for b in binders]
     names = {b.name for b in binders if b.name}
-    pieces = [_piece(b.type, names, notation) for b in binders]
-    conclusion = _piece(rest[1:].strip() if rest.startswith(":") else rest, names, notation)
+    pieces = [_piece(_whole(b.type), names, notation) for b in binders]
+    conclusion = _piece(_whole(rest[1:].strip() if rest.startswith(":") else rest), names, notation)
     everything = [*pieces, conclusion]
     used = [name for name in dict.fromkeys(b.name for b in binders if b.name)
             if any(piece.mentions(name) for piece in everything)]
@@ -1165,7 +1186,9 @@ def code_tokens(text: str) -> list[Token]:
             i = end
             continue
         j = i + 1
-        if c not in _BRACKETS:
+        # A bracket, or a character that reads as a digit or letter yet starts no number or name (`¹` of `⁻¹`), is
+        # a token of its own; other symbols run on (`:=`, `=>`).
+        if c not in _BRACKETS and not c.isalnum():
             while j < n and not code[j].isspace() and code[j] not in _BRACKETS and code[j] != "#" \
                     and not (code[j].isalnum() or code[j] in "_«"):
                 j += 1
