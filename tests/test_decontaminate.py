@@ -167,3 +167,48 @@ def test_export_moves_rows_restating_a_benchmark_problem_to_excluded(tmp_path, s
     assert "3 `pairs` rows, 4 `trajectories` rows, 2 `judge` rows of 2 candidates" in card
     assert "exact: same statement up to" in card
     assert not any("shared_fact" in path.read_text() for path in (out / "lean").glob("*.lean"))
+
+
+def test_corpus_benchmarks_and_output_may_live_on_object_storage(object_store, tmp_path, shared_dir, capsys) -> None:
+    bucket = object_store.create_bucket("decontaminate")
+    filesystem = object_store.filesystem()
+    minif2f = shared_dir / "fixtures" / "minif2f-lean4-valid"
+    for name in ("aime_1983_p9.lean", "aimeI_2000_p7.lean", "mathd_algebra_10.lean"):
+        with filesystem.open_output_stream(f"decontaminate/bench/minif2f/{name}") as stream:
+            stream.write((minif2f / name).read_bytes())
+    with filesystem.open_output_stream("decontaminate/corpus/part.jsonl") as stream:
+        stream.write("".join(json.dumps({"id": key, "statement": text}) + "\n"
+                             for key, text in (("renamed", RENAMED), ("reordered", REORDERED))).encode())
+    status = decontaminate.main([f"corpus={bucket}/corpus", f"benchmarks=[{bucket}/bench/minif2f]",
+                                 f"out={bucket}/out", "matches.embedding.enabled=false"])
+    assert status == 0
+    assert f"  rows           {bucket}/out/rows  (2 of 2 rows contaminated)" in capsys.readouterr().out
+    with filesystem.open_input_file("decontaminate/out/rows/rows.parquet") as stream:
+        rows = pq.read_table(stream).to_pylist()
+    assert [(row["id"], row["benchmark"], row["benchmark_problem"]) for row in rows] == [
+        ("renamed", "minif2f", "aime_1983_p9"), ("reordered", "minif2f", "aimeI_2000_p7")]
+    assert {"decontaminate/out/summary/summary.parquet", "decontaminate/out/manifest.json"} <= set(
+        object_store.keys("decontaminate/out"))
+
+
+def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
+    rows = [row if row["candidate_id"] in ("c1", "c7") else replaced(row, "n + 0 = n", "Even (2 * n)")
+            for row in candidates()]
+    run_dir = write_run(tmp_path / "run", rows=rows)
+    benchmark = tmp_path / "tiny-bench"
+    benchmark.mkdir()
+    (benchmark / "p1.lean").write_text("import Mathlib\n\nlemma bench_p1 {k : ℕ} : k + 0 = k := by sorry\n")
+    fast = [f"benchmarks=[{benchmark}]", "matches.embedding.enabled=false"]
+    assert decontaminate.main([f"corpus={run_dir}", f"out={tmp_path / 'run-out'}", *fast]) == 0
+    table = pq.read_table(tmp_path / "run-out" / "candidates")
+    assert set(table.column_names) >= {"candidate_id", "status", "proofs", "contaminated", "match_kind"}
+    flagged = {row["candidate_id"] for row in table.to_pylist() if row["contaminated"]}
+    assert flagged == {"c1", "c7"}  # the implicit binder is the notation tier's business
+    assert {row["match_kind"] for row in table.to_pylist() if row["contaminated"]} == {"notation"}
+    assert export.main([f"run_dir={run_dir}"]) == 0
+    assert decontaminate.main([f"corpus={run_dir / 'export'}", f"out={tmp_path / 'export-out'}", *fast]) == 0
+    for corpus in ("pairs", "judge", "trajectories"):
+        judged = pq.read_table(tmp_path / "export-out" / corpus).to_pylist()
+        assert {row["candidate_id"] for row in judged if row["contaminated"]} == \
+            {row["candidate_id"] for row in judged} & {"c1", "c7"}, corpus
+        assert all(row["decontaminate_note"] is None for row in judged), corpus
