@@ -367,7 +367,7 @@ def main() -> None:
         rows += mathlib_rows(args.mathlib, rng)
         cfg = OmegaConf.to_container(compose_config("decontaminate", [
             "corpus=unused", "out=unused", f"benchmarks=[{benchmark_dir},{proofnet_file}]"]), resolve=True)
-        judge = decontaminator(cfg, cfg["embedding"], int(cfg["embed_batch"]))
+        judge = decontaminator(cfg, cfg["embedding"])
         started = time.perf_counter()
         for row in rows:
             read_statement(row.text, judge.settings, judge.index.opened)

@@ -11,7 +11,9 @@ of its own (`conf/decontaminate/default.yaml`):
   or above a threshold; the nearest one and its cosine are kept for review whatever it is;
 - `ngram`: the share of the statement's token n-grams found in one benchmark problem, the curation libraries' test;
   reported, never decisive alone (renamed variables defeat it, and shared boilerplate inflates it).
-Pure logic: the caller reads the texts and computes the vectors.
+`BenchmarkSet` is the pure logic (the caller gives the vectors); `StatementJudge` adds the embedding model, and
+`BenchmarkCheckOperator` is the Ray Data step of `mine` that marks candidates restating a problem before any LLM or
+Lean time is spent on them.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from typing import Any
 
 import faiss
 import numpy as np
+import pyarrow as pa
 
 from lean_pool.lean_source import THEOREM_KINDS, code_tokens, opened_namespaces, read_commands, statement_key
+from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
+from operators.rows.candidates import BENCHMARK, DISCOVERED, candidates_table, is_open
 
 EXACT, NOTATION, EMBEDDING, NGRAM = "exact", "notation", "embedding", "ngram"
 DECISIVE_KINDS = (EXACT, NOTATION, EMBEDDING)
@@ -45,6 +50,7 @@ class MatchSettings:
     ngram: bool
     ngram_n: int
     ngram_threshold: float
+    embed_batch: int
 
     @classmethod
     def from_config(cls, matches: Mapping[str, Any]) -> MatchSettings:
@@ -54,7 +60,7 @@ class MatchSettings:
             embedding=bool(matches["embedding"]["enabled"]),
             embedding_threshold=float(matches["embedding"]["threshold"]),
             ngram=bool(matches["ngram"]["enabled"]), ngram_n=int(matches["ngram"]["n"]),
-            ngram_threshold=float(matches["ngram"]["threshold"]),
+            ngram_threshold=float(matches["ngram"]["threshold"]), embed_batch=int(matches["embedding"]["batch"]),
         )
 
 
@@ -224,3 +230,61 @@ class BenchmarkSet:
     def ngram_flagged(self, verdict: Verdict) -> bool:
         """True when the n-gram overlap reaches its threshold (reported, never decisive alone)."""
         return verdict.ngram_overlap is not None and verdict.ngram_overlap >= self.settings.ngram_threshold
+
+
+class StatementJudge:
+    """Benchmark problems indexed with their embeddings: judges Lean texts, each distinct text once."""
+
+    def __init__(self, problems: Sequence[Problem], settings: MatchSettings, encoder: Encoder | None) -> None:
+        self.settings = settings
+        self.encoder = encoder if settings.embedding else None
+        vectors = None
+        if self.encoder is not None:
+            vectors = self._embed(BenchmarkSet(problems, settings, None).texts_to_embed())
+        self.index = BenchmarkSet(problems, settings, vectors)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        batch = self.settings.embed_batch
+        parts = [encode_statements(self.encoder, texts[i : i + batch]) for i in range(0, len(texts), batch)]
+        return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
+
+    def judge(self, texts: Sequence[str | None]) -> list[Verdict]:
+        """A verdict per text (None: a row without a statement, reported as such)."""
+        distinct = list(dict.fromkeys(text or "" for text in texts))
+        statements = [read_statement(text, self.settings, self.index.opened) for text in distinct]
+        vectors = None
+        if self.encoder is not None:
+            readable = [i for i, s in enumerate(statements) if s.signature is not None]
+            embedded = self._embed([embedded_text(statements[i]) for i in readable])
+            vectors = np.zeros((len(statements), embedded.shape[1] if readable else 1), np.float32)
+            vectors[readable] = embedded
+        verdicts = dict(zip(distinct, self.index.judge(statements, vectors), strict=True))
+        return [verdicts[text or ""] for text in texts]
+
+
+@dataclass(frozen=True)
+class BenchmarkCheckSettings:
+    """`mine`'s benchmark check (`decontaminate:` with benchmarks): the problems read on the driver, how to match
+    them, and the embedding model's config section."""
+
+    problems: tuple[Problem, ...]
+    matches: MatchSettings
+    embedding: Mapping[str, Any]
+
+
+class BenchmarkCheckOperator:
+    """Ray Data `map_batches` actor over candidate rows: an open (`discovered`) candidate whose raw statement restates
+    a benchmark problem becomes `benchmark`, with the problem, the kind of match and its score as its reason, and
+    costs no LLM call or Lean check after; other rows pass untouched."""
+
+    def __init__(self, *, check: BenchmarkCheckSettings) -> None:
+        encoder = load_encoder(check.embedding) if check.matches.embedding else None
+        self.judge = StatementJudge(check.problems, check.matches, encoder)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        checked = [row for row in rows if is_open(row, DISCOVERED)]
+        for row, verdict in zip(checked, self.judge.judge([row["statement_raw"] for row in checked]), strict=True):
+            if verdict.contaminated:
+                row.update(status=BENCHMARK, reason=f"benchmark: {verdict.reason()}")
+        return candidates_table(rows)

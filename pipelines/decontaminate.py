@@ -15,11 +15,10 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.json as pajson
@@ -33,12 +32,11 @@ from operators.decontaminate import (
     BenchmarkSet,
     MatchSettings,
     Problem,
+    StatementJudge,
     Verdict,
-    embedded_text,
-    read_statement,
 )
 from operators.retrieval.declaration_index import content_hash, git_head
-from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
+from operators.retrieval.embeddings import load_encoder
 from operators.storage import is_uri, join, open_location, without_options
 from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
@@ -174,55 +172,44 @@ def read_benchmark(entry: str | Mapping[str, Any], read: Mapping[str, Any]) -> B
     return Benchmark(name, without_options(location), str(revision), revision_source, problems)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decontaminator:
-    """The benchmarks read and indexed, and the encoder of the embedding tier: judges corpus texts, each distinct
-    text once."""
+    """The benchmarks read, and the judge of corpus texts built on their problems."""
 
     benchmarks: list[Benchmark]
-    settings: MatchSettings
-    encoder: Encoder | None
-    embed_batch: int
-    index: BenchmarkSet = field(init=False)
+    checker: StatementJudge
 
-    def __post_init__(self) -> None:
-        problems = [problem for benchmark in self.benchmarks for problem in benchmark.problems]
-        vectors = None
-        if self.encoder is not None:
-            probe = BenchmarkSet(problems, self.settings, None)
-            vectors = self._embed(probe.texts_to_embed())
-        self.index = BenchmarkSet(problems, self.settings, vectors)
+    @property
+    def settings(self) -> MatchSettings:
+        return self.checker.settings
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        parts = [encode_statements(self.encoder, texts[i : i + self.embed_batch])
-                 for i in range(0, len(texts), self.embed_batch)]
-        return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
+    @property
+    def index(self) -> BenchmarkSet:
+        return self.checker.index
 
     def judge(self, texts: Sequence[str | None]) -> list[Verdict]:
-        """A verdict per text (None: a row without a statement, reported as such)."""
-        distinct = list(dict.fromkeys(text or "" for text in texts))
-        statements = [read_statement(text, self.settings, self.index.opened) for text in distinct]
-        vectors = None
-        if self.encoder is not None:
-            readable = [i for i, s in enumerate(statements) if s.signature is not None]
-            embedded = self._embed([embedded_text(statements[i]) for i in readable])
-            vectors = np.zeros((len(statements), embedded.shape[1] if len(readable) else 1), np.float32)
-            vectors[readable] = embedded
-        verdicts = dict(zip(distinct, self.index.judge(statements, vectors), strict=True))
-        return [verdicts[text or ""] for text in texts]
+        """A verdict per corpus text (`StatementJudge.judge`)."""
+        return self.checker.judge(texts)
 
 
-def decontaminator(section: Mapping[str, Any], embedding: Mapping[str, Any], embed_batch: int) -> Decontaminator:
-    """The `Decontaminator` a config section describes (`benchmarks`, `read`, `matches`), with its encoder."""
+def read_benchmarks(section: Mapping[str, Any]) -> list[Benchmark]:
+    """The benchmarks of a config section (`benchmarks`, `read`), each named once; a `SetupError` when there is none."""
     if not section["benchmarks"]:
         raise SetupError("benchmarks=[] names no benchmark to compare with")
-    settings = MatchSettings.from_config(section["matches"])
     benchmarks = [read_benchmark(entry, section["read"]) for entry in section["benchmarks"]]
     names = [benchmark.name for benchmark in benchmarks]
     if len(set(names)) != len(names):
         raise SetupError(f"two benchmarks are named alike ({names}); give each a `name`")
+    return benchmarks
+
+
+def decontaminator(section: Mapping[str, Any], embedding: Mapping[str, Any]) -> Decontaminator:
+    """The `Decontaminator` a config section describes (`benchmarks`, `read`, `matches`), with its encoder."""
+    settings = MatchSettings.from_config(section["matches"])
+    benchmarks = read_benchmarks(section)
     encoder = load_encoder(embedding) if settings.embedding else None
-    return Decontaminator(benchmarks, settings, encoder, embed_batch)
+    problems = [problem for benchmark in benchmarks for problem in benchmark.problems]
+    return Decontaminator(benchmarks, StatementJudge(problems, settings, encoder))
 
 
 def verdict_columns(verdicts: Sequence[Verdict]) -> list[tuple[str, pa.Array]]:
@@ -309,8 +296,9 @@ def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
 
 def summary_rows(decontaminator: Decontaminator, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
     """Per benchmark: its problems, those unread, those some corpus row restates, and the rows matched by kind."""
-    flagged = [v for v in verdicts if decontaminator.index.ngram_flagged(v)]
-    unread = Counter(problem.benchmark for problem in decontaminator.index.unread())
+    index = decontaminator.index
+    flagged = [v for v in verdicts if index.ngram_flagged(v)]
+    unread = Counter(problem.benchmark for problem in index.unread())
     rows = []
     for benchmark in decontaminator.benchmarks:
         matched = [v for v in verdicts if v.contaminated and v.benchmark == benchmark.name]
@@ -343,7 +331,7 @@ def decontaminate(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str
     """Judge every row of the corpus and write the tables, the summary and the manifest under `out`; the manifest,
     and per table written where it went."""
     tables = read_corpus(str(cfg["corpus"]), cfg["corpus_column"])
-    judge = decontaminator(cfg, cfg["embedding"], int(cfg["embed_batch"]))
+    judge = decontaminator(cfg, cfg["embedding"])
     out = RunDir(str(cfg["out"]))
     written, every, counts = {}, [], {}
     for corpus in tables:

@@ -76,7 +76,7 @@ def corpus_rows(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any])
 def contaminated_candidates(run: RunData, section: Mapping[str, Any]) -> tuple[dict[str, Verdict], dict[str, Any]]:
     """Candidate id -> verdict for each candidate whose statement (compiled, else raw) restates a problem of the
     configured benchmarks, and what the card and manifest say of the check (benchmarks, revisions, method)."""
-    judge = decontaminator(section, section["embedding"], int(section["embed_batch"]))
+    judge = decontaminator(section, section["embedding"])
     rows = run.candidates.select("candidate_id", "statement", "statement_raw").to_dicts()
     verdicts = judge.judge([row["statement"] or row["statement_raw"] for row in rows])
     found = {row["candidate_id"]: v for row, v in zip(rows, verdicts, strict=True) if v.contaminated}

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lean_pool.lean_source import read_commands, statement_key
-from pipelines import decontaminate, export
+from operators.rows.candidates import BENCHMARK, DUPLICATE
+from pipelines import decontaminate, export, mine
 from tests.handmade_run import candidates, write_run
 
 OPEN = "open BigOperators Real Nat Topology Rat"
@@ -212,3 +213,24 @@ def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
         assert {row["candidate_id"] for row in judged if row["contaminated"]} == \
             {row["candidate_id"] for row in judged} & {"c1", "c7"}, corpus
         assert all(row["decontaminate_note"] is None for row in judged), corpus
+
+
+def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tmp_path) -> None:
+    benchmark = tmp_path / "comm-bench"
+    benchmark.mkdir()
+    (benchmark / "comm.lean").write_text("import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry\n")
+    run_dir = tmp_path / "run"
+    status = mine.main(["preset=demo", f"run_dir={run_dir}", f"decontaminate.benchmarks=[{benchmark}]",
+                        "decontaminate.matches.embedding.enabled=false"])
+    assert status == 0
+    rows = pq.read_table(run_dir / "candidates").to_pylist()
+    restating = [row for row in rows if row["statement_raw"] and "(a b : ℕ) : a + b = b + a" in row["statement_raw"]]
+    marked = [row for row in rows if row["status"] == BENCHMARK]
+    # Dedup keeps the first restatement of each seed; the benchmark check takes those before the judge sees them.
+    assert marked and {row["candidate_id"] for row in marked} == \
+        {row["candidate_id"] for row in restating if row["status"] != DUPLICATE}
+    for row in marked:
+        assert row["reason"] == "benchmark: restates comm-bench problem bench_comm (exact match, score 1.000)"
+        assert row["judge_verdict"] is None and row["statement"] is None
+        assert not [call for call in row["llm_calls"] or [] if call["stage"] != "discover"]
+    assert not any(row["status"] == BENCHMARK for row in rows if row not in restating)

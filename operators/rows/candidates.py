@@ -15,6 +15,7 @@ import pyarrow as pa
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
 DUPLICATE = "duplicate"
+BENCHMARK = "benchmark"  # restates a problem of an evaluation benchmark (`decontaminate.benchmarks` of `mine`)
 REJECTED_BY_JUDGE = "rejected_by_judge"
 NOT_COMPILABLE = "not_compilable"
 UNFAITHFUL = "unfaithful"  # compiled, but no longer the statement the judge accepted (faithfulness check)
@@ -22,7 +23,7 @@ TRIVIAL = "trivial"
 COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
-STATUSES = (DISCOVERED, DUPLICATE, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
+STATUSES = (DISCOVERED, DUPLICATE, BENCHMARK, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
             ERROR_INFRA)
 # What a duplicate restates (`dedup_kind`): a declaration of the Mathlib index, or an earlier candidate of its seed.
 MATHLIB = "mathlib"
