@@ -4,7 +4,8 @@ Half of miniF2F's validation split (a directory of .lean files) and half of the 
 benchmarks; the corpus holds restatements of their problems, near misses of them, and unrelated statements (the other
 halves of both, and real Mathlib theorems). The restatements are written by this file's own text edits, not by the
 canonical form under test: the theorem renamed and `theorem`/`lemma` swapped, binders and hypotheses renamed,
-ungrouped or regrouped and reordered (dependencies kept), a hypothesis moved after the colon, the layout changed, and
+ungrouped and reordered (dependencies kept), a conjunction hypothesis split into one hypothesis per conjunct, a
+hypothesis moved after the colon, the layout changed, and
 notation variants (`x^2`, `λ x ↦`, nested `∀`, `b > a` for `a < b`, `sin` for `Real.sin` under `open Real`). A near
 miss is a restatement with one constant or one operator changed: a different statement, whose flagging a corpus owner
 judges. Reading the benchmarks and judging the corpus go through the job's own functions (`pipelines.decontaminate`).
@@ -29,7 +30,7 @@ from omegaconf import OmegaConf
 
 from conf import compose_config
 from lean_pool.lean_source import read_commands
-from operators.decontaminate import DECISIVE_KINDS, read_statement
+from operators.decontaminate import DECISIVE_KINDS, read_statements
 from pipelines.decontaminate import decontaminator
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -156,7 +157,6 @@ def restate(source: Source, rng: random.Random, near_miss: bool) -> Row | None:
     fresh = [w for w in FRESH_NAMES if w not in taken]
     rng.shuffle(fresh)
     if rng.random() < 0.7:
-        binders = [Binder(b.opener, [n2 for n in b.names for n2 in [n]], b.type) for b in binders]
         singles = []
         for b in binders:
             singles += [Binder(b.opener, [n], b.type) for n in b.names] if len(b.names) > 1 else [b]
@@ -181,6 +181,10 @@ def restate(source: Source, rng: random.Random, near_miss: bool) -> Row | None:
 
         binders = [Binder(b.opener, [renaming.get(n, n) for n in b.names], apply(b.type)) for b in binders]
         conclusion = apply(conclusion)
+    if rng.random() < 0.3:
+        binders, split = split_conjunction(binders, conclusion)
+        if split:
+            edits.append("split_conjunction")
     if rng.random() < 0.8:
         binders, moved = reorder(binders, rng)
         if moved:
@@ -213,11 +217,40 @@ def reorder(binders: list[Binder], rng: random.Random) -> tuple[list[Binder], bo
     """A random order of the binders in which each still comes after those its type mentions."""
     left, order = list(range(len(binders))), []
     while left:
-        ready = [i for i in left if not any(mentions(binders[i].type, n) for j in left if j != i for n in binders[j].names)]
+        ready = [i for i in left
+                 if not any(mentions(binders[i].type, n) for j in left if j != i for n in binders[j].names)]
         pick = rng.choice(ready or left)
         order.append(pick)
         left.remove(pick)
     return [binders[i] for i in order], order != sorted(order)
+
+
+def top_level_parts(text: str, separator: str) -> list[str]:
+    """`text` cut at each `separator` outside brackets."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        depth += (text[i] in OPENERS) - (text[i] in CLOSERS)
+        if depth == 0 and text.startswith(separator, i):
+            parts.append(text[start:i])
+            start = i + len(separator)
+            i = start
+            continue
+        i += 1
+    return [*parts, text[start:]]
+
+
+def split_conjunction(binders: list[Binder], conclusion: str) -> tuple[list[Binder], bool]:
+    """The first hypothesis nothing mentions whose type is a conjunction (`(h : A ∧ B)`) as one hypothesis per
+    conjunct (`(h_1 : A) (h_2 : B)`)."""
+    for i, b in enumerate(binders):
+        others = [x.type for k, x in enumerate(binders) if k != i] + [conclusion]
+        parts = top_level_parts(b.type, " ∧ ")
+        if (b.opener != "(" or len(b.names) != 1 or len(parts) < 2 or any(mentions(t, b.names[0]) for t in others)
+                or any(s in b.type for s in ("∨", "→", "↔", "∀", "∃", "fun", "λ", ","))):
+            continue
+        split = [Binder("(", [f"{b.names[0]}_{k}"], part.strip()) for k, part in enumerate(parts, 1)]
+        return binders[:i] + split + binders[i + 1 :], True
+    return binders, False
 
 
 def hypothesis_after_colon(binders: list[Binder], conclusion: str) -> tuple[list[Binder], str, bool]:
@@ -370,7 +403,7 @@ def main() -> None:
         judge = decontaminator(cfg, cfg["embedding"])
         started = time.perf_counter()
         for row in rows:
-            read_statement(row.text, judge.settings, judge.index.opened)
+            read_statements(row.text, judge.settings, judge.index.opened)
         reading = time.perf_counter() - started
         started = time.perf_counter()
         verdicts = judge.judge([row.text for row in rows])

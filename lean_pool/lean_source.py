@@ -988,13 +988,28 @@ def _whole(term: str) -> str:
     return term
 
 
+def _conjuncts(term: str) -> list[str]:
+    """`A ∧ B ∧ C` as its conjuncts, when `∧` is the outermost connective (no `∨`, arrow, comma or binder around
+    it): a hypothesis `(h : A ∧ B)` nothing mentions says what `(h₁ : A) (h₂ : B)` say."""
+    top = _outside_brackets(term)
+    if _LOOSER.search(top) or re.search(r"∨|→", top):
+        return [term]
+    cuts = [m.start() for m in re.finditer(" ∧ ", top)]
+    if not cuts:
+        return [term]
+    bounds = [0, *[cut + 3 for cut in cuts]]
+    ends = [*cuts, len(term)]
+    return [_whole(term[start:end].strip()) for start, end in zip(bounds, ends)]
+
+
 def statement_key(signature: str, notation: bool = False, opened: frozenset[str] = frozenset()) -> str:
     """One text for every way of writing a statement that `canonical_statement` erases and, besides, the names and
     order of its binders and hypotheses: binders are sorted, each bound name is named by where it stands in the
     statement (its type, the hypotheses and conclusion that mention it), not by where it was written, and a
     hypothesis nothing mentions is `_`. With `notation`, also what `_notation_free` erases, implicit or explicit
     brackets, parentheses around one token and `≥`/`>` written as `≤`/`<` with sides swapped. Two statements with one
-    key say the same thing up to those; without Lean, nothing more is claimed."""
+    key say the same thing up to those, and, with `notation`, up to a hypothesis nothing mentions written as one
+    conjunction or as its conjuncts; without Lean, nothing more is claimed."""
     text = normalize_space(signature)
     if notation:
         text = _notation_free(text, opened)
@@ -1005,9 +1020,13 @@ def statement_key(signature: str, notation: bool = False, opened: frozenset[str]
     names = {b.name for b in binders if b.name}
     pieces = [_piece(_whole(b.type), names, notation) for b in binders]
     conclusion = _piece(_whole(rest[1:].strip() if rest.startswith(":") else rest), names, notation)
-    everything = [*pieces, conclusion]
     used = [name for name in dict.fromkeys(b.name for b in binders if b.name)
-            if any(piece.mentions(name) for piece in everything)]
+            if any(piece.mentions(name) for piece in [*pieces, conclusion])]
+    if notation:
+        split = [(_Binder(b.opener, b.name, part), _piece(part, names, notation))
+                 for b, piece in zip(binders, pieces)
+                 for part in (_conjuncts(_whole(b.type)) if b.name and b.name not in used and b.type else [b.type])]
+        binders, pieces = [b for b, _ in split], [piece for _, piece in split]
     own = {b.name: (b.opener, piece) for b, piece in zip(binders, pieces) if b.name}
 
     def render(naming: dict[str, str]) -> str:

@@ -109,10 +109,10 @@ class Verdict:
         return f"restates {self.benchmark} problem {self.problem} ({self.kind} match, score {self.score:.3f})"
 
 
-def statement_signature(text: str) -> str | None:
-    """The signature of the first theorem, lemma or example of `text` with balanced brackets, None when none."""
-    return next((command.signature for command in read_commands(text)
-                 if command.kind in STATEMENT_KINDS and command.balanced and command.signature), None)
+def statement_signatures(text: str) -> list[str]:
+    """The signatures of the theorems, lemmas and examples of `text` with balanced brackets, in order."""
+    return [command.signature for command in read_commands(text)
+            if command.kind in STATEMENT_KINDS and command.balanced and command.signature]
 
 
 def token_ngrams(signature: str, n: int) -> frozenset[tuple[str, ...]]:
@@ -123,19 +123,36 @@ def token_ngrams(signature: str, n: int) -> frozenset[tuple[str, ...]]:
     return frozenset(tokens[i : i + n] for i in range(len(tokens) - n + 1))
 
 
-def read_statement(text: str, settings: MatchSettings, opened: frozenset[str]) -> Statement:
-    """`text` (a Lean snippet or file) read for comparison; `opened` are namespaces whose prefix the notation key
-    drops besides those the text opens itself (the benchmarks' own, so both sides drop the same)."""
-    signature = statement_signature(text)
-    if signature is None:
-        return Statement(None, None, None, frozenset())
+UNREAD = Statement(None, None, None, frozenset())
+
+
+def read_statements(text: str, settings: MatchSettings, opened: frozenset[str]) -> list[Statement]:
+    """Each theorem, lemma or example of `text` (a Lean snippet or file) read for comparison (a corpus row may hold
+    helper lemmas before the one that matters); `opened` are namespaces whose prefix the notation key drops besides
+    those the text opens itself (the benchmarks' own, so both sides drop the same)."""
     namespaces = opened | frozenset(opened_namespaces(text))
-    return Statement(
-        signature,
-        statement_key(signature) if settings.exact else None,
-        statement_key(signature, notation=True, opened=namespaces) if settings.notation else None,
-        token_ngrams(signature, settings.ngram_n) if settings.ngram else frozenset(),
-    )
+    return [
+        Statement(
+            signature,
+            statement_key(signature) if settings.exact else None,
+            statement_key(signature, notation=True, opened=namespaces) if settings.notation else None,
+            token_ngrams(signature, settings.ngram_n) if settings.ngram else frozenset(),
+        )
+        for signature in statement_signatures(text)
+    ]
+
+
+def read_statement(text: str, settings: MatchSettings, opened: frozenset[str]) -> Statement:
+    """The first statement of `text` read for comparison (`UNREAD` when it has none): a benchmark problem's."""
+    return next(iter(read_statements(text, settings, opened)), UNREAD)
+
+
+def strongest(verdicts: Sequence[Verdict]) -> Verdict:
+    """Of the verdicts on the statements of one text, the one that says most: a match before none, a stronger kind
+    before a weaker, then the higher score, then the nearer problem."""
+    rank = {kind: i for i, kind in enumerate(DECISIVE_KINDS)}
+    return min(verdicts, key=lambda v: (not v.contaminated, rank.get(v.kind, len(rank)), -(v.score or 0.0),
+                                        -(v.nearest_similarity or 0.0)))
 
 
 def embedded_text(statement: Statement) -> str:
@@ -249,16 +266,18 @@ class StatementJudge:
         return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
 
     def judge(self, texts: Sequence[str | None]) -> list[Verdict]:
-        """A verdict per text (None: a row without a statement, reported as such)."""
+        """A verdict per text, the strongest over its statements (None, or a text without one, is reported as such)."""
         distinct = list(dict.fromkeys(text or "" for text in texts))
-        statements = [read_statement(text, self.settings, self.index.opened) for text in distinct]
+        per_text = [read_statements(text, self.settings, self.index.opened) or [UNREAD] for text in distinct]
+        statements = [statement for found in per_text for statement in found]
         vectors = None
         if self.encoder is not None:
             readable = [i for i, s in enumerate(statements) if s.signature is not None]
             embedded = self._embed([embedded_text(statements[i]) for i in readable])
             vectors = np.zeros((len(statements), embedded.shape[1] if readable else 1), np.float32)
             vectors[readable] = embedded
-        verdicts = dict(zip(distinct, self.index.judge(statements, vectors), strict=True))
+        flat = iter(self.index.judge(statements, vectors))
+        verdicts = {text: strongest([next(flat) for _ in found]) for text, found in zip(distinct, per_text, strict=True)}
         return [verdicts[text or ""] for text in texts]
 
 

@@ -126,7 +126,8 @@ def table_problems(name: str, source: str, table: pa.Table, read: Mapping[str, A
     the id column or `source#row`."""
     statement = _first_present(table.column_names, read["statement_columns"])
     if statement is None:
-        raise SetupError(f"benchmark {name}: {source} has none of the statement columns {list(read['statement_columns'])}")
+        columns = list(read["statement_columns"])
+        raise SetupError(f"benchmark {name}: {source} has none of the statement columns {columns}")
     header = _first_present(table.column_names, read["header_columns"])
     ident = _first_present(table.column_names, read["id_columns"])
     problems = []

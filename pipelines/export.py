@@ -276,7 +276,8 @@ def export_closing(run_uri: str, out_subdir: str, manifest: Mapping[str, Any]) -
     if manifest.get("decontamination"):
         removed = sum(counts["benchmark_removed"] for counts in manifest["corpora"].values())
         if removed:
-            written[f"{EXCLUDED}/"] = (join(run_uri, out_subdir, EXCLUDED), f"{removed} rows restating a benchmark problem")
+            written[f"{EXCLUDED}/"] = (join(run_uri, out_subdir, EXCLUDED),
+                                       f"{removed} rows restating a benchmark problem")
     if manifest["lean_files"]:
         files = f"{len(manifest['lean_files'])} Lean files, one per seed"
         written["lean/"] = (join(run_uri, out_subdir, "lean"), files)

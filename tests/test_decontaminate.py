@@ -16,7 +16,8 @@ from tests.handmade_run import candidates, write_run
 
 OPEN = "open BigOperators Real Nat Topology Rat"
 # aime_1983_p9 of miniF2F, renamed (theorem, binder, hypothesis), as a lemma, laid out on one line.
-RENAMED = f"{OPEN}\n\nlemma my_bound (t : ℝ) (ht : 0 < t ∧ t < Real.pi) : 12 ≤ (9 * (t ^ 2 * Real.sin t ^ 2) + 4) / (t * Real.sin t) := by sorry"
+RENAMED = (f"{OPEN}\n\nlemma my_bound (t : ℝ) (ht : 0 < t ∧ t < Real.pi) : "
+           "12 ≤ (9 * (t ^ 2 * Real.sin t ^ 2) + 4) / (t * Real.sin t) := by sorry")
 # aimeI_2000_p7 with its binders ungrouped, renamed and reordered, and a hypothesis moved after the colon.
 REORDERED = f"""{OPEN}
 
@@ -24,10 +25,12 @@ theorem shuffled (q : ℚ) (a : ℝ) (b : ℝ) (c : ℝ) (hq : 0 < q) (e3 : c + 
     (e0 : a * b * c = 1) (e2 : b + 1 / a = 29) :
     0 < a ∧ 0 < b ∧ 0 < c → ↑q.den + q.num = 5 := by
   sorry"""
-# aime_1983_p9 again, with notation Lean reads the same: `x^2`, `sin` under `open Real`, `π`-free `pi`, `x > 0`.
-NOTATION = f"{OPEN}\n\ntheorem tight (x : ℝ) (h : x > 0 ∧ x < pi) : 12 ≤ (9 * (x^2 * sin x^2) + 4) / (x * sin x) := by sorry"
+# aime_1983_p9 again, in notation Lean reads the same: `x^2`, `sin` and `pi` under `open Real`, `x > 0`.
+NOTATION = (f"{OPEN}\n\ntheorem tight (x : ℝ) (h : x > 0 ∧ x < pi) : "
+            "12 ≤ (9 * (x^2 * sin x^2) + 4) / (x * sin x) := by sorry")
 # aime_1983_p9 with its constant changed: another statement.
-NEAR_MISS = f"{OPEN}\n\ntheorem near (x : ℝ) (h₀ : 0 < x ∧ x < Real.pi) : 13 ≤ (9 * (x ^ 2 * Real.sin x ^ 2) + 4) / (x * Real.sin x) := by sorry"
+NEAR_MISS = (f"{OPEN}\n\ntheorem near (x : ℝ) (h₀ : 0 < x ∧ x < Real.pi) : "
+             "13 ≤ (9 * (x ^ 2 * Real.sin x ^ 2) + 4) / (x * Real.sin x) := by sorry")
 
 
 def mathlib_theorems(mathlib_sample_dir: Path, count: int) -> list[str]:
@@ -55,6 +58,11 @@ def test_a_statement_key_forgets_names_and_order_and_keeps_meaning() -> None:
         statement_key(": ∀ (m : ℕ), ∀ n : ℕ, m + n = n + m", notation=True)
     assert statement_key("(f : ℕ → ℕ) (h : f = λ n, n + 1) : f 0 = 1", notation=True) == \
         statement_key("(g : ℕ → ℕ) (h : g = fun n => n + 1) : g 0 = 1", notation=True)
+    conjunction, conjuncts = "(x y : ℝ) (h : 0 < x ∧ x < y) : x < y + 1", "(a b : ℝ) (p : a < b) (q : 0 < a) : a < b + 1"
+    assert statement_key(conjunction) != statement_key(conjuncts)
+    assert statement_key(conjunction, notation=True) == statement_key(conjuncts, notation=True)
+    assert statement_key("(x : ℝ) (h : 0 < x ∧ x < 1 ∨ x = 2) : x ≠ 3", notation=True) != \
+        statement_key("(x : ℝ) (h : 0 < x) (h' : x < 1 ∨ x = 2) : x ≠ 3", notation=True)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +73,8 @@ def judged(tmp_path_factory, shared_dir, mathlib_sample_dir):
     exercise = proofnet_row(shared_dir, "Axler_exercise_1_3")
     restated_proofnet = exercise["formal_statement"].replace("Axler_exercise_1_3", "neg_neg_again")
     texts = [("renamed", RENAMED), ("reordered", REORDERED), ("notation", NOTATION), ("near", NEAR_MISS),
-             ("proofnet", f"{exercise['header']}\n{restated_proofnet}"), ("prose", "Every prime above 2 is odd.")]
+             ("proofnet", f"{exercise['header']}\n{restated_proofnet}"), ("prose", "Every prime above 2 is odd."),
+             ("helper", "theorem helper (n : ℕ) : n ≤ n + 1 := by omega\n\n" + RENAMED.replace("my_bound", "main"))]
     texts += [(f"mathlib{i}", text) for i, text in enumerate(mathlib_theorems(mathlib_sample_dir, 12))]
     corpus = tmp / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": key, "lean": text, "source": "test"}) + "\n" for key, text in texts))
@@ -89,6 +98,7 @@ def test_restated_problems_are_found_with_their_problem_and_kind(judged) -> None
         "reordered": ("minif2f-lean4-valid", "aimeI_2000_p7", "exact"),
         "notation": ("minif2f-lean4-valid", "aime_1983_p9", "notation"),
         "proofnet": ("proofnet", "Axler_exercise_1_3", "exact"),
+        "helper": ("minif2f-lean4-valid", "aime_1983_p9", "exact"),  # the second theorem of its text
     } | ({"near": ("minif2f-lean4-valid", "aime_1983_p9", "embedding")} if rows["near"]["contaminated"] else {})
     assert rows["renamed"]["match_score"] == 1.0
 
@@ -111,11 +121,11 @@ def test_the_summary_counts_problems_and_rows_per_benchmark(judged) -> None:
     minif2f, proofnet = summary["minif2f-lean4-valid"], summary["proofnet"]
     assert minif2f["problems"] == 244 and proofnet["problems"] == 70
     near = int(rows["near"]["contaminated"])
-    assert (minif2f["problems_matched"], minif2f["corpus_rows_matched"]) == (2, 3 + near)
-    assert (minif2f["rows_exact"], minif2f["rows_notation"], minif2f["rows_embedding"]) == (2, 1, near)
+    assert (minif2f["problems_matched"], minif2f["corpus_rows_matched"]) == (2, 4 + near)
+    assert (minif2f["rows_exact"], minif2f["rows_notation"], minif2f["rows_embedding"]) == (3, 1, near)
     assert (proofnet["problems_matched"], proofnet["corpus_rows_matched"], proofnet["rows_exact"]) == (1, 1, 1)
     assert minif2f["revision"].startswith("sha256:") and minif2f["revision_source"] == "content"
-    assert manifest["tables"]["rows"] == {"rows": 18, "contaminated": 4 + near, "unread": 1}
+    assert manifest["tables"]["rows"] == {"rows": 19, "contaminated": 5 + near, "unread": 1}
 
 
 def test_a_missing_statement_column_is_one_error_line(tmp_path, capsys, shared_dir) -> None:
@@ -218,7 +228,7 @@ def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
 def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tmp_path) -> None:
     benchmark = tmp_path / "comm-bench"
     benchmark.mkdir()
-    (benchmark / "comm.lean").write_text("import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry\n")
+    (benchmark / "comm.lean").write_text("import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry")
     run_dir = tmp_path / "run"
     status = mine.main(["preset=demo", f"run_dir={run_dir}", f"decontaminate.benchmarks=[{benchmark}]",
                         "decontaminate.matches.embedding.enabled=false"])
