@@ -150,7 +150,8 @@ def read_benchmark(entry: str | Mapping[str, Any], read: Mapping[str, Any]) -> B
         raise SetupError(f"benchmark {without_options(location)} does not exist")
     name = str(spec.get("name") or PurePosixPath(root).name.removesuffix(PARQUET_SUFFIX).removesuffix(".jsonl"))
     files = [root] if info.type == pafs.FileType.File else data_files(filesystem, root)
-    lean = [path for path in files if path.endswith(LEAN_SUFFIX)]
+    # A checkout's hidden folders (`.lake/` with a built Mathlib, `.git/`) hold no problem of its own.
+    lean = [path for path in files if path.endswith(LEAN_SUFFIX) and "/." not in path[len(root):]]
     if lean:
         base = str(PurePosixPath(root).parent) if info.type == pafs.FileType.File else root
         problems = lean_problems(name, [(path[len(base) + 1 :], _read_text(filesystem, path)) for path in lean])
