@@ -148,14 +148,20 @@ def replaced(value, old: str, new: str):
     return value
 
 
-def test_export_moves_rows_restating_a_benchmark_problem_to_excluded(tmp_path, shared_dir) -> None:
-    # c1 and c7 state `shared_fact : n + 0 = n`; every other candidate another statement.
+def run_and_benchmark(tmp_path: Path, problem: str) -> tuple[Path, Path]:
+    """The hand-built run with only c1 and c7 stating `shared_fact : n + 0 = n` (every other candidate states another
+    fact), and a one-problem benchmark directory `tiny-bench` holding `problem`."""
     rows = [row if row["candidate_id"] in ("c1", "c7") else replaced(row, "n + 0 = n", "Even (2 * n)")
             for row in candidates()]
     run_dir = write_run(tmp_path / "run", rows=rows)
     benchmark = tmp_path / "tiny-bench"
     benchmark.mkdir()
-    (benchmark / "p1.lean").write_text("import Mathlib\n\ntheorem bench_p1 (m : ℕ) :\n    m + 0 = m := by sorry\n")
+    (benchmark / "p1.lean").write_text(f"import Mathlib\n\n{problem}\n")
+    return run_dir, benchmark
+
+
+def test_export_moves_rows_restating_a_benchmark_problem_to_excluded(tmp_path, shared_dir) -> None:
+    run_dir, benchmark = run_and_benchmark(tmp_path, "theorem bench_p1 (m : ℕ) :\n    m + 0 = m := by sorry")
     status = export.main([f"run_dir={run_dir}", "split.test_fraction=0.2",
                           f"decontaminate.benchmarks=[{benchmark},{shared_dir / 'fixtures' / 'minif2f-lean4-valid'}]"])
     assert status == 0
@@ -203,12 +209,7 @@ def test_corpus_benchmarks_and_output_may_live_on_object_storage(object_store, t
 
 
 def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
-    rows = [row if row["candidate_id"] in ("c1", "c7") else replaced(row, "n + 0 = n", "Even (2 * n)")
-            for row in candidates()]
-    run_dir = write_run(tmp_path / "run", rows=rows)
-    benchmark = tmp_path / "tiny-bench"
-    benchmark.mkdir()
-    (benchmark / "p1.lean").write_text("import Mathlib\n\nlemma bench_p1 {k : ℕ} : k + 0 = k := by sorry\n")
+    run_dir, benchmark = run_and_benchmark(tmp_path, "lemma bench_p1 {k : ℕ} : k + 0 = k := by sorry")
     fast = [f"benchmarks=[{benchmark}]", "matches.embedding.enabled=false"]
     assert decontaminate.main([f"corpus={run_dir}", f"out={tmp_path / 'run-out'}", *fast]) == 0
     table = pq.read_table(tmp_path / "run-out" / "candidates")
