@@ -2,7 +2,7 @@
 
 A prover or autoformalizer trained on a benchmark's problems, even renamed or with the hypotheses shuffled, scores
 higher on that benchmark for no good reason. Statements are compared in four ways, strongest first, each a switch
-of its own (`conf/decontaminate/default.yaml`):
+of its own (`conf/contamination/default.yaml`):
 - `exact`: the same `statement_key` (Lean's reading up to theorem, binder and hypothesis names, their order, layout
   and `theorem`/`lemma`);
 - `notation`: the same key read up to notation Lean reads as one term (`x^2` and `x ^ 2`, `λ x,` and `fun x =>`,
@@ -31,7 +31,7 @@ from lean_pool.lean_source import THEOREM_KINDS, code_tokens, opened_namespaces,
 from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
 from operators.rows.candidates import BENCHMARK, DISCOVERED, candidates_table, is_open
 
-EXACT, NOTATION, EMBEDDING, NGRAM = "exact", "notation", "embedding", "ngram"
+EXACT, NOTATION, EMBEDDING = "exact", "notation", "embedding"
 DECISIVE_KINDS = (EXACT, NOTATION, EMBEDDING)
 # What a statement is read from: a theorem, a lemma or an example (a corpus may hold unnamed statements).
 STATEMENT_KINDS = THEOREM_KINDS | {"example"}
@@ -40,8 +40,9 @@ NO_STATEMENT = "no theorem, lemma or example could be read from the text"
 
 @dataclass(frozen=True)
 class MatchSettings:
-    """The `decontaminate` matches of the config: which tiers run, the cosine at or above which the nearest
-    benchmark statement is a match, and the n-gram length and the overlap at or above which a row is flagged."""
+    """The `matches` of the config: which tiers run, the cosine at or above which the nearest benchmark statement is
+    a match and how many statements are embedded at a time, and the n-gram length and the overlap at or above which a
+    row is flagged."""
 
     exact: bool
     notation: bool
@@ -54,7 +55,7 @@ class MatchSettings:
 
     @classmethod
     def from_config(cls, matches: Mapping[str, Any]) -> MatchSettings:
-        """Read from the `matches:` section (`conf/decontaminate/default.yaml`)."""
+        """Read from the `matches:` section (`conf/contamination/default.yaml`)."""
         return cls(
             exact=bool(matches["exact"]["enabled"]), notation=bool(matches["notation"]["enabled"]),
             embedding=bool(matches["embedding"]["enabled"]),
@@ -123,6 +124,7 @@ def token_ngrams(signature: str, n: int) -> frozenset[tuple[str, ...]]:
     return frozenset(tokens[i : i + n] for i in range(len(tokens) - n + 1))
 
 
+# What a text without a theorem, lemma or example is read as: its verdict says so (`NO_STATEMENT`).
 UNREAD = Statement(None, None, None, frozenset())
 
 
@@ -166,10 +168,10 @@ def benchmark_namespaces(problems: Sequence[Problem]) -> frozenset[str]:
 
 
 class BenchmarkSet:
-    """The benchmarks' problems, indexed by key, by n-gram and (when vectors are given) by embedding, so each corpus
-    statement is compared with all of them at once."""
+    """The benchmarks' problems, indexed by key, by n-gram and (once `add_vectors` gives their embeddings) by
+    embedding, so each corpus statement is compared with all of them at once."""
 
-    def __init__(self, problems: Sequence[Problem], settings: MatchSettings, vectors: np.ndarray | None) -> None:
+    def __init__(self, problems: Sequence[Problem], settings: MatchSettings) -> None:
         self.problems = list(problems)
         self.settings = settings
         self.opened = benchmark_namespaces(self.problems)
@@ -184,8 +186,11 @@ class BenchmarkSet:
                 self.notation.setdefault(statement.notation, i)
             for gram in statement.ngrams:
                 self.by_ngram[gram].add(i)
-        self.index = None
-        if settings.embedding and vectors is not None and len(vectors):
+        self.index: faiss.Index | None = None
+
+    def add_vectors(self, vectors: np.ndarray) -> None:
+        """Index the problems' embeddings (unit vectors of `texts_to_embed`, in order) for the embedding tier."""
+        if len(vectors):
             self.index = faiss.IndexFlatIP(vectors.shape[1])
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
@@ -255,10 +260,9 @@ class StatementJudge:
     def __init__(self, problems: Sequence[Problem], settings: MatchSettings, encoder: Encoder | None) -> None:
         self.settings = settings
         self.encoder = encoder if settings.embedding else None
-        vectors = None
+        self.index = BenchmarkSet(problems, settings)
         if self.encoder is not None:
-            vectors = self._embed(BenchmarkSet(problems, settings, None).texts_to_embed())
-        self.index = BenchmarkSet(problems, settings, vectors)
+            self.index.add_vectors(self._embed(self.index.texts_to_embed()))
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         batch = self.settings.embed_batch
