@@ -5,7 +5,7 @@ Folklore benchmark or run) and the corpus (a Folklore run or export, or any Parq
 column), compares every corpus statement with every problem (`operators.decontaminate`), and writes each corpus
 table back with the verdict's columns, a summary per benchmark and a manifest naming the benchmarks, their revisions
 and the settings. `pipelines.export` calls the same `Decontaminator` to drop what it finds. Everything runs on the
-driver: reading keys is a few milliseconds a statement and the embedding model runs on its CPUs.
+driver: reading keys takes about a millisecond a statement, and the embedding model runs on the driver's CPUs.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ OPEN_COMMANDS = frozenset({"open"})
 JSONL_SUFFIXES = (".jsonl", ".json")
 CANDIDATES = "candidates"
 EXPORT_CORPORA = ("pairs", "judge", "trajectories")
-EXPORT_MANIFEST = "manifest.json"
 SUMMARY = "summary"
+# The job's own manifest, and the file that marks a directory as a Folklore export.
 MANIFEST = "manifest.json"
 # A corpus read from one table (not a run or an export) is written back under this name.
 ROWS = "rows"
@@ -268,7 +268,7 @@ def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
     if info.type == pafs.FileType.Directory and filesystem.get_file_info(f"{root}/{CANDIDATES}").type == \
             pafs.FileType.Directory:
         named = [(CANDIDATES, _read_tables(filesystem, f"{root}/{CANDIDATES}"))]
-    elif info.type == pafs.FileType.Directory and filesystem.get_file_info(f"{root}/{EXPORT_MANIFEST}").type == \
+    elif info.type == pafs.FileType.Directory and filesystem.get_file_info(f"{root}/{MANIFEST}").type == \
             pafs.FileType.File:
         named = [(name, _read_tables(filesystem, f"{root}/{name}")) for name in EXPORT_CORPORA
                  if filesystem.get_file_info(f"{root}/{name}").type == pafs.FileType.Directory]
