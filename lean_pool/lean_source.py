@@ -886,21 +886,30 @@ def _notation_free(text: str, opened: frozenset[str]) -> str:
 
 
 # Spellings Lean's notation reads as one symbol: `↦`/`=>`, `λ`/`fun` and the ASCII forms of relations and arrows.
-_SAME_SYMBOL = {**dict(_SAME_TOKEN), "->": "→", "<->": "↔", "<=": "≤", ">=": "≥", "!=": "≠"}
+_SAME_SYMBOL = {**dict(_SAME_TOKEN), "->": "→", "<->": "↔", "<=": "≤", ">=": "≥", "!=": "≠", "√": "Real.sqrt"}
+# Big operators whose `x in s` binder is the older spelling of `x ∈ s`.
+_BIG_OPERATORS = frozenset({"∑", "∏"})
 # Symbols of more than one character that statements use and that the rules below look for; any other run of
 # symbol characters (`|^` in `|x|^2`) is read one character at a time, as the same symbols written apart are.
 _KEPT_SYMBOLS = frozenset({"=>", ":=", "..", "::", "<|", "|>", *_SAME_SYMBOL})
 
 
 def _notation_tokens(text: str) -> list[str]:
-    """The tokens of `text`, symbols apart however they are spaced and in one spelling each."""
+    """The tokens of `text`, symbols apart however they are spaced and in one spelling each (`√x` as `Real.sqrt x`,
+    `∑ i in s,` as `∑ i ∈ s,`)."""
     words: list[str] = []
     for token in code_tokens(text):
         if token.kind == "symbol" and token.text not in _KEPT_SYMBOLS:
             words += list(token.text)
         else:
             words.append(token.text)
-    return [_SAME_SYMBOL.get(word, word) for word in words]
+    words = [_SAME_SYMBOL.get(word, word) for word in words]
+    for i, word in enumerate(words):
+        if word in _BIG_OPERATORS:
+            binder = next((j for j in range(i + 1, len(words)) if words[j] in (",", "in", "∈")), None)
+            if binder is not None and words[binder] == "in":
+                words[binder] = "∈"
+    return words
 
 
 def _unparenthesized(tokens: list[str]) -> list[str]:

@@ -58,6 +58,10 @@ def test_a_statement_key_forgets_names_and_order_and_keeps_meaning() -> None:
         statement_key(": ∀ (m : ℕ), ∀ n : ℕ, m + n = n + m", notation=True)
     assert statement_key("(f : ℕ → ℕ) (h : f = λ n, n + 1) : f 0 = 1", notation=True) == \
         statement_key("(g : ℕ → ℕ) (h : g = fun n => n + 1) : g 0 = 1", notation=True)
+    assert statement_key("(n : ℕ) : ∑ i in Finset.range n, i = n * (n - 1) / 2", notation=True) == \
+        statement_key("(m : ℕ) : ∑ j ∈ Finset.range m, j = m * (m - 1) / 2", notation=True)
+    assert statement_key("(x : ℝ) (h : 0 ≤ x) : √x ^ 2 = x", notation=True) == \
+        statement_key("(y : ℝ) (h : 0 ≤ y) : Real.sqrt y ^ 2 = y", notation=True)
     conjunction, conjuncts = "(x y : ℝ) (h : 0 < x ∧ x < y) : x < y + 1", "(a b : ℝ) (p : a < b) (q : 0 < a) : a < b + 1"
     assert statement_key(conjunction) != statement_key(conjuncts)
     assert statement_key(conjunction, notation=True) == statement_key(conjuncts, notation=True)
