@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
+from operators.decontaminate import Verdict
 from operators.rows.candidates import PROVED
 from operators.storage import join
-from operators.decontaminate import Verdict
 from pipelines.decontaminate import decontaminator, method_description
 from pipelines.reporting import corpora
 from pipelines.reporting.run_data import RunData, RunNotFound, load_run
