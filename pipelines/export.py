@@ -4,7 +4,10 @@ Writes `pairs/`, `trajectories/` and `judge/`, each as `train.EXT` and `test.EXT
 empty is not written); `README.md`, a Hugging Face dataset card whose YAML header declares one config per
 corpus (its split files and features) and whose text names only the splits written, so
 `datasets.load_dataset(EXPORT_DIR, "pairs")` reads it without custom code; `lean/SEED.lean`, one readable file
-per seed with its proved lemmas; and `manifest.json` with the counts, the dropped duplicates and the split rule. A simulated run is refused unless `allow_sim=true`:
+per seed with its proved lemmas; and `manifest.json` with the counts, the dropped duplicates and the split rule. With
+`decontaminate.benchmarks=[...]`, every row of a candidate whose statement restates a benchmark problem goes to
+`excluded/` with the reason instead (`pipelines.decontaminate`), and the card names the benchmarks, their revisions,
+the rows removed and the method. A simulated run is refused unless `allow_sim=true`:
 scripted answers must never end up in a training set by accident, and the card of one that is exported says
 `simulated: true`.
 """
@@ -14,15 +17,17 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
+from operators.decontaminate import Verdict
 from operators.rows.candidates import PROVED
 from operators.storage import join
+from pipelines.decontaminate import decontaminator, method_description
 from pipelines.reporting import corpora
 from pipelines.reporting.run_data import RunData, RunNotFound, load_run
 from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file
@@ -37,6 +42,11 @@ CARD_DTYPES = {pa.string(): "string", pa.bool_(): "bool", pa.int32(): "int32"}
 # A card's table cell for a split the corpus has no file for.
 NONE = "—"
 MINING_SECTIONS = ("prompts", "formalize", "prove")
+EXCLUDED = "excluded"
+EXCLUDED_SCHEMA = pa.schema([("id", pa.string()), ("corpus", pa.string()), ("candidate_id", pa.string()),
+                             ("split", pa.string()), ("statement", pa.string()), ("benchmark", pa.string()),
+                             ("benchmark_problem", pa.string()), ("match_kind", pa.string()),
+                             ("match_score", pa.float64()), ("reason", pa.string())])
 
 
 class ExportRefused(RuntimeError):
@@ -63,11 +73,43 @@ def corpus_rows(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any])
     return rows
 
 
-def lean_files(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any]) -> dict[str, str]:
-    """Seed id -> the Lean file of its proved lemmas (clean proofs only, best first within a candidate)."""
+def contaminated_candidates(run: RunData, section: Mapping[str, Any]) -> tuple[dict[str, Verdict], dict[str, Any]]:
+    """Candidate id -> verdict for each candidate whose statement (compiled, else raw) restates a problem of the
+    configured benchmarks, and what the card and manifest say of the check (benchmarks, revisions, method)."""
+    judge = decontaminator(section, section["embedding"])
+    rows = run.candidates.select("candidate_id", "statement", "statement_raw").to_dicts()
+    verdicts = judge.judge([row["statement"] or row["statement_raw"] for row in rows])
+    found = {row["candidate_id"]: v for row, v in zip(rows, verdicts, strict=True) if v.contaminated}
+    described = {"benchmarks": [{"name": b.name, "location": b.location, "revision": b.revision,
+                                 "revision_source": b.revision_source, "problems": len(b.problems)}
+                                for b in judge.benchmarks],
+                 "method": method_description(judge.settings), "candidates_removed": len(found)}
+    return found, described
+
+
+def excluded_rows(name: str, rows: Sequence[Mapping[str, Any]], contaminated: Mapping[str, Verdict]
+                  ) -> list[dict[str, Any]]:
+    """The rows of corpus `name` whose candidate restates a benchmark problem, as rows of `excluded/`."""
+    excluded = []
+    for row in rows:
+        verdict = contaminated.get(row["candidate_id"])
+        if verdict is not None:
+            excluded.append({"id": row["id"], "corpus": name, "candidate_id": row["candidate_id"],
+                             "split": row["split"], "statement": row.get("statement"), "benchmark": verdict.benchmark,
+                             "benchmark_problem": verdict.problem, "match_kind": verdict.kind,
+                             "match_score": verdict.score, "reason": verdict.reason()})
+    return excluded
+
+
+def lean_files(run: RunData, cfg: Mapping[str, Any], mining: Mapping[str, Any], left_out: Collection[str] = ()
+               ) -> dict[str, str]:
+    """Seed id -> the Lean file of its proved lemmas (clean proofs only, best first within a candidate), without the
+    candidates in `left_out`."""
     by_seed: dict[str, list[ProvedLemma]] = {}
     provenance: dict[str, Mapping[str, Any]] = {}
     for row in run.candidates.filter(run.candidates["status"] == PROVED).sort("candidate_id").iter_rows(named=True):
+        if row["candidate_id"] in left_out:
+            continue
         clean = [p for p in row["proofs"] or [] if corpora.clean_proof(row["statement"], p)]
         if not clean:
             continue
@@ -147,6 +189,19 @@ def counts_table(manifest: Mapping[str, Any], splits: Sequence[str]) -> str:
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
+def decontamination_text(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    """The card's paragraph on benchmark decontamination: the benchmarks and revisions, the rows removed per corpus,
+    the method; or that there was none."""
+    checked = manifest.get("decontamination")
+    if not checked:
+        return card["not_decontaminated"]
+    benchmarks = ", ".join(f"`{b['name']}` ({b['problems']} problems, {b['revision_source']} {b['revision']})"
+                           for b in checked["benchmarks"])
+    removed = ", ".join(f"{c['benchmark_removed']} `{name}` rows" for name, c in manifest["corpora"].items())
+    removed += f" of {checked['candidates_removed']} candidates"
+    return card["decontamination"].format(benchmarks=benchmarks, removed=removed, method="; ".join(checked["method"]))
+
+
 def dataset_card(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
     """README.md of the export: the YAML header `datasets` and the Hub read, then what each corpus holds, where
     it comes from and how to load it. The text names only the splits written, as the header lists them."""
@@ -154,7 +209,7 @@ def dataset_card(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
     splits = written_splits(manifest)
     body = card["body"].format(pretty_name=header["pretty_name"], source_run=manifest["source_run"],
                                run_id=manifest["run_id"], counts=counts_table(manifest, splits),
-                               splits=splits_phrase(splits),
+                               splits=splits_phrase(splits), decontamination=decontamination_text(manifest, card),
                                test_fraction=manifest["split"]["test_fraction"], salt=manifest["split"]["salt"],
                                simulated=card["simulated_notice"] + "\n\n" if manifest["simulated"] else "")
     return f"---\n{OmegaConf.to_yaml(header)}---\n\n{body.strip()}\n"
@@ -181,7 +236,14 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
     manifest: dict[str, Any] = {"source_run": run.uri, "run_id": run.manifest.get("run_id"),
                                 "simulated": run.simulated, "format": fmt,
                                 "split": {"by": "seed_id", **dict(cfg["split"])}, "corpora": {}}
+    contaminated: dict[str, Verdict] = {}
+    if cfg["decontaminate"]["benchmarks"]:
+        contaminated, manifest["decontamination"] = contaminated_candidates(run, cfg["decontaminate"])
+    excluded = []
     for name, rows in corpus_rows(run, cfg, mining).items():
+        removed = excluded_rows(name, rows, contaminated)
+        excluded += removed
+        rows = [row for row in rows if row["candidate_id"] not in contaminated]
         kept, dropped = corpora.deduplicate(rows, corpora.DEDUP_KEYS[name])
         counts = {}
         for split in (corpora.TRAIN, corpora.TEST):
@@ -190,7 +252,11 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
             if part:
                 put(f"{name}/{split}.{FORMATS[fmt]}", encode(part, corpora.SCHEMAS[name], fmt))
         manifest["corpora"][name] = {**counts, "duplicates_dropped": dropped}
-    files = lean_files(run, cfg, mining)
+        if "decontamination" in manifest:
+            manifest["corpora"][name]["benchmark_removed"] = len(removed)
+    if excluded:
+        put(f"{EXCLUDED}/{EXCLUDED}.{FORMATS[fmt]}", encode(excluded, EXCLUDED_SCHEMA, fmt))
+    files = lean_files(run, cfg, mining, contaminated)
     for seed_id, text in files.items():
         put(f"lean/{seed_id}.lean", text.encode())
     manifest["lean_files"] = sorted(files)
@@ -207,6 +273,11 @@ def export_closing(run_uri: str, out_subdir: str, manifest: Mapping[str, Any]) -
         dropped = f", {counts['duplicates_dropped']} duplicates dropped" if counts["duplicates_dropped"] else ""
         if splits:
             written[f"{name}/"] = (join(run_uri, out_subdir, name), f"rows: {splits}{dropped}")
+    if manifest.get("decontamination"):
+        removed = sum(counts["benchmark_removed"] for counts in manifest["corpora"].values())
+        if removed:
+            written[f"{EXCLUDED}/"] = (join(run_uri, out_subdir, EXCLUDED),
+                                       f"{removed} rows restating a benchmark problem")
     if manifest["lean_files"]:
         files = f"{len(manifest['lean_files'])} Lean files, one per seed"
         written["lean/"] = (join(run_uri, out_subdir, "lean"), files)

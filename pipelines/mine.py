@@ -23,6 +23,7 @@ from ray.data import Dataset
 
 from lean_pool.launch import LeanSetupError
 from operators.autoformalize.faithfulness import FaithfulnessOperator
+from operators.decontaminate import BenchmarkCheckOperator
 from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
 from operators.formalize import FormalizeOperator
@@ -97,13 +98,15 @@ def statement_stages(job: MiningJob, priority: int = 0) -> list[Stage]:
 
 def verify_stages(job: MiningJob, priority: int) -> list[Stage]:
     """From seed items to proofs, in order: split (with dedup, which compares a candidate with all of its siblings,
-    when on; the candidates an earlier run finished are left out after it), judge, then the statement stages at
-    `priority`."""
+    when on; the candidates an earlier run finished are left out after it), the benchmark check (when benchmarks are
+    named), judge, then the statement stages at `priority`."""
     steps = job.steps
     split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1,
                                          "fn_kwargs": {"subgoals": steps.subgoals}}) if steps.dedup is None \
         else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup, subgoals=steps.subgoals))
-    return [split, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
+    benchmark = [] if steps.benchmark is None else \
+        [Stage("benchmark", BenchmarkCheckOperator, job.operator_options("benchmark", check=steps.benchmark))]
+    return [split, *benchmark, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
             *statement_stages(job, priority)]
 
 

@@ -29,6 +29,7 @@ from lean_pool.check import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
+from operators.decontaminate import BenchmarkCheckSettings, MatchSettings
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
 from operators.discover import STAGE as DISCOVER_STAGE
@@ -45,6 +46,7 @@ from operators.rows.seeds import domain_of, seed_id, select
 from operators.split import SubgoalSettings
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
+from pipelines.decontaminate import read_benchmarks
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
@@ -133,10 +135,11 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StepSettings:
     """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
-    `dedup`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
+    `dedup`, `benchmark`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
 
     discover: DiscoverSettings
     dedup: DedupSettings | None
+    benchmark: BenchmarkCheckSettings | None
     judge: JudgeSettings
     formalize: FormalizeSettings
     faithfulness: FaithfulnessSettings | None
@@ -163,6 +166,17 @@ def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: In
                  "no_definitions": str(section.no_definitions)})
 
 
+def benchmark_check_settings(cfg: DictConfig) -> BenchmarkCheckSettings | None:
+    """The benchmark check's settings (`decontaminate:`), its problems read here on the driver; None without
+    benchmarks."""
+    section = OmegaConf.to_container(cfg.decontaminate, resolve=True)
+    if not section["benchmarks"]:
+        return None
+    problems = tuple(problem for benchmark in read_benchmarks(section) for problem in benchmark.problems)
+    return BenchmarkCheckSettings(problems, MatchSettings.from_config(section["matches"]),
+                                  OmegaConf.to_container(cfg.embedding, resolve=True))
+
+
 def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
     """The steps' settings from their config sections (`discover:`, `dedup:`, ... `prompts:`, `grounding:`)."""
     prompts = OmegaConf.to_container(cfg.prompts, resolve=True)
@@ -177,6 +191,7 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
                                   chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
         dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
         if cfg.dedup.enabled else None,
+        benchmark=benchmark_check_settings(cfg),
         judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
         formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
                                     diagnose=bool(cfg.formalize.diagnose), prompts=prompts, grounding=grounding),
