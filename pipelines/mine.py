@@ -168,18 +168,19 @@ def mine_seeds(job: MiningJob) -> None:
         part = f"round {round_number}" if rounds > 1 or levels else ""
         run_plans(job, *job.seed_work(round_number), part=part)
         for depth in range(1, levels + 1):
-            seeds = job.off_the_driver(seeds_with_open_goals, job.run.uri, depth - 1)
+            seeds = job.off_the_driver(seeds_with_open_goals, job.run.uri, round_number, depth - 1)
             if seeds:
                 run_plans(job, [], job.subgoal_work(depth, seeds), part=f"{part} sub-goals level {depth}")
 
 
-def seeds_with_open_goals(run_uri: str, depth: int) -> list[str]:
-    """The seeds with a finished candidate at `depth` whose proving ended without a proof but with goals open: the
-    seeds a sub-goal level works on (read a file at a time, only these columns)."""
+def seeds_with_open_goals(run_uri: str, round_number: int, depth: int) -> list[str]:
+    """The seeds with a finished candidate of round `round_number` at `depth` whose proving ended without a proof but
+    with goals open: the seeds a sub-goal level of that round works on (read a file at a time, only these columns)."""
     found: set[str] = set()
-    for part in RunDir(run_uri).read_by_file("candidates", ["seed_id", "status", "depth", "proofs"]):
+    for part in RunDir(run_uri).read_by_file("candidates", ["seed_id", "status", "round", "depth", "proofs"]):
         found.update(row["seed_id"] for row in part.to_pylist()
-                     if row["status"] in SUBGOAL_PARENT_STATUSES and (row["depth"] or 0) == depth and open_goals_of(row))
+                     if row["status"] in SUBGOAL_PARENT_STATUSES and (row["round"] or 1) == round_number
+                     and (row["depth"] or 0) == depth and open_goals_of(row))
     return sorted(found)
 
 
