@@ -3,7 +3,8 @@
 The code after the marker is read with `lean_pool.lean_source.read_commands`; each `lemma`/`theorem`
 becomes a file with the context it needs. What went wrong with an answer (no marker, no lemma) becomes
 the discovery's status. Written discoveries become candidate rows a seed at a time, and the candidates
-an earlier run already finished are left out, a seed at a time too.
+an earlier run already finished are left out, a seed at a time too. With `subgoals` on, the goals a finished
+candidate's failed proofs left open become candidates as well, each a theorem in its parent's context.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each, up to `r
 (seed files -> one discovery per seed and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge ->
 formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in candidates/. Started again with the same
 `run_dir`, a run skips what is written and asks again only for what failed for infrastructure reasons.
-`preset=demo` runs it all on the simulators.
+With `rounds` above 1 or `subgoals.enabled`, the run makes passes one after another: per round, its seeds' plans,
+then the plans of each sub-goal level. `preset=demo` runs it all on the simulators.
 """
 
 from __future__ import annotations
