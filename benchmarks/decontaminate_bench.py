@@ -8,7 +8,8 @@ ungrouped and reordered (dependencies kept), a conjunction hypothesis split into
 hypothesis moved after the colon, the layout changed, and
 notation variants (`x^2`, `λ x ↦`, nested `∀`, `b > a` for `a < b`, `sin` for `Real.sin` under `open Real`). A near
 miss is a restatement with one constant or one operator changed: a different statement, whose flagging a corpus owner
-judges. Reading the benchmarks and judging the corpus go through the job's own functions (`pipelines.decontaminate`).
+judges. Reading the benchmarks and judging the corpus go through the jobs' own functions
+(`pipelines.runtime.benchmarks`).
 
     python benchmarks/decontaminate_bench.py [--seed 0] [--variants 3] [--mathlib 1500]
 
@@ -31,7 +32,7 @@ from omegaconf import OmegaConf
 from conf import compose_config
 from lean_pool.lean_source import read_commands
 from operators.decontaminate import DECISIVE_KINDS, read_statements
-from pipelines.decontaminate import decontaminator
+from pipelines.runtime.benchmarks import decontaminator
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MINIF2F = FIXTURES / "minif2f-lean4-valid"

@@ -12,7 +12,9 @@ Regimes:
   `plan.defaults.llm`) times `--time-scale`, log-normal with sigma `--sigma` (a long right tail: the slowest 1 % of
   calls take 4x the median at 0.6); Lean checks cost next to nothing.
 - `lean`: the Lean pool binds: LLM answers come four times faster (`--lean-time-scale`) on an endpoint wide enough
-  never to bind, every check sleeps `--check-s` in one of the pool's REPLs, every header import `--import-s`.
+  never to bind, every check sleeps `--check-s` in one of the pool's REPLs, every header import `--import-s`, and
+  `--replay-slots` replays run beside the REPLs (with one, the replays of proved candidates bound the run, not the
+  pool). Each regime prints the bound the capacity plan names for it, and says so when it is not the one meant.
 The simulators log the wall-clock span of every request served and every Lean cost (`llm.sim.busy_log`,
 `lean.sim.busy_log`). Busy = the spans' time inside the window over (window x capacity), capacity being the sim's
 `capacity` or the pool's REPLs (its replay slots are a resource apart, shown on their own); the window runs from
@@ -50,6 +52,7 @@ from pipelines.runtime.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 REGIMES = ("lean", "endpoint")  # the endpoint line last: the headline
+REGIME_BOUND = {"lean": "lean pool", "endpoint": "LLM sim"}  # the capacity plan's name of what each regime binds
 TIME_BUCKETS = 10
 WIDE_ENDPOINT = 1024  # lean: requests the sim serves at once, more than the stages ever keep in flight
 # This machine as the plan's cluster: one node, its cores and memory, no GPU.
@@ -92,8 +95,9 @@ def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: l
                               *llm_latencies(options.time_scale, options.sigma),
                               "lean.sim.check_s=0.002", "lean.sim.import_s=0.02", "lean.sim.burn_cpu=false"],
                      run_dir, busy_log, options.capacity)
-    shape = mining_shape(load_config([*base, f"lean.repls_per_worker={options.repls}"]))
-    return Night(regime, [*base, f"lean.repls_per_worker={options.repls}", f"lean.sim.busy_log={busy_log}",
+    pool = [f"lean.repls_per_worker={options.repls}", f"verify.slots_per_worker={options.replay_slots}"]
+    shape = mining_shape(load_config([*base, *pool]))
+    return Night(regime, [*base, *pool, f"lean.sim.busy_log={busy_log}",
                           f"lean.sim.check_s={options.check_s}", f"lean.sim.import_s={options.import_s}",
                           "lean.sim.burn_cpu=false", *llm_latencies(options.lean_time_scale, options.sigma),
                           f"llm.sim.capacity={WIDE_ENDPOINT}"],
@@ -122,10 +126,10 @@ def plan_boundaries(run: Path, args: list[str], seeds_per_plan: int) -> list[tup
     return [(max(head), min(after)) for head, after in zip(heads, heads[1:]) if head and after]
 
 
-def predicted_s(night_run: Night) -> float:
-    """The capacity plan's wall time for this run, made from this run."""
+def predicted(night_run: Night) -> tuple[float, str]:
+    """The capacity plan's wall time for this run, made from this run, and the bound it names."""
     made = capacity_plan.make_plan([*night_run.args, f"plan.from_run={night_run.run_dir}", *THIS_MACHINE])
-    return made.needs.wall_s
+    return made.needs.wall_s, made.needs.bottleneck
 
 
 def measure(night_run: Night, seeds_per_plan: int) -> str:
@@ -151,7 +155,7 @@ def measure(night_run: Night, seeds_per_plan: int) -> str:
     idle = [(b - a) - busy_between(spans, a, b) / night_run.capacity for a, b in boundaries]
     boundary_idle = sum(idle) / len(idle) if idle else 0.0
     actual = last_candidate - created
-    predicted = predicted_s(night_run)
+    predicted_s, bound = predicted(night_run)
     window_work = last_candidate - seconds(run.discoveries["finished_at"].min())
     rate = run.candidates.height / window_work
     name = "endpoint_busy" if night_run.regime == "endpoint" else "pool_busy"
@@ -166,8 +170,10 @@ def measure(night_run: Night, seeds_per_plan: int) -> str:
         replays = read_busy_spans(Path(replay_busy_log(str(night_run.busy_log))))
         print(f"  replay slots ({night_run.replay_slots}, beside the pool's REPLs) busy over the window: "
               f"{busy_between(replays, first, last_discover) / (window * night_run.replay_slots):.2f}", flush=True)
-    print(f"  capacity plan: {predicted:.1f} s predicted, {actual:.1f} s actual", flush=True)
-    return (f"{name}={busy:.3f} boundary_idle_s={boundary_idle:.2f} predicted_vs_actual={predicted / actual:.3f} "
+    print(f"  capacity plan: {predicted_s:.1f} s predicted, {actual:.1f} s actual, bound by {bound}"
+          + ("" if bound == REGIME_BOUND[night_run.regime] else
+             f" (not the {REGIME_BOUND[night_run.regime]} this regime means to bind)"), flush=True)
+    return (f"{name}={busy:.3f} boundary_idle_s={boundary_idle:.2f} predicted_vs_actual={predicted_s / actual:.3f} "
             f"candidates_per_s={rate:.3f}")
 
 
@@ -188,6 +194,8 @@ def main() -> None:
     parser.add_argument("--repls", type=int, default=4, help="lean: REPLs of the pool's one worker")
     parser.add_argument("--check-s", type=float, default=0.5, help="lean: seconds of every check")
     parser.add_argument("--import-s", type=float, default=1.0, help="lean: seconds of every header import")
+    parser.add_argument("--replay-slots", type=int, default=2,
+                        help="lean: replays at once beside the REPLs, enough that the pool binds (%(default)s)")
     parser.add_argument("--keep", type=Path, help="an empty directory to keep the seeds, runs and busy logs in")
     parser.add_argument("extra", nargs="*", help="more `pipelines.mine` overrides for both regimes")
     options = parser.parse_args()

@@ -10,43 +10,32 @@ driver: reading keys takes about a millisecond a statement, and the embedding mo
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.json as pajson
-import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
-from lean_pool.lean_source import read_commands
-from operators.decontaminate import (
-    DECISIVE_KINDS,
-    STATEMENT_KINDS,
-    BenchmarkSet,
-    MatchSettings,
-    Problem,
-    StatementJudge,
-    Verdict,
-)
-from operators.retrieval.declaration_index import content_hash, git_head
-from operators.retrieval.embeddings import load_encoder
-from operators.storage import is_uri, join, open_location, without_options
+from operators.decontaminate import DECISIVE_KINDS, Verdict
+from operators.storage import join, open_location, without_options
 from pipelines.reporting.summary import Closing, closing_lines
+from pipelines.runtime.benchmarks import (
+    CANDIDATES,
+    Decontaminator,
+    decontaminator,
+    first_present,
+    method_description,
+    read_table_file,
+    table_files,
+)
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
-from pipelines.runtime.run_dir import PARQUET_SUFFIX, RunDir, data_files
+from pipelines.runtime.run_dir import RunDir
 
-LEAN_SUFFIX = ".lean"
-# The context commands a problem read from a file keeps: its `open` lines decide what its names mean.
-OPEN_COMMANDS = frozenset({"open"})
-JSONL_SUFFIXES = (".jsonl", ".json")
-CANDIDATES = "candidates"
 EXPORT_CORPORA = ("pairs", "judge", "trajectories")
 SUMMARY = "summary"
 # The job's own manifest, and the file that marks a directory as a Folklore export.
@@ -70,148 +59,6 @@ SUMMARY_SCHEMA = pa.schema([
     ("corpus_rows_matched", pa.int64()), *[(f"rows_{kind}", pa.int64()) for kind in DECISIVE_KINDS],
     ("rows_ngram_flagged", pa.int64()),
 ])
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    """A benchmark read: its name, where it was read, its revision and where that came from, and its problems."""
-
-    name: str
-    location: str
-    revision: str
-    revision_source: str
-    problems: list[Problem]
-
-
-def _read_text(filesystem: pafs.FileSystem, path: str) -> str:
-    with filesystem.open_input_stream(path) as stream:
-        return stream.read().decode("utf-8")
-
-
-def _read_table(filesystem: pafs.FileSystem, path: str) -> pa.Table:
-    """A Parquet or JSONL file as a table."""
-    if path.endswith(PARQUET_SUFFIX):
-        return pq.read_table(path, filesystem=filesystem)
-    with filesystem.open_input_stream(path) as stream:
-        return pajson.read_json(io.BytesIO(stream.read()))
-
-
-def _table_files(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The Parquet and JSONL files at `root` (a file, or a directory searched recursively)."""
-    if filesystem.get_file_info(root).type == pafs.FileType.File:
-        return [root]
-    return [path for path in data_files(filesystem, root) if path.endswith((PARQUET_SUFFIX, *JSONL_SUFFIXES))]
-
-
-def lean_problems(name: str, files: Sequence[tuple[str, str]]) -> list[Problem]:
-    """Each theorem of each `.lean` file (relative path, text) a problem, with the `open` lines in force before it;
-    a problem is named by its theorem, or by `path:theorem` when two files name theorems alike."""
-    found = []
-    for relative, text in files:
-        for command in read_commands(text):
-            if command.kind in STATEMENT_KINDS:
-                context = "\n".join(c.text for c in command.context(OPEN_COMMANDS))
-                found.append((relative, command.name or f"{command.kind}@{command.line}", f"{context}\n{command.text}"))
-    counts = Counter(theorem for _, theorem, _ in found)
-    return [Problem(name, theorem if counts[theorem] == 1 else f"{relative}:{theorem}", text)
-            for relative, theorem, text in found]
-
-
-def _first_present(names: Sequence[str], wanted: Sequence[str]) -> str | None:
-    return next((column for column in wanted if column in names), None)
-
-
-def table_problems(name: str, source: str, table: pa.Table, read: Mapping[str, Any]) -> list[Problem]:
-    """A benchmark table's rows as problems: the statement column (the header column before it when there is one),
-    the id column or `source#row`."""
-    statement = _first_present(table.column_names, read["statement_columns"])
-    if statement is None:
-        columns = list(read["statement_columns"])
-        raise SetupError(f"benchmark {name}: {source} has none of the statement columns {columns}")
-    header = _first_present(table.column_names, read["header_columns"])
-    ident = _first_present(table.column_names, read["id_columns"])
-    problems = []
-    for position, record in enumerate(table.to_pylist()):
-        if not record[statement]:
-            continue
-        text = f"{record[header] or ''}\n{record[statement]}" if header else record[statement]
-        problem_id = str(record[ident]) if ident and record[ident] is not None else f"{source}#{position}"
-        problems.append(Problem(name, problem_id, text))
-    return problems
-
-
-def read_benchmark(entry: str | Mapping[str, Any], read: Mapping[str, Any]) -> Benchmark:
-    """One entry of `benchmarks`: a location, or {path, name, revision}; a `SetupError` when it holds no problem."""
-    spec = {"path": entry} if isinstance(entry, str) else dict(entry)
-    location = str(spec["path"])
-    filesystem, root = open_location(location)
-    info = filesystem.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
-        raise SetupError(f"benchmark {without_options(location)} does not exist")
-    name = str(spec.get("name") or PurePosixPath(root).name.removesuffix(PARQUET_SUFFIX).removesuffix(".jsonl"))
-    files = [root] if info.type == pafs.FileType.File else data_files(filesystem, root)
-    # A checkout's hidden folders (`.lake/` with a built Mathlib, `.git/`) hold no problem of its own.
-    lean = [path for path in files if path.endswith(LEAN_SUFFIX) and "/." not in path[len(root):]]
-    if lean:
-        base = str(PurePosixPath(root).parent) if info.type == pafs.FileType.File else root
-        problems = lean_problems(name, [(path[len(base) + 1 :], _read_text(filesystem, path)) for path in lean])
-    else:
-        candidates = f"{root}/{CANDIDATES}"
-        run = filesystem.get_file_info(candidates).type == pafs.FileType.Directory
-        problems = []
-        for path in _table_files(filesystem, candidates if run else root):
-            source = path[len(root) + 1 :] or PurePosixPath(path).name
-            problems += table_problems(name, source, _read_table(filesystem, path), read)
-    if not problems:
-        raise SetupError(f"benchmark {without_options(location)} holds no theorem and no statement to compare with")
-    revision, revision_source = spec.get("revision"), "given"
-    checkout = None if is_uri(location) else git_head(Path(root))
-    if revision is None and checkout:
-        revision, revision_source = checkout, "git"
-    elif revision is None:
-        revision = content_hash((p.problem_id, p.text.encode()) for p in problems)
-        revision_source = "content"
-    return Benchmark(name, without_options(location), str(revision), revision_source, problems)
-
-
-@dataclass(frozen=True)
-class Decontaminator:
-    """The benchmarks read, and the judge of corpus texts built on their problems."""
-
-    benchmarks: list[Benchmark]
-    checker: StatementJudge
-
-    @property
-    def settings(self) -> MatchSettings:
-        return self.checker.settings
-
-    @property
-    def index(self) -> BenchmarkSet:
-        return self.checker.index
-
-    def judge(self, texts: Sequence[str | None]) -> list[Verdict]:
-        """A verdict per corpus text (`StatementJudge.judge`)."""
-        return self.checker.judge(texts)
-
-
-def read_benchmarks(section: Mapping[str, Any]) -> list[Benchmark]:
-    """The benchmarks of a config section (`benchmarks`, `read`), each named once; a `SetupError` when there is none."""
-    if not section["benchmarks"]:
-        raise SetupError("benchmarks=[] names no benchmark to compare with")
-    benchmarks = [read_benchmark(entry, section["read"]) for entry in section["benchmarks"]]
-    names = [benchmark.name for benchmark in benchmarks]
-    if len(set(names)) != len(names):
-        raise SetupError(f"two benchmarks are named alike ({names}); give each a `name`")
-    return benchmarks
-
-
-def decontaminator(section: Mapping[str, Any], embedding: Mapping[str, Any]) -> Decontaminator:
-    """The `Decontaminator` a config section describes (`benchmarks`, `read`, `matches`), with its encoder."""
-    settings = MatchSettings.from_config(section["matches"])
-    benchmarks = read_benchmarks(section)
-    encoder = load_encoder(embedding) if settings.embedding else None
-    problems = [problem for benchmark in benchmarks for problem in benchmark.problems]
-    return Decontaminator(benchmarks, StatementJudge(problems, settings, encoder))
 
 
 def verdict_columns(verdicts: Sequence[Verdict]) -> list[tuple[str, pa.Array]]:
@@ -240,7 +87,7 @@ def _column_texts(table: pa.Table, column: str | None) -> list[str | None] | Non
     no compiled one); None when the table has no such column."""
     if column is not None:
         return table.column(column).to_pylist() if column in table.column_names else None
-    present = _first_present(table.column_names, DEFAULT_CORPUS_COLUMNS)
+    present = first_present(table.column_names, DEFAULT_CORPUS_COLUMNS)
     if present is None:
         return None
     texts = table.column(present).to_pylist()
@@ -251,10 +98,10 @@ def _column_texts(table: pa.Table, column: str | None) -> list[str | None] | Non
 
 
 def _read_tables(filesystem: pafs.FileSystem, root: str) -> pa.Table:
-    files = _table_files(filesystem, root)
+    files = table_files(filesystem, root)
     if not files:
         raise SetupError(f"{root} holds no Parquet or JSONL file")
-    return pa.concat_tables([_read_table(filesystem, path) for path in files], promote_options="default")
+    return pa.concat_tables([read_table_file(filesystem, path) for path in files], promote_options="default")
 
 
 def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
@@ -313,20 +160,6 @@ def summary_rows(decontaminator: Decontaminator, verdicts: Sequence[Verdict]) ->
             "rows_ngram_flagged": sum(1 for v in flagged if v.ngram_benchmark == benchmark.name),
         })
     return rows
-
-
-def method_description(settings: MatchSettings) -> list[str]:
-    """The tiers that ran, in words, for a manifest or a dataset card."""
-    tiers = []
-    if settings.exact:
-        tiers.append("exact: same statement up to theorem, binder and hypothesis names and order, layout")
-    if settings.notation:
-        tiers.append("notation: same up to notation Lean reads as one term")
-    if settings.embedding:
-        tiers.append(f"embedding: cosine ≥ {settings.embedding_threshold} to the nearest problem")
-    if settings.ngram:
-        tiers.append(f"ngram: {settings.ngram_n}-gram overlap ≥ {settings.ngram_threshold} reported, not decisive")
-    return tiers
 
 
 def decontaminate(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from operators.decontaminate import Verdict
 from operators.rows.candidates import PROVED
 from operators.storage import join
-from pipelines.decontaminate import decontaminator, method_description
+from pipelines.runtime.benchmarks import decontaminator, method_description
 from pipelines.reporting import corpora
 from pipelines.reporting.run_data import RunData, RunNotFound, load_run
 from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file

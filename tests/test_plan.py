@@ -239,6 +239,30 @@ def test_the_simulators_state_their_own_speed_to_the_plan():
     assert (api.endpoint_capacity, api.service_s, api.lean_sim_costs) == (None, {}, None)
 
 
+def test_header_switches_a_run_measured_cost_the_sim_pool_imports_and_a_real_backend_nothing_more():
+    """REPLs switch headers as seeds with other imports come: with the Lean sim's stated seconds, the imports per check
+    a run measured replace the one import per REPL a pool of shared headers would pay; a real backend's measured
+    seconds per check hold its imports already."""
+    work = workload([300, 700], shape(), COSTS)
+    switching = replace(COSTS, imports_per_check=0.25)
+    sims = shape(lean_sim_costs=(0.5, 1.0))
+    affinity = resources(work, COSTS, sims, CLUSTER).bounds_s["lean pool"]
+    measured = resources(work, switching, sims, CLUSTER).bounds_s["lean pool"]
+    assert measured == pytest.approx(94 * 0.5 / 6 + 1.0 + (94 * 0.25 - 6) * 1.0 / 6)
+    assert measured > affinity
+    assert resources(work, switching, shape(), CLUSTER).bounds_s == resources(work, COSTS, shape(), CLUSTER).bounds_s
+
+
+def test_a_run_counts_the_header_imports_its_checks_waited_for(mined):
+    """The demo's seeds import different headers, so some checks wait for an import, and most find theirs warm; the
+    plan reads the imports back per check."""
+    args, candidates, _ = mined
+    imports, checks = int(candidates["lean_imports"].sum()), int(candidates["lean_checks"].sum())
+    assert 0 < imports < checks / 2
+    costs = plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"]).costs
+    assert 0 < costs.imports_per_check < 1
+
+
 def test_a_runs_longest_path_and_start_up_are_read_off_its_rows():
     call = {"stage": "judge", "latency_s": 3.0, "model": "m", "attempt": 0, "prompt_tokens": 1,
             "completion_tokens": 1, "error_kind": None}

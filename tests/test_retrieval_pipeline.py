@@ -151,7 +151,7 @@ async def test_grounded_prompts_show_related_declarations_and_real_names_for_an_
         settings = settings_from_config(settings_cfg).with_base_url("sim", server.base_url)
         formalize = _recording(FormalizeOperator)(settings, formalize=steps.formalize, pool=_ScriptedPool())
         row = {"candidate_id": "x/s0/c0", "status": "discovered", "statement_raw": statement,
-               "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0}
+               "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0, "lean_imports": 0}
         done = await formalize.process_row(dict(row))
         prove = _recording(ProveOperator)(settings, prove=steps.prove, pool=_ScriptedPool())
         await prove.process_row({**done, "status": "compiled", "statement": statement, "proofs": []})

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from lean_pool.lean_source import unsolved_goals
+from lean_pool.session_check import CheckResult
 
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
@@ -101,13 +102,16 @@ FAITHFULNESS_FIELDS = [
     ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
     ("grounded_terms", pa.list_(GROUNDED_TERM)),
 ]
-# What a row cost: each LLM call, the tokens, the Lean checks and their seconds.
+# What a row cost: each LLM call, the tokens, the Lean checks and their seconds, and how many of its checks first
+# waited for a REPL to import their header (a switch from another header or a fresh REPL), which a capacity plan
+# needs: an import costs what many checks do.
 USAGE_FIELDS = [
     ("llm_calls", pa.list_(LLM_CALL)),
     ("prompt_tokens", pa.int64()),
     ("completion_tokens", pa.int64()),
     ("lean_checks", pa.int32()),
     ("lean_seconds", pa.float64()),
+    ("lean_imports", pa.int32()),
 ]
 
 CANDIDATE_SCHEMA = pa.schema(
@@ -193,6 +197,7 @@ def empty_candidate(**identity: Any) -> dict[str, Any]:
         completion_tokens=0,
         lean_checks=0,
         lean_seconds=0.0,
+        lean_imports=0,
         status=DISCOVERED,
     )
     row.update(identity)
@@ -267,9 +272,11 @@ def settle_operator_error(row: dict[str, Any], stage: str) -> dict[str, Any]:
 
 
 def record_lean_check(row: dict[str, Any], result: Any) -> None:
-    """Add one Lean check (a `lean_pool.checker.CheckResult`) to the row's Lean usage columns."""
+    """Add one Lean check (a pool's `CheckResult` or a `ReplayResult`) to the row's Lean usage columns; a replay's
+    import is its own process's, not a pool REPL's, so only a check's counts as an import."""
     row["lean_checks"] += 1
     row["lean_seconds"] += float(result.seconds)
+    row["lean_imports"] += int(isinstance(result, CheckResult) and result.header_import_seconds > 0)
 
 
 def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

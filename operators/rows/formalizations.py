@@ -115,7 +115,7 @@ def empty_formalization(**identity: Any) -> dict[str, Any]:
     """A row no stage has touched: `identity` (id, source, informal, ...), empty histories, zero counters."""
     row: dict[str, Any] = {name: None for name in FORMALIZATION_SCHEMA.names}
     row.update(attempts=[], diagnoses=[], llm_calls=[], prompt_tokens=0, completion_tokens=0, lean_checks=0,
-               lean_seconds=0.0, repairs=0, status=PENDING)
+               lean_seconds=0.0, lean_imports=0, repairs=0, status=PENDING)
     row.update(identity)
     return row
 

@@ -63,7 +63,9 @@ class Costs:
     out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay;
     and the two times no amount of hardware shortens: the start-up before the first LLM request, and the longest
     path one candidate takes through its calls and checks, one after another (the run's last candidate ends it); and
-    the sub-goal candidates each candidate's failed proofs give (`subgoals`), which go through the same funnel."""
+    the sub-goal candidates each candidate's failed proofs give (`subgoals`), which go through the same funnel; and the
+    header imports per check a run measured (`imports_per_check`; None when not measured): REPLs switch headers as
+    seeds with other imports come, and each switch costs an import."""
 
     source: str
     candidates_per_unit: float
@@ -76,6 +78,7 @@ class Costs:
     startup_s: float
     path_s: float
     subgoals_per_candidate: float = 0.0
+    imports_per_check: float | None = None
 
 
 @dataclass(frozen=True)
@@ -400,6 +403,8 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
         path_s=longest_path_s(candidates, shape.service_s,
                               shape.lean_sim_costs[0] if shape.lean_sim_costs else check_s),
         subgoals_per_candidate=subgoals,
+        imports_per_check=(float(candidates["lean_imports"].fill_null(0).sum()) / stage_checks
+                           if "lean_imports" in candidates.columns and stage_checks else None),
     )
 
 
@@ -429,10 +434,11 @@ def lean_speeds(shape: MiningShape, costs: Costs, cluster: Cluster) -> tuple[flo
 
 def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster) -> Resources:
     """What `work` needs of `cluster`. Wall time assumes every stage streams into the next, so the slowest of
-    these bounds sets it: the Lean pool (check seconds over its REPLs, after one header import), the replay slots,
-    the GPUs (only when the LLM engines run on the cluster), the LLM sim's capacity (its service seconds over the
-    requests it serves at once), and each stage (its LLM and Lean seconds over the rows it keeps in flight). The
-    Lean sim's own check and import seconds replace the measured or stated ones."""
+    these bounds sets it: the Lean pool (check seconds over its REPLs, after one header import; with the Lean sim's
+    stated seconds, also the header switches the run measured, which a real backend's measured seconds per check
+    hold already), the replay slots, the GPUs (only when the LLM engines run on the cluster), the LLM sim's capacity
+    (its service seconds over the requests it serves at once), and each stage (its LLM and Lean seconds over the rows
+    it keeps in flight). The Lean sim's own check and import seconds replace the measured or stated ones."""
     prompt_tokens = sum(load.prompt_tokens for load in work.calls.values())
     completion_tokens = sum(load.completion_tokens for load in work.calls.values())
     gpu_seconds = prompt_tokens / cluster.prompt_tokens_per_s + completion_tokens / cluster.completion_tokens_per_s
@@ -440,6 +446,8 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     repls = shape.lean_workers * shape.repls_per_worker
     checks = sum(work.checks.values())
     imports = repls + checks / shape.repl_max_uses
+    if shape.lean_sim_costs and costs.imports_per_check is not None:
+        imports = max(imports, checks * costs.imports_per_check)
     check_seconds = checks * check_s
     replay_seconds = work.replays * costs.replay_s
     workers_per_node = math.ceil(shape.lean_workers / cluster.nodes)
