@@ -85,7 +85,7 @@ def staged(job: MiningJob) -> None:
     seeds = barriered(mine.seed_blocks(to_discover, SEED_WORK_SCHEMA), [discover])
     if to_split:
         seeds = seeds.union(mine.seed_blocks(to_split, SEED_ITEM_SCHEMA))
-    mine.write(job, barriered(seeds, mine.verify_stages(job)), "candidates",
+    mine.write(job, barriered(seeds, mine.verify_stages(job, priority=0)), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 

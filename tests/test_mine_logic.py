@@ -34,7 +34,8 @@ from operators.split import (
 )
 from operators.trivial import with_tactic
 from pipelines.reporting.summary import seeds_table, status_counts_by_seed
-from pipelines.runtime.job import ROW_BLOCK_BYTES, configure_data_context, load_config
+from pipelines.runtime import job as mining_job
+from pipelines.runtime.job import ROW_BLOCK_BYTES, MiningJob, configure_data_context, load_config
 from pipelines.runtime.plans import SeedPlan, may_start, run_overlapping, seed_plans
 from pipelines.runtime.run_dir import RunDir
 
@@ -354,6 +355,30 @@ def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_
 
     with pytest.raises(RuntimeError, match="endpoint down"):
         run_overlapping(plans, failing, lambda: 0, in_flight=2, check_every_s=0.01)
+
+
+def test_plans_starting_at_once_share_one_lean_pool(monkeypatch):
+    """Plans that start at once (a resumed run's plans of seeds discovered before start together) ask for the pool
+    from their own threads at the same moment: one pool is started, not one each (seen: eight REPLs busy at once in
+    a pool of four, which the capacity plan and the machine were not sized for)."""
+    started: list[int] = []
+
+    def slow_start(lean_cfg, verify):
+        time.sleep(0.05)
+        started.append(1)
+        return object()
+
+    monkeypatch.setattr(mining_job.LeanPool, "start", staticmethod(slow_start))
+    job = MiningJob.__new__(MiningJob)
+    job._pool, job._pool_lock = None, threading.Lock()
+    job.lean_cfg, job.cfg = {}, OmegaConf.create({"verify": {}})
+    pools: list[object] = []
+    threads = [threading.Thread(target=lambda: pools.append(job.pool)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(started) == 1 and len({id(pool) for pool in pools}) == 1
 
 
 def test_a_mining_jobs_ray_data_hands_rows_on_one_by_one_without_waiting_on_the_driver():

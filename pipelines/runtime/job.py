@@ -11,6 +11,7 @@ import hashlib
 import json
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -229,6 +230,7 @@ class MiningJob:
         self.run = RunDir(str(cfg.run_dir))
         self.manifest = self.claim_run_dir()
         self._pool: LeanPool | None = None
+        self._pool_lock = threading.Lock()
 
     def claim_run_dir(self) -> dict[str, Any]:
         """Record in the run's manifest what makes this job's tables, before anything starts; a run directory whose
@@ -297,9 +299,12 @@ class MiningJob:
 
     @property
     def pool(self) -> LeanPool:
-        """The Lean pool, started on first use (a run with nothing left to verify never starts one)."""
-        if self._pool is None:
-            self._pool = LeanPool.start(self.lean_cfg, verify=OmegaConf.to_container(self.cfg.verify, resolve=True))
+        """The Lean pool, started on first use (a run with nothing left to verify never starts one), once: plans
+        start in threads of their own, and two of them asking at once must share one pool."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = LeanPool.start(self.lean_cfg,
+                                            verify=OmegaConf.to_container(self.cfg.verify, resolve=True))
         return self._pool
 
     def _provenance(self, run_id: str) -> dict[str, Any]:
