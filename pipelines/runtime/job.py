@@ -47,9 +47,9 @@ from operators.rows.seeds import domain_of, seed_id, select
 from operators.split import SubgoalSettings
 from operators.storage import first_line, is_uri, join, open_location
 from operators.trivial import TrivialSettings
-from pipelines.runtime.benchmarks import read_benchmarks
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
+from pipelines.runtime.benchmarks import read_benchmarks
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
