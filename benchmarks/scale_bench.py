@@ -9,6 +9,8 @@ Extra positional arguments are `pipelines.mine` overrides for both sizes (e.g. `
 Each size is one `python -m pipelines.mine preset=demo` subprocess (LLM sim latency 0, Lean sim import and check 0 s
 without CPU burn) over N (M) seed files spread evenly over the sorted files of the seeds root, copied to a scratch
 root. Measured per size: the subprocess's wall time, the candidates written, the driver's peak RSS (polled), the
+largest RSS of a process executing a plan (mine executes each plan in a Ray worker of its own that exits with it;
+polled every half second), the
 driver's RSS after each plan (from mine's own `[plan] k/n done` lines; `--plans-trace FILE` writes them as CSV), and
 the work window from the first discovery to the last candidate finished (the rows' timestamps), which leaves Ray's
 start-up out; candidates_per_s is over that window. Growth per plan is the least-squares slope of the driver's RSS
@@ -43,6 +45,7 @@ from pipelines.reporting import stats
 from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.job import list_seed_files, load_config
+from pipelines.runtime.plans import execute_writing
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SEEDS_ROOT = REPO.parent / "shared" / "fixtures" / "mathlib-sample"
@@ -51,6 +54,9 @@ DEFAULT_LARGE = 600
 ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.check_s=0", "lean.sim.burn_cpu=false"]
 MIB = 2**20
 RSS_POLL_S = 0.05
+PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
+# The title Ray gives a worker while it executes a plan (`pipelines.mine.write` runs each plan in one of its own).
+PLAN_PROCESS_TITLE = f"ray::{execute_writing.__name__}"
 # mine's line at the end of each plan (`pipelines.runtime.plans.plan_done_line`).
 PLAN_DONE = re.compile(r"^\[plan\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")
 
@@ -67,11 +73,12 @@ class PlanPoint:
 @dataclass(frozen=True)
 class DriverTrace:
     """A `pipelines.mine` driver's peak RSS over its whole run, when it was reached (seconds since the driver started)
-    and its RSS after each plan, in the order plans ended."""
+    and its RSS after each plan, in the order plans ended; and the largest RSS seen of a process executing a plan."""
 
     peak_bytes: int
     peak_s: float
     plans: list[PlanPoint]
+    plan_process_peak_bytes: int
 
     @property
     def peak_when(self) -> str:
@@ -100,7 +107,7 @@ def traced_driver(args: list[str]) -> DriverTrace:
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     process = psutil.Process(driver.pid)
-    peak, peak_s = 0, 0.0
+    peak, peak_s, plan_process_peak, polls = 0, 0.0, 0, 0
     while driver.poll() is None:
         try:
             rss = process.memory_info().rss
@@ -108,11 +115,26 @@ def traced_driver(args: list[str]) -> DriverTrace:
             break
         if rss > peak:
             peak, peak_s = rss, time.perf_counter() - started
+        if polls % PLAN_PROCESS_POLL_EVERY == 0:
+            plan_process_peak = max([plan_process_peak, *plan_process_rss()])
+        polls += 1
         time.sleep(RSS_POLL_S)
     reader.join()
     if driver.returncode != 0:
         raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
-    return DriverTrace(peak, peak_s, points)
+    return DriverTrace(peak, peak_s, points, plan_process_peak)
+
+
+def plan_process_rss() -> list[int]:
+    """The RSS of every process executing a plan now (Ray workers titled `PLAN_PROCESS_TITLE`)."""
+    found = []
+    for candidate in psutil.process_iter(["cmdline"]):
+        try:
+            if (candidate.info["cmdline"] or [""])[0].startswith(PLAN_PROCESS_TITLE):
+                found.append(candidate.memory_info().rss)
+        except psutil.Error:
+            continue
+    return found
 
 
 def growth_per_plan(points: list[PlanPoint], settled_after: int) -> float | None:
@@ -203,7 +225,8 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
                         busy_fractions(run_dir, args, window_s))
     print(f"{label}: {measured.seeds} seeds, {measured.candidates} candidates in {window_s:.1f} s of work "
           f"(wall {wall_s:.1f} s with start-up), {measured.candidates_per_s:.2f} candidates/s, driver peak "
-          f"{driver.peak_bytes / MIB:.0f} MiB at {driver.peak_s:.0f} s ({driver.peak_when})", flush=True)
+          f"{driver.peak_bytes / MIB:.0f} MiB at {driver.peak_s:.0f} s ({driver.peak_when}), a plan's process peak "
+          f"{driver.plan_process_peak_bytes / MIB:.0f} MiB", flush=True)
     print(f"  driver RSS after each of {len(driver.plans)} plans (MiB): "
           + " ".join(f"{point.driver_rss_mib:.0f}" for point in driver.plans)
           + ("" if growth is None else f"; growth per plan once settled: {growth:+.2f} MiB"), flush=True)
@@ -246,7 +269,9 @@ def main() -> None:
           f"driver_peak_mb_small={small.driver_peak_bytes / MIB:.1f} "
           f"driver_peak_mb_large={large.driver_peak_bytes / MIB:.1f} "
           f"memory_ratio={large.driver_peak_bytes / small.driver_peak_bytes:.3f} "
-          f"growth_per_plan_mb_large={growth}")
+          f"growth_per_plan_mb_large={growth} "
+          f"plan_process_peak_mb_small={small.driver.plan_process_peak_bytes / MIB:.1f} "
+          f"plan_process_peak_mb_large={large.driver.plan_process_peak_bytes / MIB:.1f}")
 
 
 if __name__ == "__main__":

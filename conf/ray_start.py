@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,13 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
     ray.init(configure_logging=False, **init_args)
     if path is not None:
         route_ray_logs(path)
+
+
+def send_stderr_to(path: Path) -> None:
+    """Point this process's standard error, Ray's C++ core's own lines included, at the end of `path`. For a Ray
+    worker of Folklore's that only starts Ray's work (a plan's execution): Ray would forward what it writes there to
+    the job's terminal, where Ray's notices do not go."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.dup2(descriptor, 2)
+    os.close(descriptor)

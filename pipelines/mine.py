@@ -54,7 +54,14 @@ from pipelines.runtime.cli import SetupError, WorkWritten, run_job
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
-from pipelines.runtime.plans import SeedPlan, driver_rss_bytes, plan_done_line, run_overlapping, seed_plans
+from pipelines.runtime.plans import (
+    SeedPlan,
+    driver_rss_bytes,
+    execute_writing,
+    plan_done_line,
+    run_overlapping,
+    seed_plans,
+)
 from pipelines.runtime.progress import counted, report_batch
 from pipelines.runtime.run_dir import RunDir
 
@@ -124,14 +131,16 @@ def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
 
 def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
     """Count the rows on the status board as they are written to the run's `table`, a file per `rows_per_file`
-    rows (a file per block when None). The writers reserve `output.writer_num_cpus`, so they are never starved
-    by the stages' actors and files land while the run goes."""
+    rows (a file per block when None), executing the plan in a process of its own that ends with it. The writers
+    reserve `output.writer_num_cpus`, so they are never starved by the stages' actors and files land while the run
+    goes."""
     num_cpus = float(job.cfg.output.writer_num_cpus)
     ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
                         fn_kwargs={"board": job.board, "table": table})
-    ds.write_parquet(job.run.table_path(table), filesystem=job.run.filesystem, min_rows_per_file=rows_per_file,
-                     ray_remote_args={"num_cpus": num_cpus})
+    job.in_a_process_of_its_own(execute_writing, ds, job.run.table_path(table), job.run.filesystem, rows_per_file,
+                                num_cpus, job.ray_log)
     job.ticker.flush()
+
 
 
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:

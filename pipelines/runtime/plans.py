@@ -14,9 +14,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
+from ray.data import Dataset
+
+from conf.ray_start import route_ray_logs, send_stderr_to
+from pipelines.runtime import arrow_wire
 
 MIB = 2**20
 
@@ -108,3 +113,15 @@ def run_overlapping(plans: Sequence[SeedPlan], execute: Callable[[SeedPlan], Non
             running.remove(thread)
             if thread.error is not None:
                 raise thread.error
+
+
+def execute_writing(ds: Dataset, path: str, filesystem: Any, rows_per_file: int | None, num_cpus: float,
+                    ray_log: Path) -> None:
+    """Execute `ds` into Parquet files under `path`: a plan's execution, in a process of its own
+    (`pipelines.mine.write`) that keeps the plan's Ray Data records. Its Ray log records and standard error go to the
+    run's Ray log, with the driver's."""
+    route_ray_logs(ray_log)
+    send_stderr_to(ray_log)
+    arrow_wire.register()
+    ds.write_parquet(path, filesystem=filesystem, min_rows_per_file=rows_per_file,
+                     ray_remote_args={"num_cpus": num_cpus})
