@@ -142,7 +142,6 @@ def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = N
     job.ticker.flush()
 
 
-
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     """A dataset of `items` with one block per seed, so a seed is never split between two calls of a stage. The
     blocks' metadata is read here (`from_arrow` would start a Ray task per seed to read it, and worker processes to

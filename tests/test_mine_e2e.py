@@ -225,6 +225,7 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
     [resume_line] = re.findall(r"^resume: .*$", resumed_log, re.MULTILINE)
     assert f"{len(written)} candidates finished" in resume_line, resume_line
     assert "Token authentication" not in resumed_log, "Ray's notices go to the run's logs/ray.log"
+    assert "core_worker.cc" not in resumed_log, "so does Ray's C++ line from the process that executes a plan"
     assert "[status] candidates" in resumed_log, "the last counts are printed before the summary"
 
 

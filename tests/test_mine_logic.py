@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import ray
 from omegaconf import OmegaConf
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lean_pool.session_check import CheckResult
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA, seed_units
@@ -379,6 +383,17 @@ def test_plans_starting_at_once_share_one_lean_pool(monkeypatch):
     for thread in threads:
         thread.join()
     assert len(started) == 1 and len({id(pool) for pool in pools}) == 1
+
+
+def test_a_plan_executes_in_a_process_that_exits_with_it(ray_cluster):
+    """What a plan's execution holds (Ray Data's records of its blocks, whatever its allocator kept) goes when the
+    plan ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""
+    job = MiningJob.__new__(MiningJob)
+    job._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    executed_by = job.in_a_process_of_its_own(lambda: os.getpid())
+    assert executed_by != os.getpid()
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(executed_by).wait(timeout=30)  # psutil.TimeoutExpired: the worker outlived its plan
 
 
 def test_a_mining_jobs_ray_data_hands_rows_on_one_by_one_without_waiting_on_the_driver():

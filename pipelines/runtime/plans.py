@@ -1,7 +1,8 @@
 """A run's seeds as a sequence of bounded Ray Data plans that overlap, so the endpoint never drains between them.
 
-Ray Data keeps a record of every block a plan makes until the plan ends (ray-project/ray#66016), so a night over all
-of Mathlib runs as plans of `ray.seeds_per_plan` seeds. Run one after another, each plan would end with its slowest
+Ray Data keeps a record of every block a plan makes until the plan ends (ray-project/ray#66016), in the process that
+executes the plan, so a night over all of Mathlib runs as plans of `ray.seeds_per_plan` seeds, each executed in a
+process that exits with it (`execute_writing`), and the driver keeps none of them. Run one after another, each plan would end with its slowest
 candidate's repair and proof chain while the LLM endpoint idles, then spend its start-up on new stage actors. So the
 next plan starts as soon as the current one's seeds have all come back from discover (its head is done, only its
 verify stages still work), and at most `ray.plans_in_flight` plans run at once: the tail of one and the head of the
