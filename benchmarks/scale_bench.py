@@ -10,8 +10,8 @@ Each size is one `python -m pipelines.mine preset=demo` subprocess (LLM sim late
 without CPU burn) over N (M) seed files spread evenly over the sorted files of the seeds root, copied to a scratch
 root. Measured per size: the subprocess's wall time, the candidates written, the driver's peak RSS (polled), the
 largest RSS of a process executing a plan (mine executes each plan in a Ray worker of its own that exits with it;
-polled every half second), the
-driver's RSS after each plan (from mine's own `[plan] k/n done` lines; `--plans-trace FILE` writes them as CSV), and
+polled every half second), the driver's RSS after each plan (from mine's own `[plan] k/n done` lines;
+`--plans-trace FILE` writes them as CSV), and
 the work window from the first discovery to the last candidate finished (the rows' timestamps), which leaves Ray's
 start-up out; candidates_per_s is over that window. Growth per plan is the least-squares slope of the driver's RSS
 after each plan once the first `ray.plans_in_flight` plans are done (before that, plans are still starting and the

@@ -2,12 +2,12 @@
 
 Ray Data keeps a record of every block a plan makes until the plan ends (ray-project/ray#66016), in the process that
 executes the plan, so a night over all of Mathlib runs as plans of `ray.seeds_per_plan` seeds, each executed in a
-process that exits with it (`execute_writing`), and the driver keeps none of them. Run one after another, each plan would end with its slowest
-candidate's repair and proof chain while the LLM endpoint idles, then spend its start-up on new stage actors. So the
-next plan starts as soon as the current one's seeds have all come back from discover (its head is done, only its
-verify stages still work), and at most `ray.plans_in_flight` plans run at once: the tail of one and the head of the
-next share the endpoint, the Lean pool and the driver. The pool serves an older plan's Lean checks first, so plans
-end one after another rather than all together.
+process that exits with it (`execute_writing`): the driver keeps none of them. Run one after another, each plan
+would end with its slowest candidate's repair and proof chain while the LLM endpoint idles, then spend its start-up
+on new stage actors. So the next plan starts as soon as the current one's seeds have all come back from discover
+(its head is done, only its verify stages still work), and at most `ray.plans_in_flight` plans run at once: the
+tail of one and the head of the next share the endpoint, the Lean pool and the driver's node. The pool serves an
+older plan's Lean checks first, so plans end one after another rather than all together.
 """
 
 from __future__ import annotations
