@@ -714,6 +714,13 @@ class SimServer(ThreadingHTTPServer):
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (its process stopped with the run) is not the server's error; any
+        other error is reported as the stdlib server reports it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     @property
     def base_url(self) -> str:
         """The OpenAI base URL clients use (`.../v1`)."""

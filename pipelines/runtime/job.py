@@ -65,6 +65,8 @@ NODE_LOG_DIGEST_CHARS = 16
 # batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
 # the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
 ROW_BLOCK_BYTES = 1
+# Seconds a stopping job waits for the plans it cancelled to let go of Ray before it shuts Ray down.
+CANCELLED_PLANS_WAIT_S = 30
 
 
 def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s: float) -> None:
@@ -231,6 +233,8 @@ class MiningJob:
         self.manifest = self.claim_run_dir()
         self._pool: LeanPool | None = None
         self._pool_lock = threading.Lock()
+        self._in_own_process: set[ray.ObjectRef] = set()
+        self._in_own_process_changed = threading.Condition()
 
     def claim_run_dir(self) -> dict[str, Any]:
         """Record in the run's manifest what makes this job's tables, before anything starts; a run directory whose
@@ -279,6 +283,7 @@ class MiningJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._cancel_own_processes()
         self.ticker.__exit__()
         if self._pool is not None:
             self._pool.shutdown()
@@ -343,7 +348,23 @@ class MiningJob:
         a process keeps much of what it freed; a plan executed here leaves none of it in the driver, which then
         holds the same few hundred MiB from a night's first plan to its last."""
         remote = ray.remote(num_cpus=0, max_calls=1)(function)
-        return ray.get(remote.options(scheduling_strategy=self._here).remote(*args))
+        ref = remote.options(scheduling_strategy=self._here).remote(*args)
+        with self._in_own_process_changed:
+            self._in_own_process.add(ref)
+        try:
+            return ray.get(ref)
+        finally:
+            with self._in_own_process_changed:
+                self._in_own_process.discard(ref)
+                self._in_own_process_changed.notify_all()
+
+    def _cancel_own_processes(self) -> None:
+        """Stop what still runs in processes of its own (a job stopped by Ctrl-C or an error: its plans) and wait
+        until the threads waiting on them have let go of Ray, which must not shut down under a thread inside it."""
+        with self._in_own_process_changed:
+            for ref in self._in_own_process:
+                ray.cancel(ref, force=True)
+            self._in_own_process_changed.wait_for(lambda: not self._in_own_process, timeout=CANCELLED_PLANS_WAIT_S)
 
     def discover_calls_returned(self) -> int:
         """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
