@@ -137,8 +137,8 @@ def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = N
     num_cpus = float(job.cfg.output.writer_num_cpus)
     ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
                         fn_kwargs={"board": job.board, "table": table})
-    job.in_a_process_of_its_own(execute_writing, ds, job.run.table_path(table), job.run.filesystem, rows_per_file,
-                                num_cpus, job.ray_log)
+    job.off_the_driver(execute_writing, ds, job.run.table_path(table), job.run.filesystem, rows_per_file, num_cpus,
+                       job.ray_log)
     job.ticker.flush()
 
 

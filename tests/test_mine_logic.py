@@ -390,8 +390,8 @@ def test_a_plan_executes_in_a_process_that_exits_with_it(ray_cluster):
     plan ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""
     job = MiningJob.__new__(MiningJob)
     job._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    job._in_own_process, job._in_own_process_changed = set(), threading.Condition()
-    executed_by = job.in_a_process_of_its_own(lambda: os.getpid())
+    job._off_the_driver, job._off_the_driver_changed = set(), threading.Condition()
+    executed_by = job.off_the_driver(lambda: os.getpid())
     assert executed_by != os.getpid()
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(executed_by).wait(timeout=30)  # psutil.TimeoutExpired: the worker outlived its plan

@@ -65,7 +65,8 @@ NODE_LOG_DIGEST_CHARS = 16
 # batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
 # the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
 ROW_BLOCK_BYTES = 1
-# Seconds a stopping job waits for the plans it cancelled to let go of Ray before it shuts Ray down.
+# Seconds a stopping job waits for the work it cancelled off the driver (its plans) to let go of Ray before it
+# shuts Ray down.
 CANCELLED_PLANS_WAIT_S = 30
 
 
@@ -233,8 +234,8 @@ class MiningJob:
         self.manifest = self.claim_run_dir()
         self._pool: LeanPool | None = None
         self._pool_lock = threading.Lock()
-        self._in_own_process: set[ray.ObjectRef] = set()
-        self._in_own_process_changed = threading.Condition()
+        self._off_the_driver: set[ray.ObjectRef] = set()
+        self._off_the_driver_changed = threading.Condition()
 
     def claim_run_dir(self) -> dict[str, Any]:
         """Record in the run's manifest what makes this job's tables, before anything starts; a run directory whose
@@ -283,7 +284,7 @@ class MiningJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._cancel_own_processes()
+        self._cancel_off_the_driver()
         self.ticker.__exit__()
         if self._pool is not None:
             self._pool.shutdown()
@@ -338,33 +339,29 @@ class MiningJob:
         return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
 
     def off_the_driver(self, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` in a Ray worker on the driver's node (which holds a local run directory), so the memory
-        its work takes is given back when it ends instead of staying in the driver for the rest of the run."""
-        return ray.get(ray.remote(num_cpus=0)(function).options(scheduling_strategy=self._here).remote(*args))
-
-    def in_a_process_of_its_own(self, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` in a new Ray worker on the driver's node that exits when it returns. Ray Data keeps a
-        record of every block in the process that executes a plan until the plan ends (ray-project/ray#66016), and
-        a process keeps much of what it freed; a plan executed here leaves none of it in the driver, which then
-        holds the same few hundred MiB from a night's first plan to its last."""
+        """`function(*args)` in a new Ray worker on the driver's node (which holds a local run directory) that exits
+        when it returns, so the memory its work takes is given back instead of staying in the driver for the rest
+        of the run. A plan's execution runs here: Ray Data keeps a record of every block in the process that
+        executes a plan until the plan ends (ray-project/ray#66016), and a process keeps much of what it freed, so
+        the driver holds the same few hundred MiB from a night's first plan to its last."""
         remote = ray.remote(num_cpus=0, max_calls=1)(function)
         ref = remote.options(scheduling_strategy=self._here).remote(*args)
-        with self._in_own_process_changed:
-            self._in_own_process.add(ref)
+        with self._off_the_driver_changed:
+            self._off_the_driver.add(ref)
         try:
             return ray.get(ref)
         finally:
-            with self._in_own_process_changed:
-                self._in_own_process.discard(ref)
-                self._in_own_process_changed.notify_all()
+            with self._off_the_driver_changed:
+                self._off_the_driver.discard(ref)
+                self._off_the_driver_changed.notify_all()
 
-    def _cancel_own_processes(self) -> None:
-        """Stop what still runs in processes of its own (a job stopped by Ctrl-C or an error: its plans) and wait
-        until the threads waiting on them have let go of Ray, which must not shut down under a thread inside it."""
-        with self._in_own_process_changed:
-            for ref in self._in_own_process:
+    def _cancel_off_the_driver(self) -> None:
+        """Stop what still runs off the driver (a job stopped by Ctrl-C or an error: its plans) and wait until the
+        threads waiting on it have let go of Ray, which must not shut down under a thread inside it."""
+        with self._off_the_driver_changed:
+            for ref in self._off_the_driver:
                 ray.cancel(ref, force=True)
-            self._in_own_process_changed.wait_for(lambda: not self._in_own_process, timeout=CANCELLED_PLANS_WAIT_S)
+            self._off_the_driver_changed.wait_for(lambda: not self._off_the_driver, timeout=CANCELLED_PLANS_WAIT_S)
 
     def discover_calls_returned(self) -> int:
         """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
