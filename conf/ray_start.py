@@ -1,5 +1,16 @@
 """Starting Ray from a command line without Ray's notices on the terminal: its log records go to a file, so a job
-prints only its own lines (shared by the pipelines' jobs and `lean_pool.check`)."""
+prints only its own lines (shared by the pipelines' jobs and `lean_pool.check`); and how Folklore's own processes
+under Ray keep their memory and their share of the CPU.
+
+The CPU share: with autogroup scheduling (on by default in most Linux kernels), CPU time is shared fairly between
+sessions first and only then between the processes of a session. Ray starts every worker of a job in the session
+of the process that started Ray, so a mining plan starting its stage actors (about ten CPU-seconds: seven Python
+processes importing Ray, Ray Data and the OpenAI client) took the CPU from the running plans' stages and from the
+Lean worker that hands checks to the REPLs, and the REPLs (each in a session of its own, `lean_pool.repl`) waited
+for checks. A worker of Folklore's that has started moves to a session of its own (`start_own_session`), so what
+starts after it shares one session's part of the CPU, not each of its processes' (benchmarks/contention_bench.py
+and benchmarks/night_bench.py measure it).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +18,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +28,8 @@ import ray
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
 # "ray" is routed again once it has.
 ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
+# The child whose process group a worker passes through on its way to a session of its own; killed as soon as it has.
+SESSION_HELPER = ("sleep", "60")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
 M_ARENA_MAX = -8
 
@@ -77,3 +91,27 @@ def send_stderr_to(path: Path) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(descriptor, 2)
     os.close(descriptor)
+
+
+def start_own_session() -> bool:
+    """Move this process into a new session, and so a CPU scheduling group, of its own; False where it cannot (no
+    `setsid`, no `sleep`), and nothing changes. A Ray worker leads its own process group, and a group leader cannot
+    start a session, so it first joins the group of a child started for the purpose. The new session's process
+    group has this process's pid again: the group Ray signals when the worker ends."""
+    if os.getsid(0) == os.getpid():
+        return True
+    try:
+        helper = None
+        if os.getpgid(0) == os.getpid():
+            helper = subprocess.Popen(SESSION_HELPER, process_group=0, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            os.setpgid(0, helper.pid)
+        try:
+            os.setsid()
+        finally:
+            if helper is not None:
+                helper.kill()
+                helper.wait()
+    except OSError:
+        return False
+    return True

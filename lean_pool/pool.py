@@ -24,6 +24,7 @@ from typing import Any
 import ray
 from omegaconf import OmegaConf
 
+from conf.ray_start import start_own_session
 from lean_pool.header import split_header
 from lean_pool.kimina import KIMINA, KiminaPool, kimina_provenance
 from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
@@ -43,10 +44,13 @@ class LeanWorker:
     """Owns REPL sessions on one node, chooses which of them runs each check, and runs it.
 
     An async actor: its REPLs are started from its one event-loop thread, which lives as long as the
-    actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py).
+    actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py). It runs in a
+    session of its own, so other work of the job starting on its node cannot starve its REPLs of checks
+    (`conf.ray_start.start_own_session`).
     """
 
     def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
+        start_own_session()
         launch = build_launch(lean_cfg)
         self._provenance = provenance(lean_cfg)
         self._replayer = Replayer(replay, lean_cfg) if replay.enabled else None

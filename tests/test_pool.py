@@ -196,6 +196,17 @@ def wait_until_dead(pids: list[int]) -> list[int]:
     return alive(pids)
 
 
+def test_workers_run_in_sessions_of_their_own_and_lead_their_process_groups(pool: LeanPool):
+    """So the scheduler shares the CPU between a worker and the job's other processes as between sessions
+    (`conf.ray_start.start_own_session`), and Ray's per-worker process-group cleanup still reaches the worker."""
+    workers = [proc for proc in psutil.process_iter(["cmdline"])
+               if (proc.info["cmdline"] or [""])[0].startswith("ray::LeanWorker")]
+    assert workers
+    for worker in workers:
+        assert os.getsid(worker.pid) == os.getpgid(worker.pid) == worker.pid
+    assert os.getsid(0) not in {os.getsid(worker.pid) for worker in workers}
+
+
 def test_shutdown_leaves_no_process_behind(ray_cluster, lean_cfg):
     handle, marker = own_pool(ray_cluster, lean_cfg)
     before = [proc.pid for proc in our_repl_processes(marker)]

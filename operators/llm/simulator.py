@@ -764,7 +764,8 @@ def reset_stats(base_url: str, timeout_s: float = 10.0) -> None:
 
 
 class SimProcess:
-    """The sim endpoint as a child process, as a job runs it: its own interpreter, stopped with the job."""
+    """The sim endpoint as a child process, as a job runs it: its own interpreter, stopped with the job, in a session
+    of its own, as a remote endpoint would be, so the job's bursts of CPU do not delay its answers."""
 
     def __init__(self, sim: Mapping[str, Any]) -> None:
         self.sim = dict(sim)
@@ -778,6 +779,7 @@ class SimProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         assert self._process.stdout is not None
         line = self._process.stdout.readline()

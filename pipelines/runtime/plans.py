@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 from ray.data import Dataset
 
-from conf.ray_start import route_ray_logs, send_stderr_to
+from conf.ray_start import route_ray_logs, send_stderr_to, start_own_session
 from pipelines.runtime import arrow_wire
 
 MIB = 2**20
@@ -119,8 +119,10 @@ def run_overlapping(plans: Sequence[SeedPlan], execute: Callable[[SeedPlan], Non
 def execute_writing(ds: Dataset, path: str, filesystem: Any, rows_per_file: int | None, num_cpus: float,
                     ray_log: Path) -> None:
     """Execute `ds` into Parquet files under `path`: a plan's execution, in a process of its own
-    (`pipelines.mine.write`) that keeps the plan's Ray Data records. Its Ray log records and standard error go to the
-    run's Ray log, with the driver's."""
+    (`pipelines.mine.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling loop
+    hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its Ray log records
+    and standard error go to the run's Ray log, with the driver's."""
+    start_own_session()
     route_ray_logs(ray_log)
     send_stderr_to(ray_log)
     arrow_wire.register()
