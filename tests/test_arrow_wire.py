@@ -3,6 +3,8 @@ slice carries only its own rows, and the stages of a job use it."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 import ray
@@ -63,3 +65,22 @@ def test_wired_stages_send_their_blocks_through_ipc(job_ray):
         assert "_register_cloudpickle_serializer" in reducer  # ray.util.register_serializer's, not Ray's own
         assert table.schema.remove(table.schema.get_field_index("reducer")) == CANDIDATE_SCHEMA
     assert ray.get(ray.put(piece)).equals(piece) and ray.get(ray.put(CANDIDATE_SCHEMA)) == CANDIDATE_SCHEMA
+
+
+def test_a_wired_stage_actor_runs_in_a_session_of_its_own(job_ray):
+    """So the next plan's actors starting beside it share one session's part of the CPU, not each of theirs
+    (`conf.ray_start.start_own_session`); it still leads its process group, which Ray signals when it ends."""
+
+    class SessionColumn:
+        """A stage that adds whether its process leads its session and its process group, and its session."""
+
+        def __call__(self, batch: pa.Table) -> pa.Table:
+            leads = os.getsid(0) == os.getpgid(0) == os.getpid()
+            return batch.append_column("leads", pa.array([leads] * batch.num_rows)).append_column(
+                "session", pa.array([os.getsid(0)] * batch.num_rows))
+
+    out = ray.data.from_blocks([wide_table(2)]).map_batches(
+        arrow_wire.wired(SessionColumn), batch_format="pyarrow", num_cpus=0.5,
+        compute=ray.data.ActorPoolStrategy(size=1)).take_all()
+    assert {row["leads"] for row in out} == {True}
+    assert os.getsid(0) not in {row["session"] for row in out}
