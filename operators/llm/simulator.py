@@ -31,7 +31,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
@@ -581,6 +581,15 @@ class SimStats:
             }
 
 
+@dataclass(frozen=True)
+class Response:
+    """An HTTP answer the handler has decided on and not yet sent."""
+
+    status: int
+    payload: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "SimServer"
@@ -602,20 +611,19 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(length) or b"null")
 
-    def _authorized(self) -> bool:
-        """False (after answering 401 like OpenAI) when the sim requires a key and the request lacks it."""
+    def _key_missing(self) -> Response | None:
+        """The 401 OpenAI answers when the sim requires a key and the request lacks it; None when it may go on."""
         key = self.server.sim["require_api_key"]
         if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
-            self._send_json(401, error_body("invalid API key (simulated)", "authentication_error", "invalid_api_key"))
-            return False
-        return True
+            return Response(401, error_body("invalid API key (simulated)", "authentication_error", "invalid_api_key"))
+        return None
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         if self.path == "/sim/stats":
             self._send_json(200, self.server.stats.snapshot())
         elif self.path.rstrip("/").endswith("/models"):
-            if self._authorized():
-                self._send_json(200, models_body(self.server.sim.get("models") or []))
+            response = self._key_missing() or Response(200, models_body(self.server.sim.get("models") or []))
+            self._send_json(response.status, response.payload, response.headers)
         else:
             self._send_json(404, error_body(f"no route {self.path}", "not_found_error"))
 
@@ -648,39 +656,40 @@ class _Handler(BaseHTTPRequestHandler):
         meta = self._meta()
         digest = request_digest(body, meta)
         delivery = self.server.stats.arrive(meta.stage, digest)
-        status: int | None = None
+        response: Response | None = None
         try:
-            status = self._answer(body, meta, digest, delivery, sim)
+            response = self._answer(body, meta, digest, delivery, sim)
         finally:
-            self.server.stats.depart(meta.stage, status)
+            # Counted before the answer goes out, so a client that reads the stats after its answer finds it there.
+            self.server.stats.depart(meta.stage, None if response is None else response.status)
+        if response is not None:
+            self._send_json(response.status, response.payload, response.headers)
 
-    def _answer(self, body: Any, meta: RequestMeta, digest: str, delivery: int, sim: Mapping[str, Any]) -> int | None:
-        if not self._authorized():
-            return 401
+    def _answer(self, body: Any, meta: RequestMeta, digest: str, delivery: int, sim: Mapping[str, Any]
+                ) -> Response | None:
+        """The answer to one chat request (None: dropped without one)."""
+        missing = self._key_missing()
+        if missing is not None:
+            return missing
         messages = body.get("messages") if isinstance(body, Mapping) else None
         if not isinstance(messages, list) or not messages:
-            self._send_json(400, error_body("'messages' must be a non-empty list", "invalid_request_error"))
-            return 400
+            return Response(400, error_body("'messages' must be a non-empty list", "invalid_request_error"))
         served = sim.get("models")
         if served and body.get("model") not in served:
-            self._send_json(404, error_body(f"The model `{body.get('model')}` does not exist (simulated).",
+            return Response(404, error_body(f"The model `{body.get('model')}` does not exist (simulated).",
                                             "NotFoundError", "model_not_found"))
-            return 404
         if sim["prompt_log"] is not None:
             append_prompt(sim["prompt_log"], meta, last_user_text(messages))
         prompt = prompt_tokens(messages, sim["chars_per_token"])
         completion = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
         if prompt + completion > sim["max_context_tokens"]:
-            self._send_json(400, context_error(prompt, completion, sim["max_context_tokens"]))
-            return 400
+            return Response(400, context_error(prompt, completion, sim["max_context_tokens"]))
         fault = injected_fault(messages, digest, delivery, sim)
         if fault == "429":
-            headers = {"Retry-After": str(sim["faults"]["retry_after_s"])}
-            self._send_json(429, error_body("rate limited (simulated)", "rate_limit_error"), headers)
-            return 429
+            return Response(429, error_body("rate limited (simulated)", "rate_limit_error"),
+                            {"Retry-After": str(sim["faults"]["retry_after_s"])})
         if fault == "500":
-            self._send_json(500, error_body("internal error (simulated)", "server_error"))
-            return 500
+            return Response(500, error_body("internal error (simulated)", "server_error"))
         if fault == "hang":
             self.server.stopping.wait(sim["faults"]["hang_s"])
             self.close_connection = True
@@ -694,8 +703,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.stats.serve(-1)
             if sim["busy_log"] is not None:
                 append_busy_span(sim["busy_log"], started, time.time())
-        self._send_json(200, completion_body(body, meta, digest, sim))
-        return 200
+        return Response(200, completion_body(body, meta, digest, sim))
 
 
 class SimServer(ThreadingHTTPServer):

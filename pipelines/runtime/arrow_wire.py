@@ -9,8 +9,8 @@ blocks are kilobytes, so the copy costs nothing here. Each block's metadata carr
 and goes through IPC in 0.04 ms. Only the writing side needs it (a process without it reads what one with it
 wrote), so it is registered where blocks are made: in the driver by `register`, and in each stage's process by the
 stage itself (`wired`). A job-wide `worker_process_setup_hook` would do the same, but any runtime environment
-starts every Ray worker of the job through a setup process, half a second of CPU more per worker. `wired` is so
-where a stage's process is set up, and it also moves the process into a session of its own
+starts every Ray worker of the job through a setup process, half a second of CPU more per worker. `wired` is thus
+where a stage's process is set up, and it also moves a stage's actor into a session of its own
 (`conf.ray_start.start_own_session`), so the next plan's stages starting beside it do not take its share of the CPU.
 """
 
@@ -57,7 +57,8 @@ def wired(operator: Callable[..., Any]) -> Callable[..., Any]:
     same name."""
     if isinstance(operator, type):
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            start_own_session()
+            if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+                start_own_session()  # only in an actor's own process, never in a driver that makes one
             register()
             operator.__init__(self, *args, **kwargs)
 
