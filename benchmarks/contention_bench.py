@@ -2,7 +2,7 @@
 
 Run: `python benchmarks/contention_bench.py [--checks 200] [--repls 4] [--check-s 0.5] [--burn-s 5]`.
 A pool of `--repls` simulated REPLs (each check sleeps `--check-s`, standing for Lean on cores of its own) is handed
-`--checks` checks at once, so work is always queued. While it drains, twice for `--burn-s` seconds, one process more
+`--checks` checks at once, so work is always queued. While it drains, twice (`ROUNDS`) for `--burn-s` seconds, one process more
 than the machine has cores spins in this process's session, which is the session Ray starts its workers in: what a
 mining plan starting its stage actors does to the node. The REPLs log the span of every check (`lean.sim.busy_log`);
 busy = their time inside a window over (window x REPLs). The last line compares the pool's busy fraction while the
@@ -22,13 +22,15 @@ import time
 from pathlib import Path
 
 import ray
-from lean_pool_bench import lean_config, snippet
+from lean_pool_bench import HEADER, lean_config, snippet
 
 from conf.ray_start import init_ray_logging_to
 from lean_pool.busy_log import read_busy_spans
 from lean_pool.pool import LeanPool
 
 QUIET_BEFORE_S = 3.0  # the pool drains quietly this long before the first spinners, and between the two rounds
+ROUNDS = 2  # rounds of spinning while the pool drains
+IMPORT_S = 0.1  # the simulated header import, paid once per REPL before the measured window
 
 
 def spin(seconds: float) -> None:
@@ -72,17 +74,17 @@ def main() -> None:
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:
         busy_log = Path(scratch) / "busy.log"
-        lean = lean_config(import_s=0.1, check_s=options.check_s, repls=options.repls)
+        lean = lean_config(import_s=IMPORT_S, check_s=options.check_s, repls=options.repls)
         lean["sim"].update(burn_cpu=False, busy_log=str(busy_log))
         lean["max_queued"] = options.checks
         init_ray_logging_to(Path(scratch) / "ray.log", num_cpus=options.repls, include_dashboard=False)
         try:
-            pool = LeanPool.start(dict(lean, prewarm_headers=["import Mathlib"], prewarm_repls=options.repls))
+            pool = LeanPool.start(dict(lean, prewarm_headers=[HEADER], prewarm_repls=options.repls))
             pool.warmed()
             busy_log.unlink(missing_ok=True)
             started = time.time()
             with multiprocessing.pool.ThreadPool(1) as spinning:
-                rounds = spinning.apply_async(spin_rounds, (cores, options.burn_s, 2))
+                rounds = spinning.apply_async(spin_rounds, (cores, options.burn_s, ROUNDS))
                 asyncio.run(drain(pool, options.checks))
                 burns = rounds.get()
             pool.shutdown()
