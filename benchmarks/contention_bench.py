@@ -2,10 +2,10 @@
 
 Run: `python benchmarks/contention_bench.py [--checks 200] [--repls 4] [--check-s 0.5] [--burn-s 5]`.
 A pool of `--repls` simulated REPLs (each check sleeps `--check-s`, standing for Lean on cores of its own) is handed
-`--checks` checks at once, so work is always queued. While it drains, twice (`ROUNDS`) for `--burn-s` seconds, one process more
-than the machine has cores spins in this process's session, which is the session Ray starts its workers in: what a
-mining plan starting its stage actors does to the node. The REPLs log the span of every check (`lean.sim.busy_log`);
-busy = their time inside a window over (window x REPLs). The last line compares the pool's busy fraction while the
+`--checks` checks at once, so work is always queued. While it drains, twice (`ROUNDS`) for `--burn-s` seconds, one
+process more than the machine has cores spins in this process's session, which is the session Ray starts its
+workers in: what a mining plan starting its stage actors does to the node. The REPLs log the span of every check
+(`lean.sim.busy_log`); busy = their time inside a window over (window x REPLs). The last line compares the pool's busy fraction while the
 spinners run with its busy fraction while they do not, both from this one run. Before the pool's workers ran in a
 session of their own (`conf.ray_start.start_own_session`), the pool was 0.735 busy while they spun, against 0.992.
 """
@@ -25,7 +25,7 @@ import ray
 from lean_pool_bench import HEADER, lean_config, snippet
 
 from conf.ray_start import init_ray_logging_to
-from lean_pool.busy_log import read_busy_spans
+from lean_pool.busy_log import busy_between, read_busy_spans
 from lean_pool.pool import LeanPool
 
 QUIET_BEFORE_S = 3.0  # the pool drains quietly this long before the first spinners, and between the two rounds
@@ -53,11 +53,6 @@ def spin_rounds(cores: int, burn_s: float, rounds: int) -> list[tuple[float, flo
             spinner.join()
         spans.append((started, time.time()))
     return spans
-
-
-def busy_in(spans: list[tuple[float, float]], start: float, end: float) -> float:
-    """Seconds of checks inside [start, end]."""
-    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
 
 async def drain(pool: LeanPool, checks: int) -> None:
@@ -93,8 +88,8 @@ def main() -> None:
         checks = read_busy_spans(busy_log)
     ended = max(start for start, _ in checks)  # the last check's start: from then on, fewer checks than REPLs are left
     spun = sum(b - a for a, b in burns)
-    contended = sum(busy_in(checks, a, b) for a, b in burns) / (spun * options.repls)
-    quiet = (busy_in(checks, started, ended) - contended * spun * options.repls) / ((ended - started - spun)
+    contended = sum(busy_between(checks, a, b) for a, b in burns) / (spun * options.repls)
+    quiet = (busy_between(checks, started, ended) - contended * spun * options.repls) / ((ended - started - spun)
                                                                                   * options.repls)
     print(f"{options.checks} checks of {options.check_s} s on {options.repls} REPLs in {ended - started:.1f} s; "
           f"{cores + 1} processes spun on {cores} cores for {spun:.1f} s of it", flush=True)

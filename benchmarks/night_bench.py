@@ -40,7 +40,7 @@ from pathlib import Path
 import polars as pl
 from scale_bench import DEFAULT_SEEDS_ROOT, seeds_include, spread
 
-from lean_pool.busy_log import read_busy_spans, replay_busy_log
+from lean_pool.busy_log import busy_between, read_busy_spans, replay_busy_log
 from operators.rows.seeds import seed_id
 from pipelines import plan as capacity_plan
 from pipelines.reporting.capacity import mining_shape
@@ -103,11 +103,6 @@ def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: l
                           f"llm.sim.capacity={WIDE_ENDPOINT}"],
                  run_dir, busy_log, shape.lean_workers * shape.repls_per_worker,
                  shape.lean_workers * shape.replay_slots_per_worker if shape.replay else 0)
-
-
-def busy_between(spans: list[tuple[float, float]], start: float, end: float) -> float:
-    """Seconds of work the spans hold inside [start, end]."""
-    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
 
 def seconds(stamp: datetime) -> float:

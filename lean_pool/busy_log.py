@@ -31,3 +31,8 @@ def read_busy_spans(path: Path) -> list[tuple[float, float]]:
     if not path.exists():
         return []
     return [(float(start), float(end)) for start, end in (line.split() for line in path.read_text().splitlines())]
+
+
+def busy_between(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of work the spans hold inside [start, end]."""
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
