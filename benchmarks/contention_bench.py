@@ -6,8 +6,9 @@ A pool of `--repls` simulated REPLs (each check sleeps `--check-s`, standing for
 process more than the machine has cores spins in this process's session, which is the session Ray starts its
 workers in: what a mining plan starting its stage actors does to the node. The REPLs log the span of every check
 (`lean.sim.busy_log`); busy = their time inside a window over (window x REPLs). The last line compares the pool's
-busy fraction while the spinners run with its busy fraction while they do not, both from this one run. Before the pool's workers ran in a
-session of their own (`conf.ray_start.start_own_session`), the pool was 0.735 busy while they spun, against 0.992.
+busy fraction while the spinners run with its busy fraction while they do not, both from this one run. Before the
+pool's workers ran in a session of their own (`conf.ray_start.start_own_session`), the pool was 0.735 busy while
+they spun, against 0.992.
 """
 
 from __future__ import annotations
