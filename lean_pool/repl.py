@@ -144,6 +144,7 @@ class ReplProcess:
         self._stderr_tail = bytearray()
         self._stderr_total = 0
         self._private_dir: str | None = None
+        self._tree: list[psutil.Process] = []
         self.uses = 0
 
     @property
@@ -208,14 +209,22 @@ class ReplProcess:
         await self._kill()
 
     def rss_bytes(self) -> int:
-        """Resident memory of the whole process tree: supervisor, REPL and whatever it runs (Lean under `lake env`)."""
+        """Resident memory of the whole process tree: supervisor, REPL and whatever it runs (Lean under `lake env`).
+
+        Finding a process's children reads every process on the machine (milliseconds on a busy node, and the
+        pool asks after every check, between one check and the next on that REPL), so the tree is read once per
+        REPL process and again only when one of its processes has gone. Ask once the REPL has answered: its
+        launcher has started Lean by then, and Lean starts no processes of its own (`lean_pool.sandbox`)."""
         if not self.alive:
             return 0
-        try:
-            root = psutil.Process(self._proc.pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return 0
+        if not self._tree or not all(process.is_running() for process in self._tree):
+            try:
+                root = psutil.Process(self._proc.pid)
+                self._tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                self._tree = []
+                return 0
+        tree = self._tree
         total = 0
         for process in tree:
             try:
@@ -246,6 +255,7 @@ class ReplProcess:
         leader, finish reading stderr, remove the private directory; the exit code. A caller cancelled meanwhile
         still kills and cleans up."""
         proc, self._proc = self._proc, None
+        self._tree = []
         if proc is None:
             return None
         # wait() also waits for stdout/stderr to close, which a process that escaped the group could

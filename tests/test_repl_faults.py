@@ -262,3 +262,19 @@ async def test_a_killed_supervisor_still_takes_the_repl_tree_and_private_dir_wit
         assert not private.exists()
     finally:
         await repl.close()
+
+
+async def test_memory_is_read_over_the_whole_process_tree_of_each_repl_process() -> None:
+    """The pool recycles a REPL by the memory of all its processes, a launcher's child included (`lake env` runs
+    Lean as one). The tree is read once per REPL process, so a restarted REPL is read afresh, not through the
+    processes of the one before."""
+    repl = await started(sim_launch(via_parent=True))
+    for _ in range(2):
+        assert (await repl.request(GOOD, ANSWER_TIMEOUT_S)).kind == "ok"
+        root = psutil.Process(repl.pid)
+        tree = [root, *root.children(recursive=True)]
+        assert len(tree) >= 3, "the supervisor, the launcher and the simulator it runs"
+        assert repl.rss_bytes() == pytest.approx(sum(process.memory_info().rss for process in tree), rel=0.05)
+        assert repl.rss_bytes() > 2 * root.memory_info().rss
+        await repl.start()
+    await repl.close()
