@@ -2,9 +2,12 @@
 discover, what does it lose around each plan boundary, and does the capacity plan predict its wall time?
 
 Run: `python benchmarks/night_bench.py [--seeds-root DIR] [--seeds N] [--seeds-per-plan P] [--regime R]`
-(defaults: ../shared/fixtures/mathlib-sample, 40 seeds, 8 per plan, both regimes; a quick check: `--seeds 8
+(defaults: ../shared/fixtures/mathlib-sample, 40 seeds, 10 per plan, both regimes; a quick check: `--seeds 8
 --seeds-per-plan 4 --regime endpoint`). DIR is a Mathlib checkout or any tree of .lean files; N of its files, spread
-evenly over its sorted files, are mined by one `python -m pipelines.mine preset=demo` subprocess per regime.
+evenly over its sorted files, are mined by one `python -m pipelines.mine preset=demo` subprocess per regime. The
+default plans are small enough for a run of minutes to have 4 of them (3 plan boundaries to measure), and large
+enough that a plan's start (its process and six stage actors, about 14 CPU-seconds on a 2-core machine whatever
+the plan's size) is not half of its Lean work, as it was with plans of 8; a night's plans are 100 seeds.
 
 Regimes:
 - `endpoint`: the LLM endpoint binds. The sim serves `--capacity` requests at once (the stages keep far more in
@@ -177,7 +180,7 @@ def main() -> None:
     parser.add_argument("--seeds-root", type=Path, default=DEFAULT_SEEDS_ROOT,
                         help="a Mathlib checkout or any tree of .lean files (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=40, help="seed files mined (%(default)s)")
-    parser.add_argument("--seeds-per-plan", type=int, default=8, help="ray.seeds_per_plan (%(default)s)")
+    parser.add_argument("--seeds-per-plan", type=int, default=10, help="ray.seeds_per_plan (%(default)s)")
     parser.add_argument("--regime", choices=[*REGIMES, "both"], default="both")
     parser.add_argument("--max-seed-tokens", type=int, default=20000,
                         help="seeds.max_tokens: larger seed files are not sent (%(default)s)")
