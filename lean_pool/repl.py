@@ -225,9 +225,8 @@ class ReplProcess:
             except psutil.NoSuchProcess:
                 self._tree = []
                 return 0
-        tree = self._tree
         total = 0
-        for process in tree:
+        for process in self._tree:
             try:
                 total += process.memory_info().rss
             except psutil.NoSuchProcess:
