@@ -18,11 +18,14 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import ray
+
+from conf.command_line import SetupError
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -32,6 +35,17 @@ ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
 SESSION_HELPER = ("sleep", "60")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
 M_ARENA_MAX = -8
+# How a client takes part in Ray's token authentication (ray/_private/authentication): it sends a token only with
+# the mode set to `token`, and reads the token from the variable, else from the file the path variable names, else
+# from Ray's default file.
+AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"
+AUTH_TOKEN_MODE = "token"
+AUTH_TOKEN_VARIABLE = "RAY_AUTH_TOKEN"
+AUTH_TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
+DEFAULT_AUTH_TOKEN_FILE = Path("~/.ray/auth_token")
+# How a refused token reads in what `ray.init` raises: Ray's `AuthenticationError` itself (the mode is `token` here
+# and no token is found), or the GCS client's, only as text inside the `ConnectionError` Ray raises after it gave up.
+_TOKEN_REFUSED = re.compile(r"AuthenticationError|InvalidAuthToken")
 
 
 def limit_malloc_arenas(arenas: int) -> bool:
@@ -75,12 +89,65 @@ def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
 
 def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
-    (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local)."""
+    (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local). A
+    cluster that refuses this process for want of its token is a `SetupError` saying what to set
+    (`token_refused_line`), not Ray's traceback."""
     if path is not None:
         route_ray_logs(path)
-    ray.init(configure_logging=False, **init_args)
+    try:
+        ray.init(configure_logging=False, **init_args)
+    except Exception as error:
+        if not refused_for_token(error):
+            raise
+        raise SetupError(token_refused_line(init_args.get("address"))) from None
     if path is not None:
         route_ray_logs(path)
+
+
+def refused_for_token(error: BaseException) -> bool:
+    """Whether `error`, raised by `ray.init`, says the cluster's token authentication refused this process: Ray's
+    `AuthenticationError` anywhere in its chain, or its words in the chain's text (Ray keeps the GCS client's refusal
+    only as text in the cause of the `ConnectionError` it raises)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ray.exceptions.AuthenticationError) or _TOKEN_REFUSED.search(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def token_refused_line(address: str | None) -> str:
+    """What to set when the Ray cluster at `address` refused this process for lack of its token, from what Ray reads
+    here: the mode (no token is sent without `RAY_AUTH_MODE=token`) and where a token would come from."""
+    where = f"the Ray cluster at {address} (ray.address)" if address else "Ray"
+    refused = f"{where} refused the connection for lack of a token (the cluster runs with token authentication)"
+    mode = os.environ.get(AUTH_MODE_VARIABLE)
+    source = auth_token_source()
+    token = f"{AUTH_TOKEN_VARIABLE} to the cluster's token (or {AUTH_TOKEN_PATH_VARIABLE} to a file holding it)"
+    if (mode or "").lower() != AUTH_TOKEN_MODE:
+        held = f", though {source} holds one" if source else ""
+        return (f"{refused}: this process sends no token unless {AUTH_MODE_VARIABLE}={AUTH_TOKEN_MODE} (here it is "
+                f"{mode or 'unset'}{held}): set {AUTH_MODE_VARIABLE}={AUTH_TOKEN_MODE} and {token}")
+    if source is None:
+        return (f"{refused}: this process has none ({AUTH_TOKEN_VARIABLE} is unset, and neither "
+                f"{AUTH_TOKEN_PATH_VARIABLE} nor {DEFAULT_AUTH_TOKEN_FILE} names a file): set {token}")
+    return (f"{where} refused the connection: it did not accept the token from {source} (the cluster runs with token "
+            f"authentication): set {token}")
+
+
+def auth_token_source() -> str | None:
+    """Where Ray would read this process's token from (the variable, the file the path variable names, Ray's default
+    file), or None when none of them holds one."""
+    if os.environ.get(AUTH_TOKEN_VARIABLE):
+        return AUTH_TOKEN_VARIABLE
+    named = os.environ.get(AUTH_TOKEN_PATH_VARIABLE)
+    if named and Path(named).expanduser().is_file():
+        return f"{AUTH_TOKEN_PATH_VARIABLE}={named}"
+    if DEFAULT_AUTH_TOKEN_FILE.expanduser().is_file():
+        return str(DEFAULT_AUTH_TOKEN_FILE)
+    return None
 
 
 def send_stderr_to(path: Path) -> None:

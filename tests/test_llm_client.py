@@ -125,7 +125,7 @@ def test_retry_after_forms() -> None:
 
 def test_backoff_grows_exponentially_with_jitter_and_obeys_retry_after() -> None:
     policy = RetryPolicy(max_attempts=10, backoff_base_s=1.0, backoff_max_s=8.0, max_retry_after_s=30.0,
-                         max_consecutive_failures=20, report_every_s=30.0)
+                         max_consecutive_failures=20, max_identical_refusals=20, report_every_s=30.0)
     assert backoff_delay(1, policy, None, 0.0) == 0.5 and backoff_delay(1, policy, None, 0.999) < 1.0
     assert backoff_delay(3, policy, None, 0.0) == 2.0
     assert backoff_delay(9, policy, None, 0.999) <= 8.0

@@ -23,14 +23,21 @@ class LLMBackend:
     `llm=sim` starts the sim server (a subprocess on loopback) serving the roles' models; `llm=vllm` starts a
     Ray Serve LLM application or attaches to a running one by name (modules imported only then); `llm=openai`
     starts nothing. Then every endpoint's key variable must be set and, with `probe.enabled`, every endpoint must
-    pass `probe_endpoints`, else `LLMConfigError` (after stopping what was started): a dead URL, a wrong key or a
-    misspelt model is one error line within seconds, not hours of failing rows. Use as a context manager.
+    pass `probe_endpoints`, else `LLMConfigError` (after stopping what was started): a dead URL, a wrong key, a
+    misspelt model or a `max_tokens` the model's context cannot hold is one error line within seconds, not hours
+    of failing rows. Use as a context manager.
     """
 
     def __init__(self, cfg: Any) -> None:
         self._cfg = plain_config(cfg)
         self.settings = settings_from_config(self._cfg)
         self._stop: Callable[[], None] | None = None
+
+    @property
+    def needs_ray(self) -> bool:
+        """Whether starting this backend needs Ray running (`llm=vllm` deploys on Ray Serve); the others start and
+        are probed before Ray, so an endpoint that cannot serve the run costs no Ray start."""
+        return self._cfg["backend"] == "vllm"
 
     def __enter__(self) -> LLMSettings:
         backend = self._cfg["backend"]

@@ -8,9 +8,12 @@ Retry-After; the number of requests in flight to an endpoint is bounded. API key
 only from the environment variables the config names and are never logged or stored.
 
 An endpoint that cannot be reached, refuses the key or lacks the model is not left to fail row after
-row: `probe_endpoints` checks every endpoint before a job starts, and a client whose endpoint fails for
-such reasons `retry.max_consecutive_failures` times in a row raises `EndpointDown`, which fails the
-operator's block and so the job. Stored errors of that kind name the endpoint's URL.
+row: `probe_endpoints` checks every endpoint before a job starts (and every stage's `max_tokens` against the
+context the endpoint's model card declares), and a client whose endpoint fails for such reasons
+`retry.max_consecutive_failures` times in a row raises `EndpointDown`, which fails the operator's block and so
+the job. A stage whose first `retry.max_identical_refusals` calls to a model are all refused with the same kind
+(a budget or a request the endpoint never accepts) raises `StageRefused`, an `EndpointDown`, the same way.
+Stored errors of that kind name the endpoint's URL.
 
 `LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
 for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
@@ -52,6 +55,11 @@ OPERATOR_ERROR = "operator_error"
 # Kinds that say the endpoint itself is unusable (unreachable, key refused, model or route missing), whatever the
 # request: `retry.max_consecutive_failures` of them in a row stop the job instead of failing every row.
 DOWN_KINDS = frozenset({"connection", "auth", "not_found"})
+# Kinds an endpoint answers a request with after it was sent, that a retry would get again: when a stage's first
+# `retry.max_identical_refusals` calls to a model all end with one of them, the same one, the stage is refused.
+REFUSED_KINDS = frozenset({"context_too_long", "bad_request", "empty_response", "auth", "not_found"})
+# The finish reason of an answer cut at its `max_tokens` (OpenAI's and vLLM's word).
+CUT_FINISH_REASON = "length"
 
 # Headers that tell the sim server (and request logs) which stage, candidate and attempt a request is for.
 STAGE_HEADER = "X-Folklore-Stage"
@@ -59,8 +67,8 @@ CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
 
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
-# How an `EndpointDown` reads inside the text of whatever exception Ray raises on the driver for it.
-_ENDPOINT_DOWN_LINE = re.compile(r"EndpointDown: (.+)")
+# How an `EndpointDown` (or its `StageRefused`) reads inside the text of whatever exception Ray raises on the driver.
+_STOPPING_LINE = "{name}: (.+)"
 # How many of an endpoint's listed models the probe names when a role's model is not among them.
 _LISTED_EXAMPLES = 8
 
@@ -76,8 +84,25 @@ class EndpointDown(RuntimeError):
     Its str is one line naming the endpoint, its URL, the model and the last error."""
 
 
+class StageRefused(EndpointDown):
+    """A stage's first calls to a model were all refused the same way (`retry.max_identical_refusals`), none
+    answered: its budget or its requests do not suit the endpoint, and every later row would fail alike. It stops
+    the job as `EndpointDown` does; its str is one line naming the stage, model, endpoint, URL and last error."""
+
+
 def endpoint_down_message(exc: BaseException) -> str | None:
-    """The one-line message of the `EndpointDown` behind `exc`, or None. Ray Data raises a `RayTaskError(
+    """The one-line message of the `EndpointDown` (a `StageRefused` included) behind `exc`, or None."""
+    return _stopping_message(exc, EndpointDown) or _stopping_message(exc, StageRefused)
+
+
+def stage_refused_message(exc: BaseException) -> str | None:
+    """The one-line message of the `StageRefused` behind `exc`, or None: a stop that running again as it is would
+    meet again, unlike an endpoint that was down."""
+    return _stopping_message(exc, StageRefused)
+
+
+def _stopping_message(exc: BaseException, kind: type[EndpointDown]) -> str | None:
+    """The message of the `kind` exception behind `exc`, or None. Ray Data raises a `RayTaskError(
     UserCodeException)` on the driver whose cause chain does not hold the actor's exception, only its text, so the
     chain (`__cause__`, `__context__`, Ray's `cause`) is searched first, then the exceptions' text."""
     seen: set[int] = set()
@@ -88,12 +113,13 @@ def endpoint_down_message(exc: BaseException) -> str | None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, EndpointDown):
+        if isinstance(current, kind):
             return str(current)
         texts.append(str(current))
         pending += [current.__cause__, current.__context__, getattr(current, "cause", None)]
+    line = re.compile(_STOPPING_LINE.format(name=kind.__name__))
     for text in texts:
-        found = _ENDPOINT_DOWN_LINE.search(text)
+        found = line.search(text)
         if found:
             return found.group(1).strip()
     return None
@@ -151,6 +177,7 @@ class RetryPolicy:
     backoff_max_s: float
     max_retry_after_s: float
     max_consecutive_failures: int  # tries in a row failing with a DOWN_KINDS error before EndpointDown
+    max_identical_refusals: int  # a stage's first calls to a model all refused with one REFUSED_KINDS kind: StageRefused
     report_every_s: float  # at most one "retrying" warning per endpoint client per this many seconds
 
 
@@ -417,6 +444,83 @@ def public_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
 
 
+# Which roles ask with each stage's sampling, as the operators call them (`LLMSettings.request(role, stage, ...)`):
+# the models a stage's `max_tokens` must fit. `prove` is asked by every role in `provers`; a stage not listed here
+# is held to every role's model.
+STAGE_ROLES: dict[str, tuple[str, ...]] = {
+    "discover": ("discover",),
+    "judge": ("judge",),
+    "formalize": ("formalize", "autoformalize"),  # autoformalize's drafts are repaired by the formalize loop
+    "diagnose": ("diagnose",),
+    "think": ("autoformalize",),
+    "draft": ("autoformalize",),
+    "concept_graph": ("autoformalize",),
+    "ground": ("autoformalize",),
+    "define": ("autoformalize",),
+    "decompose": ("faithfulness",),
+    "faithfulness": ("faithfulness",),
+    "agent": ("agent",),
+    "translate": ("translator",),
+}
+PROVE_STAGE = "prove"
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The context (prompt and completion, in tokens) an endpoint's listing declares for one of its models, and the
+    card field that says so."""
+
+    endpoint: str
+    url: str
+    model: str
+    tokens: int
+    field: str
+
+
+def card_context(card: Any) -> tuple[int, str] | None:
+    """The context a `GET /models` card declares and its field: vLLM's `max_model_len`, Ray Serve LLM's
+    `metadata.max_request_context_length` (its engine's `max_model_len`); None when the card says nothing (OpenAI)."""
+    declared = getattr(card, "max_model_len", None)
+    if isinstance(declared, int) and declared > 0:
+        return declared, "max_model_len"
+    metadata = getattr(card, "metadata", None)
+    declared = metadata.get("max_request_context_length") if isinstance(metadata, Mapping) else None
+    if isinstance(declared, int) and declared > 0:
+        return declared, "metadata.max_request_context_length"
+    return None
+
+
+def stage_roles(settings: LLMSettings, stage: str) -> list[str]:
+    """The configured roles that ask with `stage`'s sampling (`STAGE_ROLES`; the provers for `prove`; every role
+    for a stage the table does not know)."""
+    if stage == PROVE_STAGE:
+        return list(settings.provers)
+    return [role for role in STAGE_ROLES.get(stage, tuple(settings.roles)) if role in settings.roles]
+
+
+def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext]) -> list[str]:
+    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`),
+    given the contexts the endpoints declared, keyed by (endpoint, model). A budget as large as the context leaves
+    no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
+    max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
+    declares none are not checked."""
+    problems = []
+    for stage, sampling in settings.sampling.items():
+        if sampling.max_tokens is None:
+            continue
+        bound = [settings.roles[role] for role in stage_roles(settings, stage)]
+        declared = [contexts[(role.endpoint, role.model)] for role in bound if (role.endpoint, role.model) in contexts]
+        if not declared:
+            continue
+        smallest = min(declared, key=lambda context: context.tokens)
+        if sampling.max_tokens >= smallest.tokens:
+            problems.append(
+                f"llm.sampling.{stage}.max_tokens={sampling.max_tokens} cannot fit model {smallest.model}'s context "
+                f"of {smallest.tokens} tokens ({smallest.field} at endpoint {smallest.endpoint}, {smallest.url}); "
+                f"lower it below {smallest.tokens}")
+    return problems
+
+
 def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
     """What makes the endpoints unusable for this run, one line each (empty when all is well); raises
     `LLMConfigError` when a key variable is not set.
@@ -426,17 +530,22 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
     misspelt model shows), where a 1-token chat completion per model would spend tokens and can be refused for
     reasons of its own (reasoning models' minimum budgets). An endpoint that answers the listing with 404 or an
     empty list is not checked for model names, and one answering 429 or 5xx is left to the run's retries: only
-    what retrying cannot fix is a problem here.
+    what retrying cannot fix is a problem here. Where the listing declares a model's context (vLLM and Ray Serve
+    LLM do), every stage's `max_tokens` must fit it (`unfit_budgets`).
     """
-    problems = []
+    problems: list[str] = []
+    contexts: dict[tuple[str, str], ModelContext] = {}
     for name in sorted({role.endpoint for role in settings.roles.values()}):
         models = sorted({role.model for role in settings.roles.values() if role.endpoint == name})
-        problems += _probe(settings.endpoints[name], models, timeout_s)
-    return problems
+        found, declared = _probe(settings.endpoints[name], models, timeout_s)
+        problems += found
+        contexts.update(((name, context.model), context) for context in declared)
+    return problems + unfit_budgets(settings, contexts)
 
 
-def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> list[str]:
-    """The problems `probe_endpoints` finds at one endpoint serving `models`."""
+def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> tuple[list[str], list[ModelContext]]:
+    """The problems `probe_endpoints` finds at one endpoint serving `models`, and the contexts its listing declares
+    for them."""
     if endpoint.base_url is None:
         raise LLMConfigError(f"endpoint {endpoint.name}: base_url is not set (is its backend started?)")
     url = public_url(endpoint.base_url)
@@ -444,21 +553,28 @@ def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> list[
     key = _api_key(endpoint)
     client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0, timeout=timeout_s)
     try:
-        listed = sorted(model.id for model in client.models.list())
+        cards = list(client.models.list())
     except openai.APITimeoutError:
-        return [f"{where} is unreachable: no answer within {timeout_s:g} s (llm.probe.timeout_s)"]
+        return [f"{where} is unreachable: no answer within {timeout_s:g} s (llm.probe.timeout_s)"], []
     except openai.APIConnectionError as exc:
-        return [f"{where} is unreachable: {exc}"]
+        return [f"{where} is unreachable: {exc}"], []
     except openai.APIStatusError as exc:
         if exc.status_code not in (401, 403):
-            return []
+            return [], []
         sent = f"the key in {endpoint.api_key_env}" if endpoint.api_key_env else "a request without a key"
-        return [f"{where} refused {sent}: HTTP {exc.status_code} {redact(exc.message, key)}"]
+        return [f"{where} refused {sent}: HTTP {exc.status_code} {redact(exc.message, key)}"], []
     finally:
         client.close()
+    listed = sorted(card.id for card in cards)
     examples = ", ".join(listed[:_LISTED_EXAMPLES]) + (", ..." if len(listed) > _LISTED_EXAMPLES else "")
-    return [f"endpoint {endpoint.name} ({url}) does not serve model {model} (it lists {examples})"
-            for model in models if listed and model not in listed]
+    problems = [f"endpoint {endpoint.name} ({url}) does not serve model {model} (it lists {examples})"
+                for model in models if listed and model not in listed]
+    declared = []
+    for card in cards:
+        context = card_context(card) if card.id in models else None
+        if context is not None:
+            declared.append(ModelContext(endpoint.name, url, card.id, *context))
+    return problems, declared
 
 
 def _api_key(endpoint: Endpoint) -> str:
@@ -499,6 +615,11 @@ class LLMClient:
         self.url = public_url(endpoint.base_url)
         self._failures_in_a_row = 0
         self._down: str | None = None  # EndpointDown's message once the endpoint is found down
+        # Per (stage, model) whose calls have only been refused so far: the refusals' kind and count. A pair leaves
+        # it for good when a call is answered or refused with another kind; a refused pair moves to `_refused`.
+        self._refusals: dict[tuple[str, str], tuple[str, int]] = {}
+        self._settled: set[tuple[str, str]] = set()
+        self._refused: dict[tuple[str, str], str] = {}  # StageRefused's message per refused (stage, model)
         self._waiting = 0  # requests sleeping before a retry
         self._last_report = -math.inf
 
@@ -516,9 +637,19 @@ class LLMClient:
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`, except that
-        an endpoint found down raises `EndpointDown` (for this request and every later one)."""
+        an endpoint found down raises `EndpointDown` (for this request and every later one), and a stage whose
+        first calls to the model were all refused alike raises `StageRefused` (for it and its later calls)."""
         if not request.messages:
             return LLMResult(text=None, error_kind="empty_messages", error="request has no messages")
+        refused = self._refused.get((request.stage, request.model))
+        if refused is not None:
+            raise StageRefused(refused)
+        result = await self._send(request)
+        self._count_refusal(request, result)
+        return result
+
+    async def _send(self, request: LLMRequest) -> LLMResult:
+        """The outcome of one request after its retries (`complete`)."""
         client, slots = self._ensure()
         kwargs = create_kwargs(request, self.endpoint)
         started = time.monotonic()
@@ -573,6 +704,31 @@ class LLMClient:
                           f"{self._failures_in_a_row} tries in a row failed, the last with {kind}: {last}")
         if self._down is not None:
             raise EndpointDown(self._down)
+
+    def _count_refusal(self, request: LLMRequest, result: LLMResult) -> None:
+        """Count an outcome of `request`'s (stage, model): the `max_identical_refusals`-th refusal of one kind with
+        no other outcome before it refuses the stage and raises `StageRefused`. An answer, or a refusal of another
+        kind, shows the requests can succeed or differ by row (one seed too long for the context), and ends the
+        count for the rest of the run; failures that retries or a resume may fix (`RETRYABLE_KINDS`) do not
+        count."""
+        pair = (request.stage, request.model)
+        if pair in self._settled or (result.error_kind is not None and result.error_kind not in REFUSED_KINDS):
+            return
+        kind, count = self._refusals.get(pair, (result.error_kind, 0))
+        if result.error_kind is None or result.error_kind != kind:
+            self._refusals.pop(pair, None)
+            self._settled.add(pair)
+            return
+        self._refusals[pair] = (kind, count + 1)
+        if count + 1 < self.retry.max_identical_refusals:
+            return
+        if pair not in self._refused:
+            last = " ".join((result.error or "").split())
+            self._refused[pair] = (
+                f"llm stage {request.stage} cannot use model {request.model} at endpoint {self.endpoint.name} "
+                f"({self.url}): its first {count + 1} calls were all refused with {kind} and none was answered "
+                f"(llm.retry.max_identical_refusals), the last: {last}")
+        raise StageRefused(self._refused[pair])
 
     def _report_waiting(self, kind: str, message: str) -> None:
         """One warning line per `report_every_s` while requests wait to retry, so a struggling endpoint shows."""
@@ -653,11 +809,13 @@ class LLMClients:
 
 @dataclass
 class StageUsage:
-    """Totals of one stage's LLM calls: results by kind, tries, tokens, latency; answers replayed from the run's
-    cache are counted apart (`cached`), since no request was sent for them."""
+    """Totals of one stage's LLM calls: results by kind, answers cut at their `max_tokens` (`cut`), tries, tokens,
+    latency; answers replayed from the run's cache are counted apart (`cached`), since no request was sent for
+    them."""
 
     calls: int = 0
     ok: int = 0
+    cut: int = 0
     cached: int = 0
     tries: int = 0
     prompt_tokens: int = 0
@@ -672,6 +830,7 @@ class StageUsage:
             return
         self.calls += 1
         self.ok += result.ok
+        self.cut += result.finish_reason == CUT_FINISH_REASON
         self.tries += result.tries
         self.prompt_tokens += result.prompt_tokens
         self.completion_tokens += result.completion_tokens
@@ -683,6 +842,7 @@ class StageUsage:
         """Add another total into this one."""
         self.calls += other.calls
         self.ok += other.ok
+        self.cut += other.cut
         self.cached += other.cached
         self.tries += other.tries
         self.prompt_tokens += other.prompt_tokens
@@ -693,15 +853,15 @@ class StageUsage:
 
 
 def usage_report(totals: Mapping[str, StageUsage]) -> str:
-    """One line per stage for the end-of-job log: calls, answers replayed from the cache, failures by kind, tokens,
-    mean latency."""
+    """One line per stage for the end-of-job log: calls, answers cut at their `max_tokens`, answers replayed from the
+    cache, failures by kind, tokens, mean latency."""
     lines = []
     for stage in sorted(totals):
         u = totals[stage]
         mean = u.latency_s / u.calls if u.calls else 0.0
         errors = ", ".join(f"{k}={v}" for k, v in sorted(u.errors.items())) or "none"
         lines.append(
-            f"llm {stage}: calls={u.calls} ok={u.ok} cached={u.cached} tries={u.tries} errors[{errors}] "
+            f"llm {stage}: calls={u.calls} ok={u.ok} cut={u.cut} cached={u.cached} tries={u.tries} errors[{errors}] "
             f"prompt_tokens={u.prompt_tokens} completion_tokens={u.completion_tokens} mean_latency_s={mean:.3f}"
         )
     return "\n".join(lines)

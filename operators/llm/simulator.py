@@ -10,7 +10,9 @@ Latency, capacity (requests served at once; the rest queue), injected 429/500/ti
 context limit come from the `sim:` block of conf/llm/sim.yaml. Every answer is marked
 simulated: the model name is prefixed `sim/` and `system_fingerprint` names the sim. Like vLLM it
 lists the models it serves at `GET /v1/models` (`sim.models`; the job's backend fills in the roles'
-models) and answers another model name with 404; `require_api_key` guards both routes.
+models), each card with its `max_model_len` (`sim.max_context_tokens`), and answers another model name with
+404, a `max_tokens` above the context with vLLM's 400, an answer longer than `max_tokens` cut there with
+`finish_reason` `length`; `require_api_key` guards both routes.
 
 Run standalone: `python -m operators.llm.simulator --config JSON` prints one JSON line with its
 base URL, then serves until stdin closes or it is terminated.
@@ -442,10 +444,18 @@ def error_body(message: str, error_type: str, code: str | None = None) -> dict[s
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-def models_body(models: list[str]) -> dict[str, Any]:
-    """The `GET /v1/models` answer in the OpenAI wire shape, listing `models`."""
+def models_body(models: list[str], max_context_tokens: int) -> dict[str, Any]:
+    """The `GET /v1/models` answer in the OpenAI wire shape, listing `models`, each card with vLLM's `max_model_len`
+    (the context: prompt and completion)."""
     return {"object": "list",
-            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "folklore-sim"} for name in models]}
+            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "folklore-sim",
+                      "max_model_len": max_context_tokens} for name in models]}
+
+
+def budget_error(max_tokens: int, limit: int) -> dict[str, Any]:
+    """The 400 body vLLM sends when a request's `max_tokens` alone exceeds the model's context."""
+    return error_body(f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request fewer "
+                      "output tokens.", "BadRequestError")
 
 
 def context_error(prompt: int, completion: int, limit: int) -> dict[str, Any]:
@@ -622,7 +632,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/sim/stats":
             self._send_json(200, self.server.stats.snapshot())
         elif self.path.rstrip("/").endswith("/models"):
-            response = self._key_missing() or Response(200, models_body(self.server.sim.get("models") or []))
+            sim = self.server.sim
+            response = self._key_missing() or Response(200, models_body(sim.get("models") or [],
+                                                                        sim["max_context_tokens"]))
             self._send_json(response.status, response.payload, response.headers)
         else:
             self._send_json(404, error_body(f"no route {self.path}", "not_found_error"))
@@ -681,7 +693,10 @@ class _Handler(BaseHTTPRequestHandler):
         if sim["prompt_log"] is not None:
             append_prompt(sim["prompt_log"], meta, last_user_text(messages))
         prompt = prompt_tokens(messages, sim["chars_per_token"])
-        completion = body.get("max_completion_tokens") or body.get("max_tokens") or sim["default_max_tokens"]
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if asked is not None and asked > sim["max_context_tokens"]:
+            return Response(400, budget_error(asked, sim["max_context_tokens"]))
+        completion = asked or sim["default_max_tokens"]
         if prompt + completion > sim["max_context_tokens"]:
             return Response(400, context_error(prompt, completion, sim["max_context_tokens"]))
         fault = injected_fault(messages, digest, delivery, sim)

@@ -263,17 +263,18 @@ class MiningJob:
 
     def __enter__(self) -> MiningJob:
         limit_malloc_arenas(int(self.cfg.ray.driver_malloc_arenas))
-        self._started_ray = not ray.is_initialized()
-        if self._started_ray:
-            options, note = ray_init_options(self.cfg.ray)
-            if note:
-                print(note, file=sys.stderr, flush=True)
-            init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
-        arrow_wire.register()
-        configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
-        # endpoint unreachable, refusing the key or not serving a role's model.
-        self.settings = self.backend.__enter__()
+        # endpoint unreachable, refusing the key, not serving a role's model or a stage's max_tokens beyond its
+        # model's context: before Ray starts, unless the backend deploys on Ray (llm=vllm).
+        if not self.backend.needs_ray:
+            self.settings = self.backend.__enter__()
+        try:
+            self._start_ray()
+            if self.backend.needs_ray:
+                self.settings = self.backend.__enter__()
+        except BaseException:
+            self.backend.__exit__()
+            raise
         self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
         # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
         self._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
@@ -282,6 +283,18 @@ class MiningJob:
         self.provenance = self._provenance(self.manifest["run_id"])
         self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
         return self
+
+    def _start_ray(self) -> None:
+        """Start or join Ray as `ray:` says (unless this process already runs it), its log lines to the run's Ray log,
+        and set Ray Data up for the job."""
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            options, note = ray_init_options(self.cfg.ray)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
+        arrow_wire.register()
+        configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
 
     def __exit__(self, *exc: object) -> None:
         self._cancel_off_the_driver()
