@@ -20,7 +20,7 @@ from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.llm import prompts
 from operators.llm.client import LLMOperator, LLMResult, LLMSettings
-from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, run_loop
+from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, exhausted_reason, run_loop
 from operators.retrieval.grounding import grounded, open_grounder
 from operators.retrieval.settings import GroundingSettings
 from operators.rows.candidates import (
@@ -71,10 +71,10 @@ def rejection(result: CheckResult) -> str | None:
     return None
 
 
-def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[dict[str, Any]], max_repairs: int
-               ) -> dict[str, Any]:
-    """The candidate once its loop stopped: compiled, not compilable and why, or an infrastructure failure;
-    every attempt kept in `formalize_attempts`."""
+def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[dict[str, Any]], max_repairs: int,
+               marker: str) -> dict[str, Any]:
+    """The candidate once its loop stopped: compiled, not compilable and why (what the last attempts came to), or an
+    infrastructure failure; every attempt kept in `formalize_attempts`."""
     done = {**row, "formalize_attempts": list(attempts)}
     if stop.outcome == INFRA:
         return fail_infra(done, STAGE, stop.detail)
@@ -86,7 +86,7 @@ def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[dict[str, 
         return {**done, "status": NOT_COMPILABLE, "reason": stop.detail, "formalize_repairs": repairs,
                 "already_declared": stop.detail.startswith(RESTATES)}
     return {**done, "status": NOT_COMPILABLE, "formalize_repairs": max_repairs, "already_declared": False,
-            "reason": f"Lean still reports errors after {max_repairs} repair rounds"}
+            "reason": exhausted_reason(list(attempts), max_repairs, marker)}
 
 
 class FormalizeOperator(LLMOperator):
@@ -116,13 +116,15 @@ class FormalizeOperator(LLMOperator):
         return answer
 
     async def repair(self, row: dict[str, Any], row_id: str, step: Ask, preamble: str = "") -> LLMResult:
-        """One repair round: when `diagnose` is on, an explanation of the last failure first (kept in the row's
-        `diagnoses` and put in the prompt), then the repair from the whole history, grounded when configured."""
-        last = step.history[-1]
+        """One repair round of the current code: when `diagnose` is on and the last answer had code, an explanation of
+        its failure first (kept in the row's `diagnoses` and put in the prompt), then the repair from the whole
+        history, grounded when configured."""
+        current = step.current
+        assert current is not None, "a repair needs an attempt with code"
         messages = prompts.formalize_messages(self.formalize.prompts, step.history, self.formalize.marker)
-        if self.formalize.diagnose:
+        if self.formalize.diagnose and step.history[-1] is current:
             diagnosis = await self.ask(row, row_id, DIAGNOSE_STAGE, DIAGNOSE_STAGE,
-                                       prompts.diagnose_messages(self.formalize.prompts, last), step.call)
+                                       prompts.diagnose_messages(self.formalize.prompts, current), step.call)
             if diagnosis.infra:
                 return diagnosis
             if diagnosis.ok:
@@ -130,7 +132,7 @@ class FormalizeOperator(LLMOperator):
                 section = self.formalize.prompts["diagnosis"].format(diagnosis=diagnosis.text.strip())
                 messages = prompts.with_preamble(messages, section)
         messages = prompts.with_preamble(messages, preamble)
-        messages = await grounded(self.grounder, messages, last["code"], last["diagnostics"])
+        messages = await grounded(self.grounder, messages, current["code"], current["diagnostics"])
         return await self.ask(row, row_id, STAGE, self.role, messages, step.call)
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +142,7 @@ class FormalizeOperator(LLMOperator):
         loop = RepairLoop(self.formalize.max_repairs, self.formalize.marker, partial(keep_imports, original), rejection)
         stop = await run_loop(loop, loop.check(original), partial(self.check, row),
                               partial(self.repair, row, row["candidate_id"]))
-        return formalized(row, stop, loop.attempts, self.formalize.max_repairs)
+        return formalized(row, stop, loop.attempts, self.formalize.max_repairs, self.formalize.marker)
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)

@@ -153,8 +153,8 @@ class ProveOperator(LLMOperator):
         async def ask(step: Ask) -> LLMResult:
             messages = prompts.prove_messages(self.prove.prompts, statement, self.prove.env_lines, self.prove.marker,
                                               step.history, self.prove.sketch)
-            last_diagnostics = step.history[-1]["diagnostics"] if step.history else []
-            messages = await grounded(self.grounder, messages, statement, last_diagnostics)
+            current = step.current
+            messages = await grounded(self.grounder, messages, statement, current["diagnostics"] if current else [])
             answer = await self.complete(self.settings.request(role, STAGE, messages, row["candidate_id"], step.call))
             record_llm_call(row, STAGE, step.call, answer)
             return answer

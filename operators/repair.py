@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lean_pool.session_check import CheckResult
-from operators.llm.answers import extract_code
+from operators.llm.answers import extract_code, missing_code
 from operators.llm.client import LLMResult
-from operators.rows.candidates import diagnostics, open_goals
+from operators.rows.candidates import LEAN_ERRORS, NO_CODE, REFUSED_CODE, diagnostics, failure_kind, open_goals
 
 # How a loop ends.
 PASSED = "passed"  # Lean accepted an attempt
@@ -24,13 +24,43 @@ EXHAUSTED = "exhausted"  # every attempt the budget allows failed
 INFRA = "infra"  # Lean or the endpoint failed, not the attempt: the candidate is retried on resume
 
 
-def attempt_entry(code: str | None, result: CheckResult | None, response: str | None) -> dict[str, Any]:
-    """One round of the history: the code checked (None when the answer had none), its verdict, diagnostics and the
-    goals it left open."""
-    if result is None:
-        return {"code": code, "status": "no_code", "diagnostics": [], "response": response, "goals": []}
+def attempt_entry(code: str, result: CheckResult, response: str | None) -> dict[str, Any]:
+    """One checked round of the history: the code, its verdict with the checker's reasons (a refusal's are all the
+    model can learn from), Lean's diagnostics and the goals it left open."""
     return {"code": code, "status": result.status, "diagnostics": diagnostics(result.messages), "response": response,
-            "goals": open_goals(result.sorries, result.messages)}
+            "goals": open_goals(result.sorries, result.messages), "reasons": list(result.reasons)}
+
+
+def no_code_entry(response: str | None, reason: str) -> dict[str, Any]:
+    """One round whose answer held no code to check, kept in the history with why, so the next prompt says it."""
+    return {"code": None, "status": NO_CODE, "diagnostics": [], "response": response, "goals": [], "reasons": [reason]}
+
+
+def missing_code_reason(answer: LLMResult, marker: str) -> str:
+    """Why an answer gave the loop no code: no answer at all, no marker line, or no code block after it; and whether
+    it was cut at the token limit, which is often why the marker never came."""
+    if not answer.ok:
+        return f"no answer came back ({answer.error_kind}: {answer.error})"
+    reason = missing_code(answer.text or "", marker)
+    return reason + ("; it was cut off at the token limit" if answer.finish_reason == "length" else "")
+
+
+def exhausted_reason(attempts: list[dict[str, Any]], max_repairs: int, marker: str) -> str:
+    """Why a loop that spent its budget failed, saying what actually ran: whether any answer held code, and the last
+    attempt's kind of failure (no code, refused before Lean, Lean's errors, or a failed verdict without them)."""
+    checked = [number for number, entry in enumerate(attempts, start=1) if entry["code"] is not None]
+    if not checked:
+        return f"no answer held `{marker}` code in {len(attempts)} attempts, so no Lean check ran"
+    last = attempts[-1]
+    kind = failure_kind(last)
+    if kind == NO_CODE:
+        return (f"no `{marker}` code in the last answer after {max_repairs} repair rounds "
+                f"(the last code checked was attempt {checked[-1]}'s)")
+    if kind == REFUSED_CODE:
+        return f"the last attempt was refused before Lean after {max_repairs} repair rounds"
+    if kind == LEAN_ERRORS:
+        return f"Lean still reports errors after {max_repairs} repair rounds"
+    return f"the last attempt still failed its check ({last['status']}) after {max_repairs} repair rounds"
 
 
 def no_rejection(result: CheckResult) -> None:
@@ -47,11 +77,17 @@ class Check:
 
 @dataclass(frozen=True)
 class Ask:
-    """Next: ask the model for an attempt. `call` numbers the loop's LLM calls from 1; `history` holds the
-    attempts that had code, oldest first, as the prompt shows them."""
+    """Next: ask the model for an attempt. `call` numbers the loop's LLM calls from 1; `history` holds every
+    attempt so far, oldest first, those without code included, as the prompt shows them."""
 
     call: int
     history: list[dict[str, Any]]
+
+    @property
+    def current(self) -> dict[str, Any] | None:
+        """The latest attempt that had code (what a repair works on), or None while no answer held any: the next
+        request is then the first one again, told what went wrong."""
+        return next((entry for entry in reversed(self.history) if entry["code"] is not None), None)
 
 
 @dataclass(frozen=True)
@@ -99,7 +135,7 @@ class RepairLoop:
 
     def ask(self) -> Ask:
         """Ask the model for the next attempt, showing it the history (prove starts here, with an empty one)."""
-        return Ask(self.calls + 1, [entry for entry in self.attempts if entry["code"] is not None])
+        return Ask(self.calls + 1, list(self.attempts))
 
     def checked(self, result: CheckResult) -> Step:
         """After Lean's verdict on the code of the last `Check`."""
@@ -121,10 +157,11 @@ class RepairLoop:
             return Stop(INFRA, f"{answer.error_kind}: {answer.error}")
         self.model = answer.model
         self._response = answer.text if answer.ok else f"(no answer: {answer.error_kind}: {answer.error})"
-        extracted = extract_code(answer.text, self.marker) if answer.ok else None
-        if extracted is None:
-            self.attempts.append(attempt_entry(None, None, self._response))
-            return self._after_failure(f"no `{self.marker}` code in the answer")
+        extracted = extract_code(answer.text or "", self.marker) if answer.ok else None
+        if not extracted:
+            reason = missing_code_reason(answer, self.marker)
+            self.attempts.append(no_code_entry(self._response, reason))
+            return self._after_failure(reason)
         return self.check(self.prepare(extracted))
 
     def _after_failure(self, failure: str) -> Ask | Stop:

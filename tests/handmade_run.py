@@ -59,8 +59,12 @@ def diag(message: str) -> dict[str, Any]:
     return {"severity": "error", "line": 6, "column": 2, "message": message}
 
 
-def attempt(code: str | None, status: str, diagnostics: list[dict[str, Any]], response: str | None) -> dict[str, Any]:
-    return {"code": code, "status": status, "diagnostics": diagnostics, "response": response}
+def attempt(code: str | None, status: str, diagnostics: list[dict[str, Any]], response: str | None,
+            reasons: list[str] | None = None) -> dict[str, Any]:
+    """One attempt as the loop records it; its reasons default to the checker's for its Lean errors."""
+    if reasons is None:
+        reasons = [f"line {d['line']}:{d['column']}: {d['message']}" for d in diagnostics if d["severity"] == "error"]
+    return {"code": code, "status": status, "diagnostics": diagnostics, "response": response, "reasons": reasons}
 
 
 def prover_run(role: str, name: str, outcomes: list[str], reason: str | None = None, tactic: str = "simp"
@@ -69,7 +73,8 @@ def prover_run(role: str, name: str, outcomes: list[str], reason: str | None = N
     attempts = []
     for number, outcome in enumerate(outcomes, start=1):
         if outcome == "nocode":
-            attempts.append(attempt(None, "no_code", [], f"answer {number} of {role} without code"))
+            attempts.append(attempt(None, "no_code", [], f"answer {number} of {role} without code",
+                                    ["the answer has no line with `### Complete Lean 4 Proof`"]))
         elif outcome == "fail":
             attempts.append(attempt(proof_code(name, f"exact bad{number}"), "error",
                                     [diag(f"unknown identifier 'bad{number}'")],
@@ -127,7 +132,8 @@ def candidates(simulated: bool = False) -> list[dict[str, Any]]:
                           prover_run("p2", "shared_fact", ["fail", "fail", "pass"])]),
         candidate("c2", "A", status="proved", trivial=False,
                   formalize_attempts=[attempt(c5_code, "error", unknown, None),
-                                      attempt(statement("lemma_c2"), "sorry", [], "fixed\nerror-free code\n```lean\n```")],
+                                      attempt(statement("lemma_c2"), "sorry", [],
+                                              f"fixed\nerror-free code\n```lean\n{statement('lemma_c2')}```")],
                   formalize_repairs=1, _formalize_calls=[{"attempt": 1}],
                   proofs=[prover_run("p1", "lemma_c2", ["fail"] * 3, "attempt 3: error: line 6, column 2: unknown identifier 'bad3'"),
                           prover_run("p2", "lemma_c2", ["fail", "pass"])]),
@@ -141,7 +147,7 @@ def candidates(simulated: bool = False) -> list[dict[str, Any]]:
                   already_declared=None, reason="the judge did not answer `correct` (0/1)"),
         candidate("c5", "B", status="not_compilable", statement=None, formalize_repairs=2,
                   formalize_attempts=[attempt(c5_code, "error", unknown, None),
-                                      *[attempt(c5_code, "error", unknown, f"try {n}\nerror-free code\n```lean\n```")
+                                      *[attempt(c5_code, "error", unknown, f"try {n}\nerror-free code\n```lean\n{c5_code}```")
                                         for n in (1, 2)]],
                   _formalize_calls=[{"attempt": 1}, {"attempt": 2}],
                   reason="Lean still reports errors after 2 repair rounds"),

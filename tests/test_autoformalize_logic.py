@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lean_pool.session_check import CheckResult
-from operators.autoformalize.direct import compiled, reference_match, under_header
+from operators.autoformalize.direct import AutoformalizeOperator, compiled, reference_match, under_header
 from operators.formalize import rejection
 from operators.llm.client import LLMResult
 from operators.repair import RepairLoop, run_loop
@@ -26,6 +26,15 @@ from operators.rows.formalizations import (
     problem_row,
     theorem_name,
     with_unique_ids,
+)
+from operators.llm.simulator import last_lean_block
+from tests.autoformalize_support import (
+    ERROR_MARK,
+    TextPool,
+    autoformalize_settings,
+    job_config,
+    llm_settings,
+    pending_row,
 )
 from tests.loop_script import Script
 
@@ -211,6 +220,51 @@ async def test_a_statement_that_never_compiles_says_how_many_repair_rounds_it_ha
                               f"(attempt {max_repairs + 1}: error: Lean reported errors)")
     assert len(done["attempts"]) == max_repairs + 1 and script.used_up()
     assert formalizations_table([done]).num_rows == 1
+
+
+async def test_drafts_that_never_held_code_say_no_lean_check_ran(proofnet):
+    row = pending(proofnet)
+    script = Script([], [LLMResult(text="The cube roots of unity are 1, ω and ω².")] * 3)
+    done = await autoformalize(row, script)
+    assert (done["status"], done["repairs"], script.checked) == ("not_compilable", 2, [])
+    assert done["reason"] == (f"no answer held `{MARKER}` code in 3 attempts, so no Lean check ran "
+                              f"(attempt 3: the answer has no line with `{MARKER}`)")
+    assert [attempt["reasons"] for attempt in done["attempts"]] == [[f"the answer has no line with `{MARKER}`"]] * 3
+    assert formalizations_table([done]).num_rows == 1
+
+
+class RecordingOperator(AutoformalizeOperator):
+    """The direct-mode operator with its model calls answered from a list and every prompt kept."""
+
+    def __init__(self, answers: list[LLMResult], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.answers, self.sent = list(answers), []
+
+    async def ask(self, row, row_id, stage, role, messages, call):
+        self.sent.append((stage, messages[-1]["content"]))
+        return self.answers.pop(0)
+
+
+async def test_a_draft_without_code_is_asked_again_with_what_was_wrong_then_repaired_from_the_code():
+    cfg = job_config("formalize.max_repairs=3", "formalize.diagnose=false")
+    draft = "theorem cube_root : (1 : ℂ) ^ 3 = 1 := sorry  -- " + ERROR_MARK
+    answers = [LLMResult(text="The cube of 1 is 1."), LLMResult(text=f"{MARKER}\n```lean\n{draft}\n```"),
+               LLMResult(text="Fixed, no code needed."), answer("theorem cube_root : True := sorry")]
+    operator = RecordingOperator(answers, settings=llm_settings(cfg, "http://127.0.0.1:9"),
+                                 autoformalize=autoformalize_settings(cfg), pool=TextPool())
+    try:
+        done = await operator.process_row(pending_row("cube_root", "The cube of 1 is 1.", "direct"))
+    finally:
+        await operator.clients.aclose()
+    assert done["status"] == "compiled"
+    assert [attempt["status"] for attempt in done["attempts"]] == ["no_code", "error", "no_code", "sorry"]
+    (_, first), (_, second), (_, third), (_, fourth) = operator.sent
+    assert [stage for stage, _ in operator.sent] == ["draft", "draft", "formalize", "formalize"]
+    assert second.startswith(first) and f"the answer has no line with `{MARKER}`" in second
+    assert "> The cube of 1 is 1." in second, "the draft is asked again, told what its answer lacked"
+    assert fourth.startswith(third[: third.index("Attempt 1 gave no code")])
+    assert "> Fixed, no code needed." in fourth and last_lean_block(fourth) == last_lean_block(third)
+    assert ERROR_MARK in last_lean_block(fourth), "the repair still works on the code Lean rejected"
 
 
 @pytest.mark.parametrize(("verdicts", "answers", "error"), [

@@ -86,7 +86,10 @@ def test_trajectories_are_chat_conversations_of_each_repair_loop(exported):
     assert by_id["c2/formalize"]["success"] is True
     c5 = by_id["c5/formalize"]["messages"]
     assert "Attempt 1:" in c5[1]["content"], "the opening prompt shows the discovered statement as attempt 1"
-    assert c5[3]["content"].startswith("Lean did not accept attempt 2 (error)"), "the first answer is attempt 2"
+    assert c5[3]["content"].startswith("Attempt 2 was not accepted (error)"), "the first answer is attempt 2"
+    c3_p2 = by_id["c3/prove/p2"]["messages"]
+    assert "the answer has no line with `### Complete Lean 4 Proof`" in c3_p2[3]["content"], \
+        "an answer without code is followed by why, not by an empty list of diagnostics"
 
 
 def test_judge_data_keeps_each_verdict_once(exported):

@@ -18,9 +18,9 @@ from operators.formalize import formalized, keep_imports, rejection
 from operators.judge import judged
 from operators.llm import prompts
 from operators.llm.client import LLMResult
-from operators.llm.simulator import RequestMeta, scripted_reply
+from operators.llm.simulator import RequestMeta, last_lean_block, scripted_reply
 from operators.prove import proof_entry, proved, with_environment
-from operators.repair import INFRA, Ask, RepairLoop, run_loop
+from operators.repair import INFRA, Ask, RepairLoop, attempt_entry, exhausted_reason, no_code_entry, run_loop
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import empty_candidate
 from operators.rows.seeds import TOO_LONG
@@ -68,7 +68,7 @@ async def formalize(script: Script, max_repairs: int = 10) -> dict[str, Any]:
     """The candidate after formalize's loop ran on the script."""
     loop = RepairLoop(max_repairs, FORMALIZE_MARKER, partial(keep_imports, STATEMENT), rejection)
     stop = await run_loop(loop, loop.check(STATEMENT), script.check, script.ask)
-    return formalized(discovered_row(), stop, loop.attempts, max_repairs)
+    return formalized(discovered_row(), stop, loop.attempts, max_repairs, FORMALIZE_MARKER)
 
 
 async def prove(script: Script, max_repairs: int = 2) -> dict[str, Any]:
@@ -140,16 +140,20 @@ async def test_an_infrastructure_failure_in_round_3_is_error_infra_not_a_verdict
     assert script.used_up(), "the loop stops at the failure"
 
 
-async def test_an_answer_without_code_spends_a_round_and_stays_out_of_the_prompt_history():
+async def test_an_answer_without_code_spends_a_round_and_its_reason_joins_the_prompt_history():
     script = Script([UNKNOWN, COMPILES], [LLMResult(text="I cannot fix this."), failed_call("empty_response"),
                                           answer("theorem t (n : ℕ) : n + 0 = n := sorry")])
     row = await formalize(script)
     assert (row["status"], row["formalize_repairs"]) == ("compiled", 3)
     attempts = row["formalize_attempts"]
     assert [attempt["status"] for attempt in attempts] == ["error", "no_code", "no_code", "sorry"]
+    assert attempts[1]["reasons"] == [f"the answer has no line with `{FORMALIZE_MARKER}`"]
     assert attempts[2]["response"].startswith("(no answer: empty_response")
+    assert attempts[2]["reasons"] == ["no answer came back (empty_response: empty_response (scripted))"]
     assert [step.call for step in script.asked] == [1, 2, 3]
-    assert all([entry["code"] for entry in step.history] == [STATEMENT] for step in script.asked)
+    assert [[entry["status"] for entry in step.history] for step in script.asked] == [
+        ["error"], ["error", "no_code"], ["error", "no_code", "no_code"]]
+    assert all(step.current["code"] == STATEMENT for step in script.asked), "the code to repair is still the first"
 
 
 # --- prove ----------------------------------------------------------------------------------------------
@@ -239,7 +243,7 @@ async def test_a_prover_stops_at_an_infrastructure_failure_in_round_3():
 async def test_an_answer_without_the_marker_is_a_failed_attempt_with_its_reason():
     script = Script([], [LLMResult(text="Proof: by simp.")] * 3)
     entry = await prove(script)
-    assert entry["proved"] is False and entry["reason"] == f"attempt 3: no `{PROVE_MARKER}` code in the answer"
+    assert entry["proved"] is False and entry["reason"] == f"attempt 3: the answer has no line with `{PROVE_MARKER}`"
     assert script.checked == [], "nothing without code reaches Lean"
 
 
@@ -254,6 +258,91 @@ def test_the_union_reports_the_proof_with_the_fewest_repairs():
     assert (unproved["status"], unproved["reason"]) == ("compiled", "no prover succeeded within 2 repairs")
     trivial = proved({**row, "status": "trivial", "reason": "`aesop` proves it"}, proofs[2:], 2)
     assert (trivial["status"], trivial["reason"]) == ("trivial", "`aesop` proves it")
+
+
+# --- what the next prompt says about the last attempt ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def templates() -> dict[str, str]:
+    return OmegaConf.to_container(load_config([]).prompts)
+
+
+def prove_prompt(templates: dict[str, str], step: Ask) -> str:
+    """The user message a prover is sent for `step`, as the prove operator renders it."""
+    return prompts.prove_messages(templates, STATEMENT, ENV_LINES, PROVE_MARKER, step.history)[-1]["content"]
+
+
+async def test_a_refused_proofs_reasons_are_in_the_next_prompt(templates):
+    cheat = "theorem t (n : ℕ) : n + 0 = n := by\n  #eval 1\n  simp"
+    refused = pool_verdict(with_environment(ENV_LINES, cheat))
+    script = Script([refused, COMPILES], [answer(cheat, PROVE_MARKER), answer(PROOF, PROVE_MARKER)])
+    entry = await prove(script)
+    assert refused.status == "refused" and entry["attempts"][0]["reasons"] == refused.reasons
+    repair = prove_prompt(templates, script.asked[1])
+    assert "`#eval`" in refused.reasons[0] and f"- {refused.reasons[0]}" in repair
+    assert "(no diagnostics)" not in repair and "refused attempt 1 before it reached Lean" in repair
+    assert last_lean_block(repair) == script.checked[0].strip("\n"), "the refused code is the code to work on"
+
+
+async def test_a_failed_check_without_a_lean_error_shows_why_it_failed(templates):
+    script = Script([pool_verdict(with_environment(ENV_LINES, CHANGED_PROOF)), COMPILES],
+                    [answer(CHANGED_PROOF, PROVE_MARKER), answer(PROOF, PROVE_MARKER)])
+    await prove(script)
+    repair = prove_prompt(templates, script.asked[1])
+    assert "- `t` is declared with a different statement" in repair and "(no diagnostics)" not in repair
+
+
+@pytest.mark.parametrize(("reply", "missing"), [
+    (LLMResult(text="By simp: n + 0 reduces to n."), f"the answer has no line with `{PROVE_MARKER}`"),
+    (LLMResult(text=f"```lean\n{PROOF}\n```"),
+     f"the answer has a `lean` code block but no line with `{PROVE_MARKER}` before it"),
+    (LLMResult(text=f"Here it is.\n{PROVE_MARKER}\n```python\nprint(0)\n```"),
+     f"the answer has no `lean` code block after its `{PROVE_MARKER}` line"),
+    (LLMResult(text="Let me think step by step. First", finish_reason="length"),
+     f"the answer has no line with `{PROVE_MARKER}`; it was cut off at the token limit"),
+], ids=["no marker", "block without marker", "no lean block", "cut"])
+async def test_an_answer_without_code_is_named_in_a_next_prompt_that_differs_from_the_first(templates, reply, missing):
+    script = Script([COMPILES], [reply, answer(PROOF, PROVE_MARKER)])
+    entry = await prove(script)
+    assert entry["proved"] and script.checked == [with_environment(ENV_LINES, PROOF)], "nothing else reached Lean"
+    assert entry["attempts"][0]["reasons"] == [missing]
+    first, retry = (prove_prompt(templates, step) for step in script.asked)
+    assert retry != first and missing in retry and PROVE_MARKER in first and missing not in first
+    assert reply.text.splitlines()[0].replace("```", "'''") in retry, "the model sees what it wrote"
+    assert last_lean_block(retry) == last_lean_block(first), "a quoted answer never becomes the code to work on"
+
+
+async def test_a_formalize_repair_after_an_answer_without_code_still_repairs_the_last_code(templates):
+    script = Script([UNKNOWN, COMPILES], [LLMResult(text="It is fine as it is."),
+                                          answer("theorem t (n : ℕ) : n + 0 = n := sorry")])
+    await formalize(script)
+    first, retry = (prompts.formalize_messages(templates, step.history, FORMALIZE_MARKER)[-1]["content"]
+                    for step in script.asked)
+    assert retry.startswith(first) and f"the answer has no line with `{FORMALIZE_MARKER}`" in retry
+    assert "> It is fine as it is." in retry and last_lean_block(retry) == STATEMENT.strip("\n")
+
+
+def test_a_spent_loop_says_what_its_attempts_came_to():
+    no_code = no_code_entry("Prose.", "the answer has no line with `m`")
+    lean = attempt_entry("theorem a : x := sorry", UNKNOWN, "m ...")
+    refused = attempt_entry("#eval 1", CheckResult(status="refused", ok=False, reasons=["line 1: `#eval` runs"]), "")
+    unproved = CheckResult(status="sorry", ok=False, reasons=["line 1: `sorry` leaves a goal unproved"])
+    sorry = attempt_entry("theorem a : 1 = 1 := sorry", unproved, "")
+    assert exhausted_reason([no_code] * 3, 2, "m") == "no answer held `m` code in 3 attempts, so no Lean check ran"
+    assert exhausted_reason([lean, no_code, no_code], 2, "m") == (
+        "no `m` code in the last answer after 2 repair rounds (the last code checked was attempt 1's)")
+    assert exhausted_reason([no_code, no_code, lean], 2, "m") == "Lean still reports errors after 2 repair rounds"
+    assert exhausted_reason([lean, refused], 1, "m") == "the last attempt was refused before Lean after 1 repair rounds"
+    assert exhausted_reason([sorry], 0, "m") == "the last attempt still failed its check (sorry) after 0 repair rounds"
+
+
+async def test_a_formalize_loop_whose_last_answers_held_no_code_does_not_blame_lean():
+    script = Script([UNKNOWN], [LLMResult(text="I cannot."), LLMResult(text="Still no.")])
+    row = await formalize(script, max_repairs=2)
+    assert row["status"] == "not_compilable" and len(script.checked) == 1
+    assert row["reason"] == (f"no `{FORMALIZE_MARKER}` code in the last answer after 2 repair rounds "
+                             "(the last code checked was attempt 1's)")
 
 
 # --- judge, trivial, discover ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from operators.autoformalize.direct import AutoformalizeOperator, reference_matc
 from operators.llm import prompts
 from operators.llm.answers import extract_code
 from operators.llm.client import LLMSettings
-from operators.repair import attempt_entry
+from operators.repair import attempt_entry, missing_code_reason
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra, record_llm_call
@@ -121,7 +121,9 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
         if answer.infra:
             return ToolOutcome("", infra=f"{TRANSLATE_STAGE}: {answer.error_kind}: {answer.error}")
         code = extract_code(answer.text, self.formalize.marker) if answer.ok and answer.text else None
-        return ToolOutcome(f"```lean\n{code}\n```" if code else "The translator wrote no code.")
+        if not code:
+            return ToolOutcome(f"The translator wrote no code: {missing_code_reason(answer, self.formalize.marker)}.")
+        return ToolOutcome(f"```lean\n{code}\n```")
 
     def examples(self, row: dict[str, Any], query: str) -> ToolOutcome:
         """The solved examples nearest to the query, never the problem itself."""

@@ -21,7 +21,7 @@ from lean_pool.verdict import same_statement
 from operators.formalize import FormalizeOperator, FormalizeSettings, rejection
 from operators.llm import prompts
 from operators.llm.client import LLMResult, LLMSettings
-from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, run_loop
+from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, exhausted_reason, run_loop
 from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra
 from operators.rows.formalizations import (
@@ -67,8 +67,8 @@ def reference_match(reference: str | None, statement: str | None) -> bool | None
 
 
 def compiled(row: Mapping[str, Any], stop: Stop, loop: RepairLoop, now: datetime) -> dict[str, Any]:
-    """The row once its loop stopped: compiled (for the faithfulness stage), refused, not compilable and why, or an
-    infrastructure failure that a resumed run retries."""
+    """The row once its loop stopped: compiled (for the faithfulness stage), refused, not compilable and why (what
+    the attempts came to, and the last failure), or an infrastructure failure that a resumed run retries."""
     done = {**row, "attempts": list(loop.attempts), "repairs": loop.repairs}
     if stop.outcome == INFRA:
         return fail_infra(done, STAGE, stop.detail)
@@ -77,7 +77,7 @@ def compiled(row: Mapping[str, Any], stop: Stop, loop: RepairLoop, now: datetime
                 "reference_match": reference_match(row["reference"], stop.code)}
     refused = stop.outcome == REJECTED and loop.attempts[-1]["status"] == "refused"
     reason = stop.detail if stop.outcome == REJECTED else (
-        f"Lean still reports errors after {loop.max_repairs} repair rounds ({stop.detail})")
+        f"{exhausted_reason(loop.attempts, loop.max_repairs, loop.marker)} ({stop.detail})")
     return {**done, "status": REFUSED if refused else NOT_COMPILABLE, "reason": reason, "finished_at": now}
 
 
@@ -100,14 +100,16 @@ class AutoformalizeOperator(FormalizeOperator):
         return await asyncio.to_thread(self.grounder.nearest, informal, self.autoformalize.retrieve_k)
 
     async def draft(self, row: dict[str, Any], related: str, step: Ask) -> LLMResult:
-        """The first attempt (and another while no answer had code): a Lean statement of the informal one."""
+        """The first attempt (and another while no answer had code, told what was wrong with the earlier ones): a
+        Lean statement of the informal one."""
         messages = prompts.draft_messages(self.autoformalize.prompts, row["informal"], row["header"],
                                           row["theorem_name"], self.formalize.marker, related, row["thought"])
+        messages = prompts.with_retries(self.autoformalize.prompts, messages, step.history, self.formalize.marker)
         return await self.ask(row, row["id"], DRAFT_STAGE, self.role, messages, step.call)
 
     async def attempt(self, row: dict[str, Any], related: str, step: Ask) -> LLMResult:
         """A draft while no attempt had code, then repairs with the informal statement in view."""
-        if not step.history:
+        if step.current is None:
             return await self.draft(row, related, step)
         preamble = self.autoformalize.prompts["informal"].format(informal=row["informal"])
         return await self.repair(row, row["id"], step, preamble)

@@ -38,7 +38,7 @@ from operators.formalize import rejection
 from operators.llm import prompts
 from operators.llm.answers import extract_json
 from operators.llm.client import LLMResult, LLMSettings
-from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, run_loop
+from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, exhausted_reason, run_loop
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra
@@ -136,13 +136,15 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         return definition_verdict(await self.check(row, code), code, name)
 
     async def define(self, row: dict[str, Any], concept: Concept, known: Sequence[str], step: Ask) -> LLMResult:
-        """The definition's first version, then repairs with the concept in view."""
+        """The definition's first version (again, told what was wrong, while no answer had code), then repairs with
+        the concept in view."""
         described = {"name": concept.name, "description": concept.description}
-        if not step.history:
+        if step.current is None:
             known_text = (f"```lean\n{chr(10).join(known)}\n```" if known
                           else self.templates["no_known_definitions"])
             messages = prompts.define_messages(self.templates, described, row["informal"], row["header"], known_text,
                                                self.formalize.marker)
+            messages = prompts.with_retries(self.templates, messages, step.history, self.formalize.marker)
             return await self.ask(row, row["id"], DEFINE_STAGE, self.role, messages, step.call)
         preamble = self.templates["concept"].format(concept=json.dumps(described, ensure_ascii=False))
         return await self.repair(row, row["id"], step, preamble)
@@ -161,7 +163,8 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
             raise InfraFailure(DEFINE_STAGE, stop.detail or "")
         if stop.outcome != PASSED:
             refused = stop.outcome == REJECTED and loop.attempts[-1]["status"] == "refused"
-            reason = stop.detail if stop.outcome == REJECTED else f"no definition compiled ({stop.detail})"
+            reason = stop.detail if stop.outcome == REJECTED else (
+                f"{exhausted_reason(loop.attempts, loop.max_repairs, loop.marker)} ({stop.detail})")
             return ConceptOutcome(FAILED, None, reason or "", refused=refused)
         code = new_definition(file_start, stop.code or "")
         row["definitions"][-1]["code"] = code

@@ -39,6 +39,16 @@ def extract_code(response: str, marker: str) -> str | None:
     return textwrap.dedent(code).strip()
 
 
+def missing_code(response: str, marker: str) -> str:
+    """Why `extract_code` finds no code in `response` (None or empty), in words the next prompt can show the model:
+    no line holds the marker (whether or not a `lean` block was written anyway), or nothing usable follows it."""
+    if extract_code(response, marker) is None:
+        if any(tag.lower() in _LEAN_FENCE_TAGS and body.strip() for tag, body in _fenced_blocks(response)):
+            return f"the answer has a `lean` code block but no line with `{marker}` before it"
+        return f"the answer has no line with `{marker}`"
+    return f"the answer has no `lean` code block after its `{marker}` line"
+
+
 def _fenced_blocks(text: str) -> list[tuple[str, str]]:
     """(info string, body) of each backtick-fenced block, CommonMark style; an unclosed block runs to the end."""
     blocks: list[tuple[str, str]] = []

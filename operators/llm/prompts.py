@@ -3,16 +3,25 @@
 The wording lives in `conf/mine.yaml` (`prompts:`) so it can be changed per run without code; this
 module only fills the templates. Code shown to a model always sits in a fenced `lean` block, and the
 code to work on is the last such block of the last message, so a repair prompt reads history first
-and the current attempt last.
+and the current attempt last; answers that held no code are quoted after it, never fenced.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from operators.rows.candidates import LEAN_ERRORS, NO_CODE, NOT_ACCEPTED, REFUSED_CODE, failure_kind
+
 Messages = list[dict[str, str]]
+# The template that shows an attempt in a history, by what went wrong with it (`failure_kind`).
+ATTEMPT_TEMPLATES = {LEAN_ERRORS: "attempt", REFUSED_CODE: "attempt_refused", NOT_ACCEPTED: "attempt_rejected",
+                     NO_CODE: "attempt_no_code"}
+# How much of an answer without code a history quotes: its start and its end (where the marker belonged).
+EXCERPT_CHARS = 800
+_FENCE = re.compile(r"`{3,}")
 
 
 def _chat(templates: Mapping[str, str], user: str) -> Messages:
@@ -29,14 +38,53 @@ def format_diagnostics(diagnostics: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def format_reasons(reasons: Sequence[str]) -> str:
+    """The checker's or the loop's reasons, one `- ` line each."""
+    return "\n".join(f"- {reason}" for reason in reasons)
+
+
+def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """An earlier answer as a prompt quotes it: whole when short, else its start and its end around a note of what
+    was left out; each line behind `> ` and fences turned to `'''`, so the code to work on stays the prompt's last
+    `lean` block."""
+    text = (text or "").strip()
+    if len(text) > limit:
+        half = limit // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n{text[-half:]}"
+    return "\n".join(f"> {line}".rstrip() for line in _FENCE.sub("'''", text).split("\n"))
+
+
+def format_failure(attempt: Mapping[str, Any]) -> str:
+    """What went wrong with a failed attempt, as lines: Lean's diagnostics when Lean reported errors, else the
+    reasons (a refusal, a verdict that failed without an error, an answer without code)."""
+    if failure_kind(attempt) == LEAN_ERRORS:
+        return format_diagnostics(attempt["diagnostics"] or [])
+    return format_reasons(attempt.get("reasons") or [])
+
+
+def format_attempt(templates: Mapping[str, str], number: int, attempt: Mapping[str, Any]) -> str:
+    """One failed attempt as a history shows it, with the template for what went wrong: Lean's diagnostics, a
+    refusal before Lean, a failed verdict, or an answer without code (quoted, so the model sees what it wrote)."""
+    return templates[ATTEMPT_TEMPLATES[failure_kind(attempt)]].format(
+        number=number, code=attempt["code"], diagnostics=format_diagnostics(attempt["diagnostics"] or []),
+        reasons=format_reasons(attempt.get("reasons") or []), answer=excerpt(attempt.get("response")))
+
+
 def format_history(templates: Mapping[str, str], attempts: Sequence[Mapping[str, Any]]) -> str:
-    """Earlier attempts, oldest first, each with the code that was checked and what Lean said about it."""
-    return "\n".join(
-        templates["attempt"].format(
-            number=number, code=attempt["code"], diagnostics=format_diagnostics(attempt["diagnostics"] or [])
-        )
-        for number, attempt in enumerate(attempts, start=1)
-    )
+    """Earlier attempts, oldest first, each with its code and what went wrong with it, answers without code
+    included, so that no retry is the same request as the one before."""
+    return "\n\n".join(format_attempt(templates, number, attempt) for number, attempt in enumerate(attempts, start=1))
+
+
+def with_retries(templates: Mapping[str, str], messages: Messages, attempts: Sequence[Mapping[str, Any]],
+                 marker: str) -> Messages:
+    """A first request asked again after answers that held no code: the same messages, then what was wrong with each
+    of those answers, so the retry is never the identical call (unchanged when there were none)."""
+    if not attempts:
+        return messages
+    note = templates["retry"].format(history=format_history(templates, attempts), marker=marker)
+    last = messages[-1]
+    return [*messages[:-1], {**last, "content": f"{last['content']}\n\n{note}"}]
 
 
 def discover_messages(templates: Mapping[str, str], seed_text: str, marker: str, min_lemmas: int,
@@ -104,8 +152,7 @@ def draft_messages(templates: Mapping[str, str], informal: str, header: str, nam
 
 def diagnose_messages(templates: Mapping[str, str], attempt: Mapping[str, Any]) -> Messages:
     """Ask what Lean's errors on the current attempt mean and how to fix them, without writing the fix (FORMAL)."""
-    user = templates["diagnose"].format(code=attempt["code"],
-                                        diagnostics=format_diagnostics(attempt["diagnostics"] or []))
+    user = templates["diagnose"].format(code=attempt["code"], diagnostics=format_failure(attempt))
     return _chat(templates, user)
 
 

@@ -43,8 +43,17 @@ DIAGNOSTIC = pa.struct(
 )
 ATTEMPT = pa.struct(
     [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string()),
-     ("goals", pa.list_(pa.string()))]  # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
+     ("goals", pa.list_(pa.string())),  # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
+     ("reasons", pa.list_(pa.string()))]  # the checker's verdict reasons, or why the answer held no code to check
 )
+# The status of an attempt whose answer held no code to check; every other status is the checker's verdict.
+NO_CODE = "no_code"
+# What went wrong with a failed attempt: it decides how a repair prompt shows the attempt and how a loop that spent
+# its budget explains itself. `no_code`: nothing reached Lean; `refused`: the checker refused the code before Lean;
+# `lean_errors`: Lean reported errors; `not_accepted`: no Lean error, but the verdict failed (a `sorry`, an axiom, a
+# changed statement, a missing declaration).
+REFUSED_CODE, LEAN_ERRORS, NOT_ACCEPTED = "refused", "lean_errors", "not_accepted"
+FAILURE_KINDS = (NO_CODE, REFUSED_CODE, LEAN_ERRORS, NOT_ACCEPTED)
 PROOF = pa.struct(
     [
         ("role", pa.string()),
@@ -290,6 +299,16 @@ def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         }
         for message in messages
     ]
+
+
+def failure_kind(attempt: Mapping[str, Any]) -> str:
+    """Which of `FAILURE_KINDS` a failed attempt is, from its status and diagnostics (an attempt stored before
+    `reasons` existed reads as Lean's, which is what its prompt showed)."""
+    status = attempt.get("status")
+    if status in (NO_CODE, REFUSED_CODE):
+        return status
+    errors = any(diagnostic.get("severity") == "error" for diagnostic in attempt.get("diagnostics") or [])
+    return LEAN_ERRORS if errors or not attempt.get("reasons") else NOT_ACCEPTED
 
 
 def open_goals(sorries: Iterable[Mapping[str, Any]], messages: Iterable[Mapping[str, Any]]) -> list[str]:

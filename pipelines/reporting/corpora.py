@@ -92,8 +92,8 @@ def pair_rows(row: Mapping[str, Any], split: str, env_lines: Sequence[str]) -> l
 
 
 def _feedback(template: str, number: int, attempt: Mapping[str, Any]) -> dict[str, str]:
-    diagnostics = prompts.format_diagnostics(attempt["diagnostics"] or [])
-    return {"role": "user", "content": template.format(number=number, status=attempt["status"], diagnostics=diagnostics)}
+    failure = prompts.format_failure(attempt)
+    return {"role": "user", "content": template.format(number=number, status=attempt["status"], failure=failure)}
 
 
 def conversation(opening: list[dict[str, str]], attempts: Sequence[Mapping[str, Any]], feedback: str,
