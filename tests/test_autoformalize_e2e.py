@@ -93,7 +93,9 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
     for name, (_, status, score) in TRIGGERED.items():
         assert (rows[name]["status"], rows[name]["faithfulness_score"]) == (status, score), name
     assert rows["refused_group"]["reason"].startswith("refused before Lean")
-    assert "no `error-free code` code" in rows["never_code"]["reason"]
+    attempts = MAX_REPAIRS + 1
+    assert rows["never_code"]["reason"] == (f"no answer held `error-free code` code in {attempts} attempts, so no Lean "
+                                            f"check ran (attempt {attempts}: the answer has no line with `error-free code`)")
     first_bad = PROOFNET_ROWS + len(TRIGGERED) + 1
     bad = sorted(table.filter(pl.col("status") == "bad_input")["reason"])
     assert len(bad) == len(BAD_LINES) and bad[-1].startswith("no informal text")
