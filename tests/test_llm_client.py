@@ -106,6 +106,15 @@ def test_request_kwargs_carry_sampling_metadata_and_the_endpoint_token_parameter
     openai_settings = settings_from_config(yaml.safe_load((CONF / "openai.yaml").read_text()))
     kwargs = create_kwargs(openai_settings.request("judge", "judge", user("q"), "c"), openai_settings.endpoints["main"])
     assert "max_completion_tokens" in kwargs and "max_tokens" not in kwargs
+    assert "extra_body" not in kwargs
+
+
+def test_server_specific_fields_travel_in_the_body_as_configured() -> None:
+    cfg = sim_config()
+    cfg["sampling"]["prove"] = {"max_tokens": 64, "extra_body": {"repetition_penalty": 1.1}}
+    settings = settings_from_config(cfg)
+    kwargs = create_kwargs(settings.request("prover", "prove", user("q"), "c"), settings.endpoints["sim"])
+    assert kwargs["extra_body"] == {"repetition_penalty": 1.1} and "repetition_penalty" not in kwargs
 
 
 def test_unknown_role_or_stage_is_a_config_error() -> None:

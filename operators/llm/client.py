@@ -145,6 +145,8 @@ class Sampling:
     seed: int | None = None
     n: int | None = None
     reasoning_effort: str | None = None
+    # Server-specific request fields sent as they are (vLLM: repetition_penalty, structured_outputs, ...).
+    extra_body: dict[str, Any] | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
@@ -373,6 +375,8 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         kwargs[endpoint.max_tokens_param] = sampling.max_tokens
     if request.tools:
         kwargs["tools"] = list(request.tools)
+    if sampling.extra_body:
+        kwargs["extra_body"] = dict(sampling.extra_body)
     kwargs["extra_headers"] = {
         STAGE_HEADER: request.stage,
         CANDIDATE_HEADER: request.candidate_id,
