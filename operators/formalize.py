@@ -1,8 +1,8 @@
 """formalize: Lean checks a candidate statement; while it has errors, an LLM repairs it, for at most T rounds.
 
 The repair prompt carries the whole history of attempts with what went wrong with each (Lean's diagnostics, or
-why an answer held no code) so the model does not repeat a failed fix. A statement Lean reports as "already declared" restates an existing Mathlib name: it is
-rejected as such at once, never repaired into a new name. The loop's decisions are `operators.repair`'s;
+why an answer held no code) so the model does not repeat a failed fix. A statement Lean reports as "already
+declared" restates an existing Mathlib name: it is rejected as such at once, never repaired into a new name. The loop's decisions are `operators.repair`'s;
 `formalized` turns its end into the candidate's columns.
 """
 
