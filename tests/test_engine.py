@@ -1,0 +1,149 @@
+"""The jobs against a real vLLM engine serving a real model on the CPU (tests/real_engine.py), through `llm=openai`
+as a user points Folklore at a `vllm serve` process: what a model actually does (prose instead of code, answers cut
+at max tokens, 400s for budgets its context cannot hold, a model name the server does not serve) must end every row
+with a status and a true reason, in a closing block that says what the model did, and never hang.
+
+Lean is the simulator: these tests are about the LLM side, and the model (135M parameters) writes no Lean worth
+checking."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
+
+from conf import package_dir
+from lean_pool.verdict import refusal_reasons
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[1]
+# Small enough that a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer.
+MAX_TOKENS = 256
+JOB_TIMEOUT_S = 900
+FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+BENCHMARK_FILE = "foundational/Order/Interval/Set/Pi/4.lean"  # a MathlibLemma statement of the fixtures
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with VllmServer(tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
+        yield server
+
+
+def run(job: str, *overrides: str) -> subprocess.CompletedProcess:
+    """A job as a user runs it: its own process, the project's Python, its printed lines."""
+    return subprocess.run([sys.executable, "-m", f"pipelines.{job}", *overrides], cwd=REPO, capture_output=True,
+                          text=True, timeout=JOB_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def error_lines(done: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("error:")]
+
+
+def llm_lines(done: subprocess.CompletedProcess) -> dict[str, str]:
+    """The closing block's `llm STAGE: ...` lines by stage."""
+    return {line.split(":", 1)[0].removeprefix("llm "): line for line in done.stdout.splitlines()
+            if line.startswith("llm ") and "calls=" in line}
+
+
+def counter(line: str, name: str) -> int:
+    return int(line.split(f"{name}=", 1)[1].split()[0])
+
+
+def demo_mine(run_dir: Path, base_url: str, *extra: str) -> list[str]:
+    return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={package_dir('pipelines/demo_seeds')}",
+            *openai_overrides(base_url, MAX_TOKENS), *FAST_LEAN, *extra]
+
+
+def test_the_default_budgets_against_a_short_context_are_one_line_before_ray_starts(engine: VllmServer,
+                                                                                       tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    overrides = [o for o in demo_mine(run_dir, engine.base_url) if ".max_tokens=" not in o]
+    done = run("mine", *overrides)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = error_lines(done)
+    assert "llm.sampling.discover.max_tokens" in line and str(CONTEXT_TOKENS) in line
+    assert not (run_dir / "logs" / "ray.log").exists()  # Ray never started
+
+
+def test_a_model_the_server_does_not_serve_is_one_line(engine: VllmServer, tmp_path: Path) -> None:
+    done = run("mine", *demo_mine(tmp_path / "run", engine.base_url, "llm.models.judge.model=no-such-model"))
+    assert done.returncode == 2
+    [line] = error_lines(done)
+    assert "no-such-model" in line and SERVED_MODEL in line
+
+
+def test_mining_with_the_real_model_ends_every_seed_with_a_true_reason(engine: VllmServer, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = run("mine", *demo_mine(run_dir, engine.base_url))
+    assert done.returncode == 0, done.stdout + done.stderr
+    seeds = pl.read_parquet(run_dir / "seeds" / "*.parquet")
+    discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
+    assert seeds.height == 3 and discoveries.height == 3
+    # The model writes what it writes: each answer either held a marker and lemmas (candidates) or says why not.
+    for row in discoveries.iter_rows(named=True):
+        assert row["status"] and row["reason"], row
+        assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0
+        if row["finish_reason"] == "length":
+            assert row["completion_tokens"] == MAX_TOKENS
+    discover = llm_lines(done)["discover"]
+    assert counter(discover, "calls") == 3 and counter(discover, "prompt_tokens") > 0
+    cut = discoveries.filter(pl.col("finish_reason") == "length").height
+    assert counter(discover, "cut") == cut
+
+
+def test_a_budget_no_prompt_fits_is_refused_for_the_stage_not_reported_ok(engine: VllmServer, tmp_path: Path) -> None:
+    # Accepted by the probe (below the context) yet no seed's prompt fits beside it: every discover call is a 400.
+    run_dir = tmp_path / "run"
+    done = run("mine", *demo_mine(run_dir, engine.base_url, f"llm.sampling.discover.max_tokens={CONTEXT_TOKENS - 8}"))
+    assert done.returncode != 0
+    [line] = error_lines(done)
+    assert "discover" in line and SERVED_MODEL in line
+
+
+def test_a_refused_proof_is_explained_to_the_model_in_the_next_prompt(engine: VllmServer, tmp_path: Path,
+                                                                       mathliblemma_dir: Path) -> None:
+    benchmark = tmp_path / "benchmark"
+    (benchmark / BENCHMARK_FILE).parent.mkdir(parents=True)
+    (benchmark / BENCHMARK_FILE).write_text((mathliblemma_dir / "benchmark" / BENCHMARK_FILE).read_text())
+    # vLLM's structured outputs make the real model write a proof that runs a program, which is refused before Lean.
+    cheat = "### Complete Lean 4 Proof\n```lean\n#eval 0\n```\n"
+    with RecordingProxy(engine.base_url) as proxy:
+        overrides = [f"benchmark_dir={benchmark}", f"run_dir={tmp_path / 'run'}",
+                     *openai_overrides(proxy.base_url, MAX_TOKENS), *FAST_LEAN,
+                     "llm.sampling.prove.extra_body={structured_outputs:{choice:[" + json.dumps(cheat) + "]}}"]
+        done = run("evaluate", *overrides)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = pl.read_parquet(tmp_path / "run" / "candidates" / "*.parquet").row(0, named=True)
+    assert row["status"] != "proved" and row["reason"]
+    proofs = [r for r in proxy.requests if r["headers"].get("X-Folklore-Stage") == "prove"]
+    assert len(proofs) >= 2
+    [reason, *_] = refusal_reasons("#eval 0")
+    first, second = ("\n".join(m["content"] for m in r["body"]["messages"]) for r in proofs[:2])
+    assert reason not in first and reason in second
+
+
+def test_autoformalizing_with_the_real_model_gives_every_problem_a_status_and_a_true_reason(
+        engine: VllmServer, tmp_path: Path, shared_dir: Path) -> None:
+    problems = tmp_path / "problems.jsonl"
+    lines = (shared_dir / "fixtures" / "proofnet-lean4-sample" / "proofnet.jsonl").read_text().splitlines()
+    problems.write_text("\n".join(lines[:3]) + "\n")
+    run_dir = tmp_path / "run"
+    done = run("autoformalize", f"input={problems}", f"run_dir={run_dir}", "preset=demo",
+               *openai_overrides(engine.base_url, MAX_TOKENS), *FAST_LEAN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = pl.read_parquet(run_dir / "formalizations" / "*.parquet")
+    assert rows.height == 3
+    for row in rows.iter_rows(named=True):
+        assert row["status"] and row["reason"], row
+        if row["status"] != "compiled" and not any(a.get("code") for a in row.get("attempts") or []):
+            assert "no Lean check ran" in row["reason"], row
+    assert llm_lines(done), done.stdout
