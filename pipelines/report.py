@@ -141,11 +141,12 @@ def overlap_markdown(overlap: pl.DataFrame) -> str:
 
 
 def cost_markdown(cost: pl.DataFrame, total: Mapping[str, Any]) -> str:
-    """Token and Lean cost per stage, then totals and cost per proved lemma."""
-    rows = [[r["stage"], r["llm_calls"], r["failed_calls"], r["prompt_tokens"], r["completion_tokens"],
+    """Token and Lean cost per stage (with the answers cut at their `max_tokens`), then totals and cost per proved
+    lemma."""
+    rows = [[r["stage"], r["llm_calls"], r["failed_calls"], r["cut_calls"], r["prompt_tokens"], r["completion_tokens"],
              r["lean_checks"]] for r in cost.iter_rows(named=True)]
-    table = markdown_table(["Stage", "LLM calls", "Failed calls", "Prompt tokens", "Completion tokens", "Lean checks"],
-                           rows)
+    table = markdown_table(["Stage", "LLM calls", "Failed calls", "Cut at max tokens", "Prompt tokens",
+                            "Completion tokens", "Lean checks"], rows)
     summary = markdown_table(
         ["", "Whole run", "Per proved lemma"],
         [

@@ -15,7 +15,7 @@ Nine candidates over three seeds in two domains, two provers (`p1`, `p2`), K = 2
 | c9 | abstract     | C    | not_compilable    | restates an existing declaration                             |
 
 LLM calls cost, per call: discover 1000+500 tokens 10 s (3 calls), judge 10+1 tokens 0.5 s, formalize 20+5 tokens
-1 s, prove 30+10 tokens 2 s. Each Lean check costs 0.5 s.
+1 s, prove 30+10 tokens 2 s. Each Lean check costs 0.5 s. Seed C's discover answer was cut at its max tokens.
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ def proof_code(name: str, tactic: str = "simp") -> str:
             f"open Nat\n\n-- A fact about {name}.\ntheorem {name} (n : ℕ) : n + 0 = n := by\n  {tactic}\n")
 
 
-def call(stage: str, attempt: int, error_kind: str | None = None) -> dict[str, Any]:
+def call(stage: str, attempt: int, error_kind: str | None = None, finish_reason: str | None = "stop"
+         ) -> dict[str, Any]:
     prompt, completion, seconds = COST[stage]
     return {"stage": stage, "model": f"m-{stage}", "attempt": attempt, "prompt_tokens": prompt,
-            "completion_tokens": completion, "latency_s": seconds, "error_kind": error_kind}
+            "completion_tokens": completion, "latency_s": seconds, "error_kind": error_kind,
+            "finish_reason": finish_reason}
 
 
 def diag(message: str) -> dict[str, Any]:
@@ -169,11 +171,13 @@ def candidates(simulated: bool = False) -> list[dict[str, Any]]:
 
 def discoveries(simulated: bool = False) -> list[dict[str, Any]]:
     rows = []
-    for seed_id, domain in SEEDS.values():
+    for seed, (seed_id, domain) in SEEDS.items():
+        finish = "length" if seed == "C" else "stop"
         row = {column: None for column in DISCOVERY_SCHEMA.names}
         row.update(unit_id=f"{seed_id}/s0", seed_id=seed_id, seed_path=seed_id.replace(".", "/") + ".lean",
                    domain=domain, sample=0, seed_status="ok", seed_chars=100, status="discovered",
-                   snippets=[], llm_calls=[call("discover", 1)], prompt_tokens=COST["discover"][0],
+                   finish_reason=finish, snippets=[], llm_calls=[call("discover", 1, finish_reason=finish)],
+                   prompt_tokens=COST["discover"][0],
                    completion_tokens=COST["discover"][1], provenance=provenance(simulated), finished_at=STAMP)
         rows.append(row)
     return rows

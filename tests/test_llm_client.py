@@ -1,4 +1,5 @@
-"""The LLM client against the sim server: retries, Retry-After, concurrency bound, per-request error kinds, keys."""
+"""The LLM client against the sim server: retries, Retry-After, concurrency bound, per-request error kinds, keys,
+a stage the endpoint refuses alike, answers cut at max tokens."""
 
 from __future__ import annotations
 
@@ -18,13 +19,18 @@ from operators.llm.client import (
     LLMConfigError,
     LLMSettings,
     RetryPolicy,
+    StageRefused,
+    StageUsage,
     backoff_delay,
     classify_status,
     create_kwargs,
+    endpoint_down_message,
     parse_retry_after,
     public_url,
     redact,
     settings_from_config,
+    stage_refused_message,
+    usage_report,
 )
 from operators.llm.simulator import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, SimServer
 
@@ -359,3 +365,82 @@ async def test_waiting_retries_are_reported_at_most_once_per_interval(caplog: py
         assert (len(lines) > 1) == expect_many and lines
         assert re.fullmatch(rf"llm: endpoint sim \({re.escape(server.base_url)}\) retrying: \d+ requests waiting, "
                             r"last error server_error: Error code: 500 - internal error \(simulated\)", lines[0])
+
+
+# --- a stage whose calls the endpoint refuses alike ----------------------------------------------------------------
+
+
+async def test_a_stage_whose_first_calls_are_all_refused_alike_raises_stage_refused_and_others_go_on() -> None:
+    cfg = sim_config(max_context_tokens=4096)
+    cfg["sampling"]["discover"]["max_tokens"] = 8192  # above the context: vLLM's 400 for every discover call
+    cfg["retry"]["max_identical_refusals"] = 3
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+
+        def discover(i: int) -> Any:
+            return clients.complete(settings.request("discover", "discover", user(f"seed {i}"), f"s{i}"))
+
+        refused = [await discover(i) for i in range(2)]
+        with pytest.raises(StageRefused) as stopped:
+            await discover(2)
+        with pytest.raises(StageRefused):  # every later call of the stage, without sending it
+            await discover(3)
+        judged = await clients.complete(settings.request("judge", "judge", user("q"), "c1"))
+        await clients.aclose()
+        received = server.stats.snapshot()["received_by_stage"]
+    assert [r.error_kind for r in refused] == ["bad_request"] * 2 and judged.ok
+    assert received["discover"] == 3
+    assert str(stopped.value) == (
+        f"llm stage discover cannot use model discoverer at endpoint sim ({server.base_url}): its first 3 calls were "
+        "all refused with bad_request and none was answered (llm.retry.max_identical_refusals), the last: "
+        "Error code: 400 - max_tokens=8192 cannot be greater than max_model_len=4096. Please request fewer output tokens.")
+    assert isinstance(stopped.value, EndpointDown), "it stops the job the way a dead endpoint does"
+
+
+async def test_refusals_after_an_answer_or_of_mixed_kinds_never_refuse_the_stage() -> None:
+    cfg = sim_config(max_context_tokens=8000)
+    cfg["retry"]["max_identical_refusals"] = 2
+    huge = user("x" * 40_000)  # a seed too long for the context: context_too_long
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        outcomes = []
+        for i, messages in enumerate([huge, user("fine"), huge, huge, huge]):  # one huge seed first, then answers
+            result = await clients.complete(settings.request("judge", "judge", messages, f"j{i}"))
+            outcomes.append(result.error_kind)
+        for i, messages in enumerate([huge, user("q sim:empty"), huge, huge]):  # two kinds before any answer
+            result = await clients.complete(settings.request("formalize", "formalize", messages, f"f{i}"))
+            outcomes.append(result.error_kind)
+        await clients.aclose()
+    too_long = "context_too_long"
+    assert outcomes == [too_long, None, too_long, too_long, too_long, too_long, "empty_response", too_long, too_long]
+
+
+def test_a_stage_refused_inside_a_ray_error_is_found_by_its_text() -> None:
+    line = "llm stage discover cannot use model m at endpoint main (http://h/v1): its first 20 calls ..."
+    wrapped = RuntimeError(f"ray.exceptions.RayTaskError(UserCodeException): ...\noperators.llm.client.StageRefused: "
+                           f"{line}\n")
+    assert stage_refused_message(wrapped) == line and endpoint_down_message(wrapped) == line
+    down = RuntimeError("operators.llm.client.EndpointDown: llm endpoint main (http://h/v1) is down: ...")
+    assert stage_refused_message(down) is None and endpoint_down_message(down) is not None
+
+
+# --- answers cut at max tokens ------------------------------------------------------------------------------------
+
+
+async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_per_stage() -> None:
+    cfg = sim_config()
+    cfg["sampling"]["judge"]["max_tokens"] = 3
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        cut = await clients.complete(settings.request("judge", "judge", user("is 1 = 1?"), "c1"))
+        whole = await clients.complete(settings.request("formalize", "formalize", user("fix it"), "c2"))
+        await clients.aclose()
+    assert (cut.finish_reason, cut.completion_tokens, len(cut.text)) == ("length", 3, 3 * cfg["sim"]["chars_per_token"])
+    assert whole.finish_reason == "stop"
+    usage = {"judge": StageUsage(), "formalize": StageUsage()}
+    usage["judge"].add(cut)
+    usage["formalize"].add(whole)
+    assert (usage["judge"].cut, usage["formalize"].cut) == (1, 0)
+    report = usage_report(usage).splitlines()
+    assert "cut=0" in report[0] and report[0].startswith("llm formalize:")
+    assert "cut=1" in report[1] and report[1].startswith("llm judge:")

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lean_pool.session_check import CheckResult
-from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA, seed_units
+from operators.discover import DISCOVERY_SCHEMA, NO_ANSWER, SEED_WORK_SCHEMA, seed_units
 from operators.formalize import keep_imports, rejection
 from operators.judge import majority
 from operators.llm import prompts
@@ -276,6 +276,21 @@ def test_seeds_table_reports_bad_seeds_and_counts_per_status():
     assert seeds["A"]["status"] == ERROR_INFRA and seeds["A"]["samples"] == 2 and seeds["A"]["candidates"] == 3
     assert seeds["A"]["n_proved"] == 2 and seeds["A"]["n_error_infra"] == 1 and seeds["A"]["n_trivial"] == 0
     assert seeds["B"]["status"] == EMPTY and seeds["B"]["candidates"] == 0 and "empty" in seeds["B"]["reason"]
+
+
+def test_a_seed_whose_every_discover_call_was_refused_is_not_ok_and_says_why():
+    refused = "bad_request: max_tokens=8192 cannot be greater than max_model_len=4096."
+    rows = [{"unit_id": f"{seed}/s{sample}", "seed_id": seed, "seed_path": f"{seed}.lean", "domain": "d",
+             "seed_status": OK, "seed_chars": 10, "status": status, "reason": reason, "prompt_tokens": 0,
+             "completion_tokens": 0}
+            for seed, sample, status, reason in [("A", 0, NO_ANSWER, refused), ("A", 1, NO_ANSWER, refused),
+                                                 ("B", 0, NO_ANSWER, refused), ("B", 1, DISCOVERED, None)]]
+    seeds = {row["seed_id"]: row for row in seeds_table(pa.Table.from_pylist(rows, schema=DISCOVERY_SCHEMA),
+                                                        status_counts_by_seed(CANDIDATE_SCHEMA.empty_table())
+                                                        ).to_pylist()}
+    assert (seeds["A"]["status"], seeds["A"]["reason"]) == (NO_ANSWER, refused)
+    assert seeds["B"]["status"] == OK, "one answered sample is a seed that was mined"
+    assert "unanswered" not in seeds["A"]
 
 
 def test_funnel_lists_every_status_in_order():

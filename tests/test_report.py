@@ -69,13 +69,14 @@ def test_overlap_says_what_each_prover_alone_solved(sim_run):
 
 def test_cost_per_stage_and_per_proved_lemma(sim_run):
     cost = stats.cost_by_stage(sim_run.candidates, sim_run.discoveries)
+    assert cost.columns[:4] == ["stage", "llm_calls", "failed_calls", "cut_calls"]
     assert cost.rows() == [
-        ("discover", 3, 0, 3000, 1500, 30.0, 0),
-        ("judge", 9, 0, 90, 9, 4.5, 0),
-        ("formalize", 3, 0, 60, 15, 3.0, 11),
-        ("trivial", 0, 0, 0, 0, 0.0, 6),
-        ("prove", 21, 1, 630, 210, 42.0, 19),
-        ("replay", 0, 0, 0, 0, 0.0, 0),
+        ("discover", 3, 0, 1, 3000, 1500, 30.0, 0),
+        ("judge", 9, 0, 0, 90, 9, 4.5, 0),
+        ("formalize", 3, 0, 0, 60, 15, 3.0, 11),
+        ("trivial", 0, 0, 0, 0, 0, 0.0, 6),
+        ("prove", 21, 1, 0, 630, 210, 42.0, 19),
+        ("replay", 0, 0, 0, 0, 0, 0.0, 0),
     ]
     total = stats.totals(sim_run.candidates, cost)
     assert (total["tokens"], total["lean_checks"], total["lean_seconds"], total["proved"]) == (5514, 36, 18.0, 3)

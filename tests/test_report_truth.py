@@ -7,8 +7,11 @@ from __future__ import annotations
 import re
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
+from operators.rows.candidates import CANDIDATE_SCHEMA, LLM_CALL
 from operators.rows.formalizations import InputRules, jsonl_rows
 from pipelines import report
 from pipelines.reporting import stats
@@ -89,8 +92,34 @@ def test_the_cost_table_counts_the_replays_so_the_lean_checks_add_up(tmp_path):
     assert sum(by_stage[stage] for stage in stats.STAGES) + by_stage[stats.REPLAY] == total
     assert stats.UNRECORDED not in by_stage
     page = (run_dir / "report" / "report.md").read_text()
-    assert f"| replay | 0 | 0 | 0 | 0 | {replays} |" in page
+    assert f"| replay | 0 | 0 | 0 | 0 | 0 | {replays} |" in page
     assert f"| Lean checks | {total} |" in page
+
+
+def test_answers_cut_at_max_tokens_are_counted_per_stage_in_the_table_and_its_csv(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    assert report.main([f"run_dir={run_dir}"]) == 0
+    cost = pl.read_csv(run_dir / "report" / "tables" / "cost.csv")
+    cut = dict(zip(cost["stage"].to_list(), cost["cut_calls"].to_list()))
+    assert cut == {"discover": 1, "judge": 0, "formalize": 0, "trivial": 0, "prove": 0, "replay": 0}
+    page = (run_dir / "report" / "report.md").read_text()
+    assert "| Stage | LLM calls | Failed calls | Cut at max tokens |" in page
+    assert "| discover | 3 | 0 | 1 | 3000 | 1500 | 0 |" in page
+
+
+def test_a_run_with_files_written_before_calls_kept_their_finish_reason_still_reports(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    rows = candidates()
+    for row in rows:
+        row["llm_calls"] = [{key: value for key, value in entry.items() if key != "finish_reason"}
+                            for entry in row["llm_calls"]]
+    before = pa.list_(pa.struct([field for field in LLM_CALL if field.name != "finish_reason"]))
+    schema = CANDIDATE_SCHEMA.set(CANDIDATE_SCHEMA.get_field_index("llm_calls"), pa.field("llm_calls", before))
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), run_dir / "candidates" / "part-1.parquet")
+    run = load_run(str(run_dir))
+    cost = stats.cost_by_stage(run.candidates, run.discoveries)
+    calls = {row["stage"]: (row["llm_calls"], row["cut_calls"]) for row in cost.iter_rows(named=True)}
+    assert calls["judge"] == (2 * 9, 0) and calls["discover"] == (3, 1)
 
 
 def test_checks_no_history_kept_are_their_own_row(tmp_path):

@@ -76,6 +76,7 @@ LLM_CALL = pa.struct(
         ("completion_tokens", pa.int64()),
         ("latency_s", pa.float64()),
         ("error_kind", pa.string()),
+        ("finish_reason", pa.string()),  # `length`: the answer was cut at its max_tokens (null in runs before it)
     ]
 )
 PROVENANCE = pa.struct(
@@ -261,6 +262,7 @@ def llm_call_entry(stage: str, attempt: int, result: Any) -> dict[str, Any]:
         "completion_tokens": result.completion_tokens,
         "latency_s": result.latency_s,
         "error_kind": result.error_kind,
+        "finish_reason": result.finish_reason,
     }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from operators.llm.client import CUT_FINISH_REASON
 from operators.rows.candidates import (
     COMPILED,
     ORIGINS,
@@ -213,12 +214,15 @@ def overlap(candidates: pl.DataFrame) -> pl.DataFrame:
 
 
 def llm_calls(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.DataFrame:
-    """Every LLM call of the run, one row each (stage, model, attempt, tokens, latency, error kind): the discover
-    calls from the discoveries table, the others from the candidates."""
+    """Every LLM call of the run, one row each (stage, model, attempt, tokens, latency, error kind, finish reason):
+    the discover calls from the discoveries table, the others from the candidates. Tables written before calls
+    kept their finish reason give it as null."""
     frames = [candidates.select("llm_calls")]
     if discoveries is not None:
         frames.append(discoveries.select("llm_calls"))
-    calls = pl.concat(frames).explode("llm_calls").drop_nulls("llm_calls").unnest("llm_calls")
+    calls = pl.concat(frames, how="vertical_relaxed").explode("llm_calls").drop_nulls("llm_calls").unnest("llm_calls")
+    if "finish_reason" not in calls.columns:
+        calls = calls.with_columns(pl.lit(None, pl.String).alias("finish_reason"))
     return calls
 
 
@@ -241,14 +245,15 @@ def lean_checks_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
 
 
 def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.DataFrame:
-    """Per stage: LLM calls, failed calls, prompt and completion tokens, LLM seconds (sum of latencies) and Lean
-    checks; then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history
+    """Per stage: LLM calls, failed calls, answers cut at their `max_tokens` (`cut_calls`), prompt and completion
+    tokens, LLM seconds (sum of latencies) and Lean checks; then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history
     kept, those checks too: so the rows' Lean checks add up to the run's total. The Lean seconds of a run are only
     known per candidate, so they are in `totals`, not here."""
     calls = llm_calls(candidates, discoveries)
     per_stage = calls.group_by("stage").agg(
         pl.len().alias("llm_calls"),
         pl.col("error_kind").is_not_null().sum().alias("failed_calls"),
+        (pl.col("finish_reason") == CUT_FINISH_REASON).sum().alias("cut_calls"),
         pl.col("prompt_tokens").fill_null(0).sum().alias("prompt_tokens"),
         pl.col("completion_tokens").fill_null(0).sum().alias("completion_tokens"),
         pl.col("latency_s").fill_null(0.0).sum().alias("llm_seconds"),
@@ -261,10 +266,11 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
     base = pl.DataFrame({"stage": names, "lean_checks": [checks.get(stage, 0) for stage in names]})
     joined = base.join(per_stage, on="stage", how="left", maintain_order="left")
     filled = joined.with_columns(
-        pl.col(name).fill_null(0) for name in ("llm_calls", "failed_calls", "prompt_tokens", "completion_tokens")
+        pl.col(name).fill_null(0)
+        for name in ("llm_calls", "failed_calls", "cut_calls", "prompt_tokens", "completion_tokens")
     ).with_columns(pl.col("llm_seconds").fill_null(0.0))
-    return filled.select("stage", "llm_calls", "failed_calls", "prompt_tokens", "completion_tokens", "llm_seconds",
-                         "lean_checks")
+    return filled.select("stage", "llm_calls", "failed_calls", "cut_calls", "prompt_tokens", "completion_tokens",
+                         "llm_seconds", "lean_checks")
 
 
 def stage_rows(cost: pl.DataFrame) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import polars as pl
 import pyarrow as pa
 
+from operators.discover import NO_ANSWER
 from operators.llm.client import StageUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
@@ -37,9 +38,10 @@ def status_counts_by_seed(candidates: pa.Table) -> pa.Table:
 
 
 def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
-    """One row per seed: status (its input status, else `error_infra` if a discover call failed, else `ok`),
-    reason, samples, discover answers that yielded lemmas, candidates, and `n_<status>` per candidate status, from
-    the discoveries and the candidates' `status_counts_by_seed` (of the whole table, or of its parts)."""
+    """One row per seed: status (its input status, else `error_infra` if a discover call failed, else `no_answer`
+    when no discover call was answered, every one refused, else `ok`), reason (the first of its discoveries'),
+    samples, discover answers that yielded lemmas, candidates, and `n_<status>` per candidate status, from the
+    discoveries and the candidates' `status_counts_by_seed` (of the whole table, or of its parts)."""
     units = pl.from_arrow(discoveries.select(list(DISCOVERY_COLUMNS)))
     per_seed = units.group_by("seed_id").agg(
         pl.col("seed_path").first(),
@@ -49,6 +51,7 @@ def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
         pl.len().alias("samples"),
         (pl.col("status") == DISCOVERED).sum().alias("samples_discovered"),
         (pl.col("status") == ERROR_INFRA).sum().alias("samples_error_infra"),
+        (pl.col("status") == NO_ANSWER).all().alias("unanswered"),
         pl.col("reason").drop_nulls().first().alias("reason"),
         pl.col("prompt_tokens").sum().alias("discover_prompt_tokens"),
         pl.col("completion_tokens").sum().alias("discover_completion_tokens"),
@@ -75,9 +78,12 @@ def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
             .then(pl.col("seed_status"))
             .when(pl.col("samples_error_infra") > 0)
             .then(pl.lit(ERROR_INFRA))
+            .when(pl.col("unanswered"))
+            .then(pl.lit(NO_ANSWER))
             .otherwise(pl.lit(OK))
             .alias("status")
         )
+        .drop("unanswered")
         .sort("seed_id")
     )
     leading = ["seed_id", "seed_path", "domain", "status", "reason", "seed_chars", "samples", "samples_discovered",

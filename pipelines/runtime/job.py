@@ -506,11 +506,12 @@ class MiningJob:
 
     def cost_lines(self, written: WrittenCost) -> list[str]:
         """The closing block's cost: LLM calls and Lean checks of the whole run, as the written rows record them, and
-        what this start asked; a stage whose calls failed after retries gets its own line, with the failures."""
+        what this start asked; a stage whose calls failed after retries, or whose answers were cut at their
+        `max_tokens`, gets its own line, with the failures and the cut answers."""
         usage = self.usage()
-        failing = {stage: u for stage, u in usage.items() if u.errors}
+        noted = {stage: u for stage, u in usage.items() if u.errors or u.cut}
         return [llm_cost_line(written.calls, usage), lean_checks_line(written.checks, written.replays),
-                *(usage_report(failing).splitlines() if failing else [])]
+                *(usage_report(noted).splitlines() if noted else [])]
 
     @property
     def simulated(self) -> bool:

@@ -99,12 +99,13 @@ class RunDir:
         return [location_of(self.uri, self.path, path) for path in self.files(name)]
 
     def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
-        """Table `name` (only `columns` when given) from every file; an empty table when nothing is written."""
+        """Table `name` (only `columns` when given) from every file; an empty table when nothing is written. Files
+        written before a struct gained a field (a resumed run's older files) read with that field null."""
         wanted = list(columns) if columns is not None else schema.names
         tables = list(self.read_by_file(name, wanted))
         if not tables:
             return pa.schema([schema.field(column) for column in wanted]).empty_table()
-        return pa.concat_tables(tables)
+        return pa.concat_tables(tables, promote_options="permissive")
 
     def read_by_file(self, name: str, columns: Sequence[str]) -> Iterator[pa.Table]:
         """Table `name`'s `columns`, one file at a time, so what is made of a whole run's table need not hold it all."""
