@@ -17,12 +17,19 @@ import pytest
 import yaml
 
 from operators.llm.backend import LLMBackend
+from openai.types import Model
+
 from operators.llm.client import (
+    PROVE_STAGE,
+    STAGE_ROLES,
     LLMConfigError,
     LLMOperator,
+    ModelContext,
+    card_context,
     endpoint_down_message,
     probe_endpoints,
     settings_from_config,
+    unfit_budgets,
 )
 from operators.llm.simulator import SimProcess, SimServer, fetch_stats
 
@@ -101,6 +108,74 @@ def test_the_probe_names_a_model_the_endpoint_does_not_list() -> None:
         problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5)
     assert problems == [f"endpoint sim ({server.base_url}) does not serve model judeg "
                         f"(it lists {', '.join(SIM_MODELS)})"]
+
+
+def contexts_of(cfg: dict[str, Any], tokens: dict[str, int]) -> dict[tuple[str, str], ModelContext]:
+    """What a listing at the sim endpoint would declare: `tokens` per model."""
+    return {("sim", model): ModelContext("sim", "http://sim/v1", model, size, "max_model_len")
+            for model, size in tokens.items()}
+
+
+def test_a_budget_the_context_cannot_hold_is_named_by_its_key_for_each_stage() -> None:
+    cfg = sim_config()
+    cfg["sampling"] = {"discover": {"max_tokens": 8192}, "judge": {"max_tokens": 2048},
+                       "formalize": {"max_tokens": 4096}, "think": {"temperature": 0.0}}
+    settings = settings_from_config(cfg)
+    every_model = {model: 4096 for model in SIM_MODELS}
+    assert unfit_budgets(settings, contexts_of(cfg, every_model)) == [
+        "llm.sampling.discover.max_tokens=8192 cannot fit model discoverer's context of 4096 tokens (max_model_len at "
+        "endpoint sim, http://sim/v1); lower it below 4096",
+        "llm.sampling.formalize.max_tokens=4096 cannot fit model formalizer's context of 4096 tokens (max_model_len "
+        "at endpoint sim, http://sim/v1); lower it below 4096",
+    ], "a budget as large as the context leaves no room for the prompt; a stage with no max_tokens is not checked"
+    assert unfit_budgets(settings, contexts_of(cfg, {**every_model, "discoverer": 8193})) == [
+        "llm.sampling.formalize.max_tokens=4096 cannot fit model formalizer's context of 4096 tokens (max_model_len "
+        "at endpoint sim, http://sim/v1); lower it below 4096"], "each stage is held to its own roles' models"
+    assert unfit_budgets(settings, {}) == [], "a listing that declares no context checks nothing"
+
+
+def test_a_stage_asked_by_several_roles_is_held_to_the_smallest_of_their_contexts() -> None:
+    cfg = sim_config()
+    cfg["models"]["prover2"] = {"endpoint": "sim", "model": "small-prover"}
+    cfg["provers"] = ["prover", "prover2"]
+    cfg["sampling"] = {"prove": {"max_tokens": 8192}, "formalize": {"max_tokens": 6000}}
+    settings = settings_from_config(cfg)
+    problems = unfit_budgets(settings, contexts_of(cfg, {"prover": 32768, "small-prover": 8192, "formalizer": 32768}))
+    assert [problem.split(" cannot")[0] for problem in problems] == ["llm.sampling.prove.max_tokens=8192"]
+    assert "model small-prover's context of 8192 tokens" in problems[0]
+    cfg["models"]["autoformalize"]["model"] = "small-drafter"  # formalize also repairs autoformalize's drafts
+    problems = unfit_budgets(settings_from_config(cfg), contexts_of(cfg, {"formalizer": 32768, "small-drafter": 6000}))
+    assert [problem.split(" cannot")[0] for problem in problems] == ["llm.sampling.formalize.max_tokens=6000"]
+
+
+def test_the_context_is_read_from_vllm_and_ray_serve_llm_cards_and_openais_say_none() -> None:
+    vllm = Model.model_validate({"id": "m", "object": "model", "created": 0, "owned_by": "vllm",
+                                 "max_model_len": 4096})
+    serve = Model.model_validate({"id": "m", "object": "model", "created": 0, "owned_by": "organization-owner",
+                                  "metadata": {"model_id": "m", "max_request_context_length": 40960}})
+    openai_card = Model.model_validate({"id": "gpt-5-mini", "object": "model", "created": 0, "owned_by": "openai"})
+    assert card_context(vllm) == (4096, "max_model_len")
+    assert card_context(serve) == (40960, "metadata.max_request_context_length")
+    assert card_context(openai_card) is None
+
+
+def test_every_configured_stage_knows_the_roles_that_ask_it() -> None:
+    configured = {stage for name in ("openai", "sim", "vllm")
+                  for stage in yaml.safe_load((CONF.parent / f"{name}.yaml").read_text())["sampling"]}
+    assert configured - {PROVE_STAGE} <= set(STAGE_ROLES), "a stage missing here is held to every role's model"
+    roles = set(yaml.safe_load(CONF.read_text())["models"])
+    assert {role for asking in STAGE_ROLES.values() for role in asking} <= roles
+
+
+def test_the_probe_reads_the_sim_cards_context_and_refuses_a_budget_it_cannot_hold() -> None:
+    cfg = sim_config(models=SIM_MODELS, max_context_tokens=4096)
+    cfg["sampling"]["discover"]["max_tokens"] = 8192
+    with SimServer(cfg["sim"]) as server:
+        problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5)
+        assert server.stats.snapshot()["requests"] == 0, "no chat completion was sent"
+    assert (f"llm.sampling.discover.max_tokens=8192 cannot fit model discoverer's context of 4096 tokens "
+            f"(max_model_len at endpoint sim, {server.base_url}); lower it below 4096") in problems
+    assert all(problem.startswith("llm.sampling.") for problem in problems)
 
 
 def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() -> None:
