@@ -20,6 +20,9 @@ import logging
 import os
 import re
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,19 @@ from conf.command_line import SetupError
 ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
 # The child whose process group a worker passes through on its way to a session of its own; killed as soon as it has.
 SESSION_HELPER = ("sleep", "60")
+# What the driver's Ray prints of its workers' output (with `log_to_driver`, the default) goes through its handler of
+# this name (ray._private.ray_logging's dispatcher). Of that output, Ray's own goes to the log file instead, as Ray
+# would print it: the autoscaler's events (while a resource request waits, "No available node types can fulfill
+# resource request ..." every ~35 s), and what Serve's controller, proxies and replicas and Ray Serve LLM's start-up
+# tasks write (the engines and their vLLM processes among them: loading, then statistics every few seconds for as long
+# as they serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before.
+RAY_PRINTER = "ray_print_logs"
+AUTOSCALER_OUTPUT = "autoscaler"                                     # the `pid` Ray gives the autoscaler's events
+RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor and task names, as Ray prints them
+                    "initialize_remote_node", "_get_vllm_engine_config")
+WORKER_OUTPUT_LOGGER = "ray.worker_output"                           # a child of "ray": its records go where Ray's do
+# The terminal colours Ray puts around a line's prefix, which a log file does without.
+_TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
 M_ARENA_MAX = -8
 # How a client takes part in Ray's token authentication (ray/_private/authentication): it sends a token only with
@@ -102,6 +118,70 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
         raise SetupError(token_refused_line(init_args.get("address"))) from None
     if path is not None:
         route_ray_logs(path)
+        route_rays_own_output()
+
+
+def route_rays_own_output() -> None:
+    """Send the autoscaler's events and the output of Serve's actors and Ray Serve LLM's tasks, which the driver's Ray
+    prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them, and let Ray print the
+    rest of its workers' output as before (see RAY_PRINTER). Nothing changes when Ray forwards no output
+    (`log_to_driver=False`). Call it after `ray.init`."""
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    from ray._private.worker import print_worker_logs
+
+    printer = next((handler for name, handler in dispatcher.handlers if name == RAY_PRINTER), None)
+    if printer is None:
+        return
+    to_log = LinesToLog(logging.getLogger(WORKER_OUTPUT_LOGGER))
+
+    def dispatch(data: dict[str, Any]) -> None:
+        source = data.get("actor_name") or data.get("task_name") or ""
+        if data.get("pid") == AUTOSCALER_OUTPUT or source.startswith(RAYS_OWN_SOURCES):
+            print_worker_logs(data, to_log)
+        else:
+            printer(data)
+
+    dispatcher.remove_handler(RAY_PRINTER)
+    dispatcher.add_handler(RAY_PRINTER, dispatch)
+
+
+class LinesToLog:
+    """A text stream whose every non-empty line becomes an INFO record of `logger`, without terminal colours."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    def write(self, text: str) -> int:
+        for line in _TERMINAL_COLOUR.sub("", text).splitlines():
+            if line.strip():
+                self.logger.info("%s", line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+@contextmanager
+def logging_like_ray(*loggers: str) -> Iterator[None]:
+    """Run an import that sets logging up for itself with what it writes going where Ray's records go (the run's log
+    file, else the terminal), then give the root logger back what it had and send `loggers` where Ray's records go.
+    Ray Serve points its `ray.serve` logger at the terminal when imported; Ray Serve LLM points the root logger at
+    standard error (JSON, from INFO), and vLLM logs into it as Ray Serve LLM imports it."""
+    ray_handlers = logging.getLogger("ray").handlers
+    files = [handler.stream for handler in ray_handlers if isinstance(handler, logging.FileHandler)]
+    stream = files[0] if files else sys.stderr
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with redirect_stdout(stream), redirect_stderr(stream):
+            yield
+    finally:
+        root.handlers = handlers
+        root.setLevel(level)
+        for name in loggers:
+            logger = logging.getLogger(name)
+            logger.handlers = list(ray_handlers)
+            logger.propagate = False
 
 
 def refused_for_token(error: BaseException) -> bool:

@@ -121,6 +121,9 @@ def test_the_command_a_user_types_ends_in_one_line_and_exit_2(tmp_path: Path):
     (["presett=demo"], "presett: no such key; did you mean preset?"),
     (["dedup=true"], "dedup=true: expects one of default"),
     (["llm=vllm", "llm.serve.mode=bogus"], "llm.serve.mode=bogus: expects one of start, attach"),
+    (["llm=vllm", "llm/engines=cpu", "llm.serve.engines.smollm2.accelerator_config.kind=npu"],
+     "llm.serve.engines.smollm2.accelerator_config.kind=npu: expects one of cpu, gpu, tpu"),
+    (["llm=vllm", "llm/engines=tpu"], "Could not find 'llm/engines/tpu'; Available options in 'llm/engines': cpu, gpu"),
     (["llm.endpoints.main.max_tokens_param=max"], "expects one of max_tokens, max_completion_tokens"),
     (["~lean.sandbox"], "~lean.sandbox: the job reads lean.sandbox"),
     (["~lean.sandboxx"], "lean.sandboxx: no such key; did you mean lean.sandbox?"),
@@ -142,6 +145,13 @@ def test_valid_command_lines_still_compose():
         ["Mathlib/Data/**", "Mathlib/Order/**"], 0.1, 7)
     assert compose_config("evaluate", ["provers=[a,b]", "llm=openai", "lean=sim"]).llm.provers == ["a", "b"]
     assert compose_config("mine", ["llm=vllm", "llm.serve.http_port=8001"]).llm.serve.http_port == 8001
+    engine = "llm.serve.engines.smollm2"
+    cpu = compose_config("mine", ["llm=vllm", "llm/engines=cpu", f"{engine}.model_source=/models/s",
+                                  f"+{engine}.runtime_env.env_vars.OMP_NUM_THREADS=2",
+                                  f"{engine}.placement_group_config={{bundle_per_worker:{{CPU:2}}}}",
+                                  f"+{engine}.accelerator_config.topology=2x2"]).llm.serve.engines.smollm2
+    assert (cpu.model_source, cpu.runtime_env.env_vars.OMP_NUM_THREADS) == ("/models/s", 2)
+    assert (cpu.placement_group_config.bundle_per_worker.CPU, cpu.accelerator_config.topology) == (2, "2x2")
     assert compose_config("check", ["lean=kimina", "lean.kimina.url=http://lean-box:8000"]).lean.backend == "kimina"
     assert compose_config("export", [f"run_dir='{URI}'", "format=jsonl"]).format == "jsonl"
     assert compose_config("mine", ["hydra.job.chdir=false"]).run_dir == "runs/mine"
@@ -165,7 +175,8 @@ def test_the_declared_choices_are_the_ones_the_code_branches_on():
 
 def test_every_rule_names_keys_a_job_has_and_every_default_obeys_it():
     composed = [compose_config(name, selections) for name, selections in [
-        ("mine", []), ("mine", ["preset=demo"]), ("mine", ["llm=vllm", "lean=kimina"]), ("autoformalize", []),
+        ("mine", []), ("mine", ["preset=demo"]), ("mine", ["llm=vllm", "lean=kimina"]),
+        ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []),
         ("evaluate", []), ("export", []), ("report", []), ("index", []), ("plan", []), ("check", [])]]
     keys = {key for cfg in composed for key in paths(OmegaConf.to_container(cfg))}
     rules = conf.value_rules()

@@ -1,4 +1,6 @@
-"""llm=vllm: the config -> Ray Serve LLM translation (pure), and nothing else importing Serve or vLLM."""
+"""llm=vllm: the config -> Ray Serve LLM translation (pure: accelerator kinds, GPU models, tensor parallelism,
+placement groups, the CPU engines option), the one line a deploy no node can hold ends with, and nothing else
+importing Serve or vLLM."""
 
 from __future__ import annotations
 
@@ -9,25 +11,48 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from omegaconf import OmegaConf
+from pydantic import BaseModel, ValidationError
 
-from operators.llm.client import settings_from_config
-from operators.llm.serve import base_url, engines_without_tool_calling, llm_config, run_kwargs, serving_args
+from conf import compose_config
+from operators.llm import serve as serve_module
+from operators.llm.client import LLMConfigError, settings_from_config
+from operators.llm.serve import (
+    ServeApp,
+    base_url,
+    engine_ask,
+    engines_without_tool_calling,
+    llm_config,
+    node_shapes,
+    one_line,
+    refusal_text,
+    run_target_kwargs,
+    serving_args,
+    unplaced_line,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+def composed_llm(*overrides: str) -> dict[str, Any]:
+    """The `llm` section of `mine` with `llm=vllm` and `overrides`, as the backend reads it."""
+    return OmegaConf.to_container(compose_config("mine", ["llm=vllm", *overrides]).llm, resolve=True)
+
+
 @pytest.fixture()
 def vllm_cfg() -> dict[str, Any]:
-    return yaml.safe_load((REPO / "conf" / "llm" / "vllm.yaml").read_text())
+    return composed_llm()
 
 
 def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwargs(vllm_cfg: dict) -> None:
     serve = vllm_cfg["serve"]
     serve["engines"]["prover-x"] = {
         "model_source": "org/prover-x",
+        "accelerator_config": {"kind": "gpu"},
         "accelerator_type": "A100-80G",
         "tensor_parallel_size": 4,
+        "placement_group_config": None,
+        "runtime_env": None,
         "replicas": {"min": 2, "max": 6},
         "max_ongoing_requests": 64,
         "engine_kwargs": {"max_model_len": 8192, "enable_prefix_caching": True},
@@ -38,6 +63,7 @@ def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwarg
     prover = by_id["prover-x"]
     assert prover == {
         "model_loading_config": {"model_id": "prover-x", "model_source": "org/prover-x"},
+        "accelerator_config": {"kind": "gpu"},
         "accelerator_type": "A100-80G",
         "engine_kwargs": {"max_model_len": 8192, "enable_prefix_caching": True, "tensor_parallel_size": 4},
         "deployment_config": {
@@ -45,6 +71,135 @@ def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwarg
             "max_ongoing_requests": 64,
         },
     }
+    assert engine_ask(serve["engines"]["prover-x"]) == (
+        "kind gpu, accelerator_type A100-80G, 4 GPUs and a CPU per replica")
+
+
+def test_the_default_engines_ask_for_pairs_of_h100s(vllm_cfg: dict) -> None:
+    for model_id, engine in vllm_cfg["serve"]["engines"].items():
+        config = llm_config(model_id, engine)
+        parallel = config["engine_kwargs"]["tensor_parallel_size"]
+        assert (config["accelerator_config"], config["accelerator_type"], parallel) == ({"kind": "gpu"}, "H100", 2)
+        assert "placement_group_config" not in config and "runtime_env" not in config
+        assert engine_ask(engine) == "kind gpu, accelerator_type H100, 2 GPUs and a CPU per replica"
+
+
+def test_the_cpu_engines_serve_smollm2_on_cpus_for_every_role_within_its_context() -> None:
+    llm = composed_llm("llm/engines=cpu", "llm.serve.engines.smollm2.model_source=/models/smollm2")
+    [config] = serving_args(llm["serve"])["llm_configs"]
+    assert config["model_loading_config"] == {"model_id": "smollm2", "model_source": "/models/smollm2"}
+    assert (config["accelerator_config"], config["accelerator_type"]) == ({"kind": "cpu"}, None)
+    assert config["runtime_env"] == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2"}}
+    kwargs = config["engine_kwargs"]
+    assert (kwargs["max_model_len"], kwargs["enforce_eager"], kwargs["tensor_parallel_size"]) == (4096, True, 1)
+    settings = settings_from_config(llm)
+    assert {role.model for role in settings.roles.values()} == {"smollm2"}
+    assert all(stage["max_tokens"] < kwargs["max_model_len"] for stage in llm["sampling"].values())
+    assert llm["sampling"]["discover"]["temperature"] == 1.0, "the engines option changes budgets, not sampling"
+    assert engines_without_tool_calling(llm["serve"], [settings.roles[role].model for role in llm["tool_roles"]]) == []
+    assert engine_ask(llm["serve"]["engines"]["smollm2"]) == "kind cpu, 1 CPU and a CPU per replica"
+
+
+def test_tensor_and_pipeline_parallel_workers_and_a_placement_group_config_are_passed_and_told() -> None:
+    gpu = composed_llm("llm.serve.engines.qwen3-32b.tensor_parallel_size=4",
+                       "+llm.serve.engines.qwen3-32b.engine_kwargs.pipeline_parallel_size=2",
+                       "llm.serve.engines.qwen3-32b.accelerator_type=null")["serve"]["engines"]["qwen3-32b"]
+    config = llm_config("qwen3-32b", gpu)
+    kwargs = config["engine_kwargs"]
+    assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"]) == (4, 2)
+    assert config["accelerator_type"] is None
+    assert engine_ask(gpu) == "kind gpu, 8 GPUs and a CPU per replica"
+    bundles = {"bundle_per_worker": {"CPU": 4, "GPU": 1}, "strategy": "SPREAD"}
+    spread = composed_llm("llm.serve.engines.qwen3-32b.placement_group_config={bundle_per_worker:{CPU:4,GPU:1},"
+                          "strategy:SPREAD}")["serve"]["engines"]["qwen3-32b"]
+    assert llm_config("qwen3-32b", spread)["placement_group_config"] == bundles
+    assert engine_ask(spread) == f"placement_group_config {bundles}"
+    tpu = composed_llm("llm.serve.engines.qwen3-32b.accelerator_config.kind=tpu",
+                       "+llm.serve.engines.qwen3-32b.accelerator_config.topology=2x2x1",
+                       "llm.serve.engines.qwen3-32b.accelerator_type=TPU-V6E")["serve"]["engines"]["qwen3-32b"]
+    assert llm_config("qwen3-32b", tpu)["accelerator_config"] == {"kind": "tpu", "topology": "2x2x1"}
+    assert engine_ask(tpu) == "kind tpu, accelerator_type TPU-V6E, 2 TPUs and a CPU per replica"
+
+
+def test_what_no_node_could_hold_is_one_line_naming_each_engine_the_timeout_and_the_nodes(vllm_cfg: dict) -> None:
+    a100 = {"CPU": 64.0, "GPU": 8.0, "accelerator_type:A100": 1.0}
+    nodes = [{"CPU": 10.0, "memory": 1e9, "node:10.0.0.1": 1.0}, a100, dict(a100)]
+    line = unplaced_line(vllm_cfg["serve"], nodes)
+    assert "\n" not in line and line.startswith("llm=vllm: ")
+    assert "llm.serve.placement_timeout_s=900" in line and "'folklore-llm'" in line
+    assert "qwen3-32b asks for kind gpu, accelerator_type H100, 2 GPUs" in line
+    assert "goedel-prover-v2-32b asks for kind gpu" in line
+    assert "1 node with CPU 10, GPU 0; 2 nodes with CPU 64, GPU 8, accelerator_type:A100" in line
+    assert node_shapes([]) == ""
+
+
+def test_serves_refusals_and_failures_are_one_line() -> None:
+    traceback = "Traceback (most recent call last):\n  File \"x.py\", line 1\n\nValueError: no such model: /m\n"
+    assert one_line(traceback) == "Traceback (most recent call last): ... ValueError: no such model: /m"
+    assert one_line("Deployment is unhealthy.") == "Deployment is unhealthy."
+    assert one_line("  ") == "no reason given"
+
+    class Engine(BaseModel):
+        tensor_parallel_size: int
+
+    with pytest.raises(ValidationError) as refused:
+        Engine(tensor_parallel_size="two")
+    assert refusal_text(refused.value).startswith("tensor_parallel_size: Input should be a valid integer")
+    assert refusal_text(ValueError("accelerator_type='H100' cannot be used with\nCPU-only configurations")) == (
+        "accelerator_type='H100' cannot be used with ... CPU-only configurations")
+
+
+class Status:
+    """What `serve.status()` says of an application."""
+
+    def __init__(self, status: str, message: str = "") -> None:
+        self.status, self.message = status, message
+
+
+def waiting_app(monkeypatch: pytest.MonkeyPatch, serve: dict, statuses: list[str | None], waiting: int,
+                message: str = "") -> tuple[ServeApp, list[str | None]]:
+    """A `ServeApp` whose application goes through `statuses` (then keeps the last) while `waiting` replicas wait
+    for resources, on a cluster of one CPU node, and the statuses the job saw; the job looks without pausing."""
+    app = ServeApp(serve)
+    seen = iter(statuses)
+    looked: list[str | None] = []
+
+    def status() -> Status | None:
+        looked.append(next(seen, looked[-1] if looked else None))
+        return None if looked[-1] is None else Status(looked[-1], message)
+
+    monkeypatch.setattr(app, "_status", status)
+    monkeypatch.setattr(serve_module, "replicas_waiting_for_resources", lambda name: waiting)
+    monkeypatch.setattr(serve_module, "STATUS_POLL_S", 0.0)
+    monkeypatch.setattr("ray.nodes", lambda: [{"Alive": True, "Resources": {"CPU": 2.0}},
+                                              {"Alive": False, "Resources": {"CPU": 8.0, "GPU": 1.0}}])
+    return app, looked
+
+
+def test_the_wait_ends_when_the_application_runs_however_long_its_engines_load(monkeypatch, vllm_cfg) -> None:
+    serve = {**vllm_cfg["serve"], "placement_timeout_s": 0}
+    statuses = [None, "DEPLOYING", "DEPLOYING", "RUNNING"]
+    app, looked = waiting_app(monkeypatch, serve, statuses, waiting=0)
+    app._wait_until_running()  # placed, loading past the timeout: it waits, and returns once it runs
+    assert looked == statuses
+
+
+def test_a_replica_no_node_holds_ends_the_wait_after_the_timeout_with_one_line(monkeypatch, vllm_cfg) -> None:
+    serve = {**vllm_cfg["serve"], "placement_timeout_s": 0}
+    app, looked = waiting_app(monkeypatch, serve, ["DEPLOYING"], waiting=1)
+    with pytest.raises(LLMConfigError) as caught:
+        app._wait_until_running()
+    assert str(caught.value) == unplaced_line(serve, [{"CPU": 2.0}])  # the alive nodes only
+    assert looked == ["DEPLOYING"]
+
+
+def test_an_application_serve_gives_up_on_is_one_line_with_serves_reason(monkeypatch, vllm_cfg) -> None:
+    app, _ = waiting_app(monkeypatch, vllm_cfg["serve"], ["DEPLOYING", "DEPLOY_FAILED"], waiting=0,
+                      message="Traceback (most recent call last):\n  ...\nOSError: /models/m is not a folder")
+    with pytest.raises(LLMConfigError) as caught:
+        app._wait_until_running()
+    assert str(caught.value) == ("llm=vllm: Ray Serve application 'folklore-llm' DEPLOY_FAILED: "
+                                 "Traceback (most recent call last): ... OSError: /models/m is not a folder")
 
 
 def test_every_role_model_has_an_engine(vllm_cfg: dict) -> None:
@@ -54,16 +209,19 @@ def test_every_role_model_has_an_engine(vllm_cfg: dict) -> None:
     assert len(served) == 2, "judge and prover use different models, each with one shared engine"
 
 
-def test_translation_does_not_mutate_the_config(vllm_cfg: dict) -> None:
-    engine = vllm_cfg["serve"]["engines"]["qwen3-32b"]
+def test_translation_does_not_mutate_the_config() -> None:
+    engine = composed_llm("llm/engines=cpu")["serve"]["engines"]["smollm2"]
     before = json.dumps(engine, sort_keys=True)
-    llm_config("qwen3-32b", engine)
+    config = llm_config("smollm2", engine)
+    config["accelerator_config"]["kind"] = "gpu"
+    config["engine_kwargs"]["max_model_len"] = 1
+    config["runtime_env"]["env_vars"]["RAY_SERVE_LOG_TO_STDERR"] = "0"
     assert json.dumps(engine, sort_keys=True) == before
 
 
 def test_application_name_route_and_url(vllm_cfg: dict) -> None:
     serve = {**vllm_cfg["serve"], "route_prefix": "/llm/", "http_port": 8123}
-    assert run_kwargs(serve) == {"name": "folklore-llm", "route_prefix": "/llm/", "blocking": False}
+    assert run_target_kwargs(serve) == {"name": "folklore-llm", "route_prefix": "/llm/"}
     assert base_url(serve) == "http://127.0.0.1:8123/llm/v1"
     assert base_url(vllm_cfg["serve"]) == "http://127.0.0.1:8000/v1"
     # On a cluster the proxy listens everywhere and stages on any node call the head's.
