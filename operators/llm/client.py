@@ -507,7 +507,8 @@ def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], Mode
     given the contexts the endpoints declared, keyed by (endpoint, model). A budget as large as the context leaves
     no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
     max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
-    declares none are not checked."""
+    declares none are not checked. Every configured stage is checked, whether the job runs it or not: the settings
+    do not say which stages a job runs, and a budget no model of its roles can hold is wrong in any job."""
     problems = []
     for stage, sampling in settings.sampling.items():
         if sampling.max_tokens is None:
@@ -713,8 +714,7 @@ class LLMClient:
         """Count an outcome of `request`'s (stage, model): the `max_identical_refusals`-th refusal of one kind with
         no other outcome before it refuses the stage and raises `StageRefused`. An answer, or a refusal of another
         kind, shows the requests can succeed or differ by row (one seed too long for the context), and ends the
-        count for the rest of the run; failures that retries or a resume may fix (`RETRYABLE_KINDS`) do not
-        count."""
+        count for this client; failures outside `REFUSED_KINDS` (those retries or a resume may fix) do not count."""
         pair = (request.stage, request.model)
         if pair in self._settled or (result.error_kind is not None and result.error_kind not in REFUSED_KINDS):
             return
