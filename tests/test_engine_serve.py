@@ -1,0 +1,130 @@
+"""`llm=vllm` on the CPU: the job deploys the real model (SmolLM2-135M-Instruct, tests/real_engine.py's folder) through
+Ray Serve LLM with the CPU engines option (`llm/engines=cpu`), mines the demo seeds against it and ends well, the
+application deleted and no process of the run left; asking for an accelerator no node has ends after
+`llm.serve.placement_timeout_s` with one `error:` line. Ray's and Serve's own lines stay in the run's Ray log.
+
+Lean is the simulator: these tests are about the Serve path, and the model writes no Lean worth checking."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pytest
+from ray_nodes import free_port
+from real_engine import model_dir
+
+from conf import compose_config, package_dir
+
+# An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[1]
+MAX_TOKENS = 256  # a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer
+JOB_TIMEOUT_S = 900
+PLACEMENT_TIMEOUT_S = 20
+# How late after the timeout the application may be deleted: the job looks every STATUS_POLL_S (2 s) and asks Ray
+# for its placement groups and nodes.
+DELETE_SLACK_S = 10
+FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+# Set in the job's environment, which every process it starts inherits (Ray's, Serve's, vLLM's): what still carries
+# it after the job ended was left behind.
+RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
+LEFT_BEHIND_WAIT_S = 30
+# Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log).
+RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
+            "Deployment Options", "Started Serve")
+ENGINE = "llm.serve.engines.smollm2"
+APP_DELETED = "Deleting app ['folklore-llm']"
+DEPLOYING = "Deploying new version of Deployment(name='LLMServer:smollm2'"
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+TIME_CHARS = len("2026-01-01 00:00:00,000")
+CONTROLLER_TIME = re.compile(r"\) INFO (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) controller ")
+
+
+def mine(run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`python -m pipelines.mine` on the demo seeds with every role on the CPU engine through Ray Serve LLM, as a user
+    runs it; its printed lines, and what of its processes is still running once it ended."""
+    sampling = compose_config("mine", ["llm=vllm", "llm/engines=cpu"]).llm.sampling
+    overrides = ["preset=demo", "llm=vllm", "llm/engines=cpu", f"{ENGINE}.model_source={model_dir()}",
+                 f"llm.serve.http_port={free_port()}", f"run_dir={run_dir}",
+                 f"seeds.root={package_dir('pipelines/demo_seeds')}", *FAST_LEAN,
+                 *[f"llm.sampling.{stage}.max_tokens={MAX_TOKENS}" for stage in sampling], *extra]
+    mark = uuid.uuid4().hex
+    done = subprocess.run([sys.executable, "-m", "pipelines.mine", *overrides], cwd=REPO, capture_output=True,
+                          text=True, timeout=JOB_TIMEOUT_S,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", RUN_MARK: mark})
+    return done, left_behind(mark)
+
+
+def left_behind(mark: str) -> list[str]:
+    """The processes carrying the run's mark (`ray::` workers, Ray's daemons, vLLM's engine processes), given a moment
+    to end after the job did."""
+    deadline = time.monotonic() + LEFT_BEHIND_WAIT_S
+    while True:
+        remaining = []
+        for process in psutil.process_iter(["pid", "name", "cmdline"]):
+            try:
+                if process.environ().get(RUN_MARK) == mark:
+                    remaining.append(f"{process.pid} {process.info['name']} {' '.join(process.info['cmdline'] or [])}")
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if not remaining or time.monotonic() > deadline:
+            return remaining
+        time.sleep(1)
+
+
+def log_time(line: str) -> datetime:
+    """When a line of the Ray log was written: the time Serve's controller wrote into its line, else the time the
+    driver wrote it (`route_ray_logs`' format starts with it)."""
+    written = CONTROLLER_TIME.search(line)
+    return datetime.strptime(written.group(1) if written else line[:TIME_CHARS], TIME_FORMAT)
+
+
+def first_line(log: str, words: str) -> str:
+    return next(line for line in log.splitlines() if words in line)
+
+
+def test_mining_through_ray_serve_llm_on_the_cpu_ends_well_and_leaves_nothing_running(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done, remaining = mine(run_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert remaining == []
+    printed = done.stdout + done.stderr
+    assert not [words for words in RAYS_OWN if words in printed], printed
+    discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
+    assert discoveries.height == 3
+    for row in discoveries.iter_rows(named=True):
+        assert row["status"] and row["reason"], row
+        assert row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= MAX_TOKENS, row
+    discover = next(line for line in done.stdout.splitlines() if line.startswith("llm discover:"))
+    assert "calls=3 ok=3 " in discover, discover
+    # The model answered from a Serve replica of Ray Serve LLM's engine, and the job deleted the application it started.
+    log = (run_dir / "logs" / "ray.log").read_text()
+    assert "(ServeReplica:folklore-llm:LLMServer:smollm2 pid=" in log
+    assert log_time(first_line(log, APP_DELETED)) > log_time(first_line(log, DEPLOYING))
+
+
+def test_an_accelerator_no_node_has_is_one_error_line_after_the_placement_timeout(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done, remaining = mine(run_dir, f"{ENGINE}.accelerator_config.kind=gpu", f"{ENGINE}.accelerator_type=H100",
+                           f"llm.serve.placement_timeout_s={PLACEMENT_TIMEOUT_S}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert remaining == []
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: llm=vllm: no node of the Ray cluster took the engines"), line
+    assert f"llm.serve.placement_timeout_s={PLACEMENT_TIMEOUT_S}" in line
+    assert "smollm2 asks for kind gpu, accelerator_type H100, 1 GPU and a CPU per replica" in line
+    assert "the cluster has 1 node with CPU 10, GPU 0" in line  # the demo's local Ray
+    assert not [words for words in RAYS_OWN if words in done.stdout], done.stdout
+    log = (run_dir / "logs" / "ray.log").read_text()
+    waited = (log_time(first_line(log, APP_DELETED)) - log_time(first_line(log, DEPLOYING))).total_seconds()
+    assert PLACEMENT_TIMEOUT_S <= waited <= PLACEMENT_TIMEOUT_S + DELETE_SLACK_S, waited
