@@ -41,7 +41,7 @@ RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
 LEFT_BEHIND_WAIT_S = 30
 # Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log).
 RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
-            "Deployment Options", "Started Serve")
+            "Deployment Options", "Started Serve", "(raylet)")
 ENGINE = "llm.serve.engines.smollm2"
 APP_DELETED = "Deleting app ['folklore-llm']"
 DEPLOYING = "Deploying new version of Deployment(name='LLMServer:smollm2'"
