@@ -179,7 +179,9 @@ class VllmServer:
 
 class RecordingProxy:
     """An HTTP proxy on a free port of 127.0.0.1 that forwards every request to `upstream` unchanged and keeps the
-    JSON body and Folklore's headers of each chat completion it forwarded: what the engine was really sent."""
+    JSON body and Folklore's headers (names in lower case, as the openai client sends them) of each chat completion
+    it forwarded, in arrival order: what the engine was really sent. Each record also has `sent_at` and
+    `answered_at` (time.monotonic()), for the engine bench's spans."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
@@ -193,11 +195,12 @@ class RecordingProxy:
 
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                record: dict[str, Any] = {}
                 if self.path.endswith("/chat/completions"):
+                    record = {"headers": {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-folklore")},
+                              "body": json.loads(body), "sent_at": time.monotonic()}
                     with proxy._lock:
-                        proxy.requests.append({"headers": {k: v for k, v in self.headers.items()
-                                                           if k.lower().startswith("x-folklore")},
-                                               "body": json.loads(body)})
+                        proxy.requests.append(record)
                 headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
                 upstream = urllib.request.Request(proxy.upstream + self.path.removeprefix("/v1"), data=body or None,
                                                   headers=headers, method=self.command)
@@ -207,6 +210,7 @@ class RecordingProxy:
                     reply = refused
                 with reply:
                     data = reply.read()
+                    record["answered_at"] = time.monotonic()
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.headers.get("Content-Type", "application/json"))
                     self.send_header("Content-Length", str(len(data)))

@@ -140,7 +140,7 @@ def test_a_refused_proof_is_explained_to_the_model_in_the_next_prompt(engine: Vl
     assert done.returncode == 0, done.stdout + done.stderr
     row = pl.read_parquet(tmp_path / "run" / "candidates" / "*.parquet").row(0, named=True)
     assert row["status"] != "proved" and row["reason"]
-    proofs = [r for r in proxy.requests if r["headers"].get("X-Folklore-Stage") == "prove"]
+    proofs = [r for r in proxy.requests if r["headers"].get("x-folklore-stage") == "prove"]
     assert len(proofs) >= 2
     [reason] = [r.split(": ", 1)[1] for r in refusal_reasons(cheat)]  # without its line number
     first, second = ("\n".join(m["content"] for m in r["body"]["messages"]) for r in proofs[:2])
