@@ -313,6 +313,15 @@ async def test_an_answer_without_code_is_named_in_a_next_prompt_that_differs_fro
     assert last_lean_block(retry) == last_lean_block(first), "a quoted answer never becomes the code to work on"
 
 
+async def test_each_prove_request_extends_the_one_before_so_an_engine_reuses_its_prefill(templates):
+    script = Script([pool_verdict(with_environment(ENV_LINES, CHANGED_PROOF)), COMPILES],
+                    [LLMResult(text="By simp."), answer(CHANGED_PROOF, PROVE_MARKER), answer(PROOF, PROVE_MARKER)])
+    assert (await prove(script))["proved"]
+    first, repair, second_repair = (prove_prompt(templates, step) for step in script.asked)
+    assert repair.startswith(first) and second_repair.startswith(repair)
+    assert last_lean_block(second_repair) == with_environment(ENV_LINES, CHANGED_PROOF).strip("\n")
+
+
 async def test_a_formalize_repair_after_an_answer_without_code_still_repairs_the_last_code(templates):
     script = Script([UNKNOWN, COMPILES], [LLMResult(text="It is fine as it is."),
                                           answer("theorem t (n : ℕ) : n + 0 = n := sorry")])

@@ -116,12 +116,16 @@ def prove_messages(
     sketch: bool = False,
 ) -> Messages:
     """Ask for a full proof of the statement; after a failure, for a repair given every attempt so far, and with
-    `sketch`, for a proof sketch whose open steps are `have ... := by sorry` if no whole proof comes."""
+    `sketch`, for a proof sketch whose open steps are `have ... := by sorry` if no whole proof comes. The repair
+    template gets the first request's text as `{first}`: led by it, every repair prompt extends the one before, which
+    an engine's prefix cache then does not compute again."""
     environment = "\n".join(f"    {line}" for line in env_lines)
+    first = templates["prove"].format(statement=statement, environment=environment, marker=marker)
     if not attempts:
-        return _chat(templates, templates["prove"].format(statement=statement, environment=environment, marker=marker))
+        return _chat(templates, first)
     user = templates["prove_repair"].format(
-        statement=statement, environment=environment, marker=marker, history=format_history(templates, attempts)
+        first=first, statement=statement, environment=environment, marker=marker,
+        history=format_history(templates, attempts)
     )
     return _chat(templates, user + ("\n\n" + templates["prove_sketch"] if sketch else ""))
 
