@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -150,14 +151,15 @@ def test_serves_refusals_and_failures_are_one_line() -> None:
 
 
 class Status:
-    """What `serve.status()` says of an application."""
+    """What `serve.status()` says of an application or of one of its deployments (Serve's statuses are str enums)."""
 
-    def __init__(self, status: str, message: str = "") -> None:
-        self.status, self.message = status, message
+    def __init__(self, status: str, message: str = "", deployments: dict[str, Status] | None = None) -> None:
+        self.status = Enum("ServeStatus", {status: status}, type=str)[status]
+        self.message, self.deployments = message, deployments or {}
 
 
 def waiting_app(monkeypatch: pytest.MonkeyPatch, serve: dict, statuses: list[str | None], waiting: int,
-                message: str = "") -> tuple[ServeApp, list[str | None]]:
+                message: str = "", deployments: dict[str, Status] | None = None) -> tuple[ServeApp, list[str | None]]:
     """A `ServeApp` whose application goes through `statuses` (then keeps the last) while `waiting` replicas wait
     for resources, on a cluster of one CPU node, and the statuses the job saw; the job looks without pausing."""
     app = ServeApp(serve)
@@ -166,7 +168,7 @@ def waiting_app(monkeypatch: pytest.MonkeyPatch, serve: dict, statuses: list[str
 
     def status() -> Status | None:
         looked.append(next(seen, looked[-1] if looked else None))
-        return None if looked[-1] is None else Status(looked[-1], message)
+        return None if looked[-1] is None else Status(looked[-1], message, deployments)
 
     monkeypatch.setattr(app, "_status", status)
     monkeypatch.setattr(serve_module, "replicas_waiting_for_resources", lambda name: waiting)
@@ -193,13 +195,24 @@ def test_a_replica_no_node_holds_ends_the_wait_after_the_timeout_with_one_line(m
     assert looked == ["DEPLOYING"]
 
 
-def test_an_application_serve_gives_up_on_is_one_line_with_serves_reason(monkeypatch, vllm_cfg) -> None:
+def test_an_application_serve_gives_up_on_is_one_line_with_each_failed_deployments_reason(monkeypatch, vllm_cfg):
+    replica_failed = ("The deployment failed to start 3 times in a row. See controller logs for details. Error:\n"
+                      "Traceback (most recent call last):\n  ...\nRuntimeError: Failed to create vLLM engine config: "
+                      "Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/m'.")
+    deployments = {"LLMServer:qwen3-32b": Status("DEPLOY_FAILED", replica_failed), "OpenAiIngress": Status("HEALTHY")}
     app, _ = waiting_app(monkeypatch, vllm_cfg["serve"], ["DEPLOYING", "DEPLOY_FAILED"], waiting=0,
-                      message="Traceback (most recent call last):\n  ...\nOSError: /models/m is not a folder")
+                         message="Failed to update the deployments ['LLMServer:qwen3-32b'].", deployments=deployments)
     with pytest.raises(LLMConfigError) as caught:
         app._wait_until_running()
-    assert str(caught.value) == ("llm=vllm: Ray Serve application 'folklore-llm' DEPLOY_FAILED: "
-                                 "Traceback (most recent call last): ... OSError: /models/m is not a folder")
+    assert str(caught.value) == (
+        "llm=vllm: Ray Serve application 'folklore-llm' DEPLOY_FAILED: LLMServer:qwen3-32b: The deployment failed to "
+        "start 3 times in a row. See controller logs for details. Error: ... RuntimeError: Failed to create vLLM "
+        "engine config: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/m'. (Serve's whole "
+        "account: its lines in the run's Ray log)")
+    # Without a deployment's message, the application's own.
+    app, _ = waiting_app(monkeypatch, vllm_cfg["serve"], ["UNHEALTHY"], waiting=0, message="The deployments are down.")
+    with pytest.raises(LLMConfigError, match=r"'folklore-llm' UNHEALTHY: The deployments are down\. \(Serve's"):
+        app._wait_until_running()
 
 
 def test_every_role_model_has_an_engine(vllm_cfg: dict) -> None:

@@ -100,6 +100,15 @@ def refusal_text(error: ValueError) -> str:
     return one_line(str(error))
 
 
+def failure_reasons(app: Any) -> str:
+    """Why Serve gave an application up, from its status (`serve.status()`'s ApplicationStatusOverview): each failed
+    deployment's message on one line (a replica's traceback: its first line and its exception), else the
+    application's own message."""
+    reasons = [f"{name}: {one_line(deployment.message)}" for name, deployment in app.deployments.items()
+               if deployment.status in FAILED and deployment.message]
+    return "; ".join(reasons) or one_line(app.message)
+
+
 def one_line(message: str) -> str:
     """Serve's status message (often a traceback) as one line: its first line and its last, the exception."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
@@ -234,9 +243,11 @@ class ServeApp:
             app = self._status()
             if app is not None and app.status == RUNNING:
                 return
-            if app is not None and app.status in FAILED:
-                raise LLMConfigError(f"llm=vllm: Ray Serve application {self.serve['app_name']!r} {app.status}: "
-                                     f"{one_line(app.message)}")
+            # Serve's statuses are str enums: compared as their names, shown by the name matched.
+            failed = next((name for name in FAILED if app is not None and app.status == name), None)
+            if failed:
+                raise LLMConfigError(f"llm=vllm: Ray Serve application {self.serve['app_name']!r} {failed}: "
+                                     f"{failure_reasons(app)} (Serve's whole account: its lines in the run's Ray log)")
             if time.monotonic() > deadline and replicas_waiting_for_resources(self.serve["app_name"]):
                 nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
                 raise LLMConfigError(unplaced_line(self.serve, nodes))
