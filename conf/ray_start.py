@@ -39,12 +39,13 @@ SESSION_HELPER = ("sleep", "60")
 # What the driver's Ray prints of its workers' output (with `log_to_driver`, the default) goes through its handler of
 # this name (ray._private.ray_logging's dispatcher). Of that output, Ray's own goes to the log file instead, as Ray
 # would print it: the autoscaler's events (while a resource request waits, "No available node types can fulfill
-# resource request ..." every ~35 s), the raylet's notices (workers started beyond its startup concurrency, objects
-# spilled, workers killed), and what Serve's controller, proxies and replicas and Ray Serve LLM's start-up tasks write
-# (the engines and their vLLM processes among them: loading, then statistics every few seconds for as long as they
-# serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before.
+# resource request ..." every ~35 s), and what Serve's controller, proxies and replicas and Ray Serve LLM's start-up
+# tasks write (the engines and their vLLM processes among them: loading, then statistics every few seconds for as long
+# as they serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before, and so are
+# the error messages Ray's driver prints by another way (`(raylet)` lines: a worker killed, workers started beyond
+# the raylet's startup concurrency), which may tell of a real failure.
 RAY_PRINTER = "ray_print_logs"
-RAYS_OWN_PIDS = ("autoscaler", "raylet")                             # the `pid` Ray gives its daemons' lines
+AUTOSCALER_OUTPUT = "autoscaler"                                     # the `pid` Ray gives the autoscaler's events
 RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor and task names, as Ray prints them
                     "initialize_remote_node", "_get_vllm_engine_config")
 WORKER_OUTPUT_LOGGER = "ray.worker_output"                           # a child of "ray": its records go where Ray's do
@@ -123,9 +124,9 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
 
 
 def route_rays_own_output() -> None:
-    """Send the autoscaler's events, the raylet's notices and the output of Serve's actors and Ray Serve LLM's tasks,
-    which the driver's Ray prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them,
-    and let Ray print the rest of its workers' output as before (see RAY_PRINTER). Nothing changes when Ray forwards
+    """Send the autoscaler's events and the output of Serve's actors and Ray Serve LLM's tasks, which the driver's Ray
+    prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them, and let Ray print the
+    rest of its workers' output as before (see RAY_PRINTER). Nothing changes when Ray forwards
     no output (`log_to_driver=False`). Call it after `ray.init`."""
     from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
     from ray._private.worker import print_worker_logs
@@ -137,7 +138,7 @@ def route_rays_own_output() -> None:
 
     def dispatch(data: dict[str, Any]) -> None:
         source = data.get("actor_name") or data.get("task_name") or ""
-        if data.get("pid") in RAYS_OWN_PIDS or source.startswith(RAYS_OWN_SOURCES):
+        if data.get("pid") == AUTOSCALER_OUTPUT or source.startswith(RAYS_OWN_SOURCES):
             print_worker_logs(data, to_log)
         else:
             printer(data)

@@ -39,9 +39,11 @@ FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lea
 # it after the job ended was left behind.
 RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
 LEFT_BEHIND_WAIT_S = 30
-# Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log).
+# Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log). The raylet's
+# warning about workers started beyond its startup concurrency, which Serve's start brings on 2 cores, still does:
+# Ray prints it among the error messages, which may tell of real failures (conf/ray_start.py).
 RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
-            "Deployment Options", "Started Serve", "(raylet)")
+            "Deployment Options", "Started Serve")
 ENGINE = "llm.serve.engines.smollm2"
 APP_DELETED = "Deleting app ['folklore-llm']"
 DEPLOYING = "Deploying new version of Deployment(name='LLMServer:smollm2'"

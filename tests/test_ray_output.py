@@ -1,7 +1,7 @@
 """Ray's own output stays off a job's terminal (conf/ray_start.py): of what the driver's Ray forwards from its workers,
-the autoscaler's events, the raylet's notices and Serve's actors' lines go to the run's Ray log, the job's own
-actors' lines are printed as Ray prints them; an import that points logging at the terminal (Ray Serve, Ray Serve
-LLM) writes to the log instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
+the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are printed
+as Ray prints them; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
+instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
 
 from __future__ import annotations
 
@@ -52,7 +52,6 @@ def test_the_autoscaler_and_serves_lines_go_to_the_log_and_the_jobs_own_are_prin
         dispatcher.emit(forwarded("43", ["(EngineCore pid=44) INFO [loggers.py] Avg prompt throughput: 9.5 tokens/s"],
                                   actor_name="ServeReplica:folklore-llm:LLMServer:smollm2"))
         dispatcher.emit(forwarded("45", ["No cloud storage mirror configured"], task_name="initialize_remote_node"))
-        dispatcher.emit(forwarded("raylet", ["WARNING: 8 PYTHON worker processes have been started on node: n1"]))
         dispatcher.emit(forwarded("autoscaler", [
             "======== Autoscaler status: 2026-11-27 05:33:01 ========",
             ':event_summary:Error: No available node types can fulfill resource request {"GPU": 1.0}.']))
@@ -64,7 +63,6 @@ def test_the_autoscaler_and_serves_lines_go_to_the_log_and_the_jobs_own_are_prin
     assert "(ServeReplica:folklore-llm:LLMServer:smollm2 pid=43) (EngineCore pid=44) INFO" in log
     assert "(initialize_remote_node pid=45) No cloud storage mirror configured" in log
     assert "Error: No available node types can fulfill resource request" in log
-    assert "(raylet) WARNING: 8 PYTHON worker processes have been started" in log
     assert "Autoscaler status" not in log, "only the autoscaler's events, as Ray would print them"
     assert "\x1b[" not in log, "no terminal colours in the file"
     assert "retrying" not in log
