@@ -1,13 +1,16 @@
 """What a real vLLM engine says about our prompts: how much of what the jobs send it can reuse, and does.
 
 Run (in the engine's venv): `python benchmarks/engine_bench.py [--seeds N] [--samples S] [--statements M]
-[--max-tokens T]` (about 15 minutes on 2 cores). One vLLM server (tests/real_engine.py: SmolLM2-135M-Instruct on the
-CPU, its OpenAI server, a 4096-token context) serves every run, behind the tests' recording proxy. Each variant runs
-a mining run over N small files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt leaves T
-tokens to answer; S samples per seed, so the samples of a seed send one prompt) and an evaluate run over M statements
-of ../shared/fixtures/mathliblemma-sample (K=2 repairs, so each repair prompt shows the attempts before it), both
-with `lean=sim` and every stage's `max_tokens` at T. vLLM's prefix cache is emptied before each run (the server runs
-in vLLM's dev mode for its `/reset_prefix_cache`), and its Prometheus counters are read before and after.
+[--max-tokens T]` (10-12 minutes on the shared 2-core machine). One vLLM server (tests/real_engine.py: SmolLM2-135M
+on the CPU, its OpenAI server, a 4096-token context) serves every run, behind the tests' recording proxy. Each variant
+runs a mining run over N files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt is at least
+MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; S samples per seed, so a seed's samples send one prompt; the
+answers held to the shape the pipeline reads by vLLM's structured outputs, so there are candidates to judge) and an
+evaluate run over M statements of ../shared/fixtures/mathliblemma-sample (K=2 repairs, so a chain's later prompts
+show the attempts before them), both with `lean=sim` and every stage's `max_tokens` at T. vLLM's prefix cache is
+emptied before each run (the server runs in vLLM's dev mode for its `/reset_prefix_cache`), and its Prometheus
+counters are read before and after. Variant `before` applies VARIANTS' overrides (the layout the change replaced),
+`after` is the shipped config.
 
 Figures, per variant over its two runs:
 - prompt_tokens_per_candidate: prompt tokens the engine was sent (`vllm:prompt_tokens`) / candidate rows written
@@ -21,9 +24,10 @@ Figures, per variant over its two runs:
   recomputed = computed - (prompt tokens - reusable), i.e. reusable prefix tokens that missed the cache. An
   engine that keeps every block and sees each prefix before a request that shares it scores 0;
 - output_tokens_per_s: `vllm:generation_tokens` / the seconds from the first request's arrival at the proxy to the
-  last answer (each run's span, summed).
-The last line holds the figures of the last variant (`after`: the shipped config), the one before it those of
-`before` (the config it replaced, by its overrides).
+  last answer (each run's span, summed): the shared machine's speed as much as the runs'.
+Printed beside them, per run and per variant: computed prompt tokens per candidate (what the prefill cost here), and
+the share of prompt tokens an engine with GPU_BLOCK_TOKENS-token blocks would compute at best (1 - its reusable /
+prompt tokens). The last line repeats the `after` variant's four figures.
 """
 
 from __future__ import annotations
