@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conf import compose_config
 from operators.llm.client import (
     EndpointDown,
     LLMClient,
@@ -70,7 +71,7 @@ def client_for(server: SimServer, cfg: dict[str, Any], **kwargs: Any) -> tuple[L
 
 def test_every_backend_config_validates() -> None:
     for name in ("sim", "openai", "vllm"):
-        settings = settings_from_config(yaml.safe_load((CONF / f"{name}.yaml").read_text()))
+        settings = settings_from_config(compose_config("mine", [f"llm={name}"]).llm)  # with its default groups
         assert settings.backend == name
         assert {"discover", "judge", "formalize", "prove"} <= set(settings.sampling)
         assert settings.provers and all(p in settings.roles for p in settings.provers)

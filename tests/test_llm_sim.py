@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conf import compose_config
 from lean_pool.verdict import refusal_reasons
 from operators.llm.backend import LLMBackend
 from operators.llm.client import settings_from_config
@@ -339,7 +340,7 @@ def test_every_llm_config_has_the_autoformalize_roles_and_stages() -> None:
         "vllm": ("serve", dict.fromkeys(("autoformalize", "diagnose", "faithfulness"), "qwen3-32b"), 0.6),
     }
     for name, (endpoint, models, temperature) in expected.items():
-        settings = settings_from_config(yaml.safe_load((CONF / f"{name}.yaml").read_text()))
+        settings = settings_from_config(compose_config("mine", [f"llm={name}"]).llm)  # with its default groups
         assert {role: settings.roles[role].model for role in models} == models
         assert {settings.roles[role].endpoint for role in models} == {endpoint}
         for stage in ("think", "draft", "diagnose", "decompose", "faithfulness"):
