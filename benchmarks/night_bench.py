@@ -2,7 +2,7 @@
 discover, what does it lose around each plan boundary, and does the capacity plan predict its wall time?
 
 Run: `python benchmarks/night_bench.py [--seeds-root DIR] [--seeds N] [--seeds-per-plan P] [--regime R]`
-(defaults: ../shared/fixtures/mathlib-sample, 40 seeds, 10 per plan, both regimes; a quick check: `--seeds 8
+(defaults: ../shared/fixtures/mathlib-sample, 40 seeds, 10 per wave, both regimes; a quick check: `--seeds 8
 --seeds-per-plan 4 --regime endpoint`). DIR is a Mathlib checkout or any tree of .lean files; N of its files, spread
 evenly over its sorted files, are mined by one `python -m pipelines.mine preset=demo` subprocess per regime. The
 default plans are small enough for a run of minutes to have 4 of them (3 plan boundaries to measure), and large
@@ -12,7 +12,7 @@ the plan's size) is not half of its Lean work, as it was with plans of 8; a nigh
 Regimes:
 - `endpoint`: the LLM endpoint binds. The sim serves `--capacity` requests at once (the stages keep far more in
   flight), each stage's median latency is its stated latency for a 32B-class model (conf/plan.yaml
-  `plan.defaults.llm`) times `--time-scale`, log-normal with sigma `--sigma` (a long right tail: the slowest 1 % of
+  `plan.assumed.llm`) times `--time-scale`, log-normal with sigma `--sigma` (a long right tail: the slowest 1 % of
   calls take 4x the median at 0.6); Lean checks cost next to nothing.
 - `lean`: the Lean pool binds: LLM answers come four times faster (`--lean-time-scale`) on an endpoint wide enough
   never to bind, every check sleeps `--check-s` in one of the pool's REPLs, every header import `--import-s`, and
@@ -50,7 +50,7 @@ from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import compose_config
 from pipelines.runtime.job import list_seed_files, load_config
-from pipelines.runtime.plans import seed_plans
+from pipelines.runtime.waves import seed_waves
 from pipelines.runtime.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ class Night:
 
 def stage_medians(time_scale: float) -> dict[str, float]:
     """Each LLM call stage's median latency: the plan's stated latency for it, scaled."""
-    defaults = compose_config("plan", [])["plan"]["defaults"]["llm"]
+    defaults = compose_config("plan", [])["plan"]["assumed"]["llm"]
     return {stage: float(cost["latency_s"]) * time_scale for stage, cost in defaults.items()}
 
 
@@ -91,7 +91,7 @@ def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: l
     """The overrides of one regime's run."""
     run_dir, busy_log = work / f"{regime}-run", work / f"{regime}-busy.log"
     base = ["preset=demo", f"run_dir={run_dir}", f"seeds.root={seeds_root}", *include,
-            f"ray.seeds_per_plan={options.seeds_per_plan}", f"seeds.max_tokens={options.max_seed_tokens}",
+            f"ray.seeds_per_wave={options.seeds_per_wave}", f"seeds.max_tokens={options.max_seed_tokens}",
             "output.status_every_s=3600", "lean.resources_per_repl.num_cpus=0.25", *options.extra]
     if regime == "endpoint":
         return Night(regime, [*base, f"llm.sim.capacity={options.capacity}", f"llm.sim.busy_log={busy_log}",
@@ -112,13 +112,13 @@ def seconds(stamp: datetime) -> float:
     return stamp.timestamp()
 
 
-def plan_boundaries(run: Path, args: list[str], seeds_per_plan: int) -> list[tuple[float, float]]:
+def plan_boundaries(run: Path, args: list[str], seeds_per_wave: int) -> list[tuple[float, float]]:
     """For each plan but the last: from its last discover's return to the next plan's first (a fresh run's plans
     are cut from its seed files as `mine` cuts them)."""
     _, _, files = list_seed_files(load_config(args))
     discoveries = load_run(str(run)).discoveries
     returned = dict(discoveries.group_by("seed_id").agg(pl.col("finished_at").max()).iter_rows())
-    plans = seed_plans([{"seed_id": seed_id(relative)} for relative in files], [], seeds_per_plan)
+    plans = seed_waves([{"seed_id": seed_id(relative)} for relative in files], [], seeds_per_wave)
     heads = [[seconds(returned[item["seed_id"]]) for item in plan.to_discover if item["seed_id"] in returned]
              for plan in plans]
     return [(max(head), min(after)) for head, after in zip(heads, heads[1:]) if head and after]
@@ -130,7 +130,7 @@ def predicted(night_run: Night) -> tuple[float, str]:
     return made.needs.wall_s, made.needs.bottleneck
 
 
-def measure(night_run: Night, seeds_per_plan: int) -> str:
+def measure(night_run: Night, seeds_per_wave: int) -> str:
     """Run the regime's night, print what it shows, and return its machine-readable line."""
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pipelines.mine", *night_run.args], cwd=REPO,
@@ -149,7 +149,7 @@ def measure(night_run: Night, seeds_per_plan: int) -> str:
     step = window / TIME_BUCKETS
     over_time = [busy_between(spans, first + i * step, first + (i + 1) * step) / (step * night_run.capacity)
                  for i in range(TIME_BUCKETS)]
-    boundaries = plan_boundaries(night_run.run_dir, night_run.args, seeds_per_plan)
+    boundaries = plan_boundaries(night_run.run_dir, night_run.args, seeds_per_wave)
     idle = [(b - a) - busy_between(spans, a, b) / night_run.capacity for a, b in boundaries]
     boundary_idle = sum(idle) / len(idle) if idle else 0.0
     actual = last_candidate - created
@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--seeds-root", type=Path, default=DEFAULT_SEEDS_ROOT,
                         help="a Mathlib checkout or any tree of .lean files (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=40, help="seed files mined (%(default)s)")
-    parser.add_argument("--seeds-per-plan", type=int, default=10, help="ray.seeds_per_plan (%(default)s)")
+    parser.add_argument("--seeds-per-plan", type=int, default=10, help="ray.seeds_per_wave (%(default)s)")
     parser.add_argument("--regime", choices=[*REGIMES, "both"], default="both")
     parser.add_argument("--max-seed-tokens", type=int, default=20000,
                         help="seeds.max_tokens: larger seed files are not sent (%(default)s)")
@@ -206,7 +206,7 @@ def main() -> None:
         for relative in spread(files, options.seeds):
             (seeds_root / relative).parent.mkdir(parents=True, exist_ok=True)
             (seeds_root / relative).write_bytes((source / relative).read_bytes())
-        lines = [measure(night(regime, options, seeds_root, include, work), options.seeds_per_plan)
+        lines = [measure(night(regime, options, seeds_root, include, work), options.seeds_per_wave)
                  for regime in (REGIMES if options.regime == "both" else (options.regime,))]
     print("\n".join(lines))
 

@@ -4,17 +4,17 @@ candidate holds and the driver's memory stays flat as the work grows.
 Run: `python benchmarks/scale_bench.py [--seeds-root DIR] [--small N] [--large M] [--plans-trace FILE]`
 (defaults: ../shared/fixtures/mathlib-sample, 60 and 600; a quick check: `--small 6 --large 20`). DIR is a Mathlib
 checkout (its `Mathlib/` files are mined, as `pipelines.mine` does) or any tree of .lean files (all of them are).
-Extra positional arguments are `pipelines.mine` overrides for both sizes (e.g. `ray.seeds_per_plan=40`).
+Extra positional arguments are `pipelines.mine` overrides for both sizes (e.g. `ray.seeds_per_wave=40`).
 
 Each size is one `python -m pipelines.mine preset=demo` subprocess (LLM sim latency 0, Lean sim import and check 0 s
 without CPU burn) over N (M) seed files spread evenly over the sorted files of the seeds root, copied to a scratch
 root. Measured per size: the subprocess's wall time, the candidates written, the driver's peak RSS (polled), the
 largest RSS of a process executing a plan (mine executes each plan in a Ray worker of its own that exits with it;
-polled every half second), the driver's RSS after each plan (from mine's own `[plan] k/n done` lines;
+polled every half second), the driver's RSS after each plan (from mine's own `[wave] k/n done` lines;
 `--plans-trace FILE` writes them as CSV), and
 the work window from the first discovery to the last candidate finished (the rows' timestamps), which leaves Ray's
 start-up out; candidates_per_s is over that window. Growth per plan is the least-squares slope of the driver's RSS
-after each plan once the first `ray.plans_in_flight` plans are done (before that, plans are still starting and the
+after each plan once the first `ray.waves_in_flight` plans are done (before that, plans are still starting and the
 driver's share of them is still rising); near 0 means the driver keeps nothing per plan.
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
@@ -45,7 +45,7 @@ from pipelines.reporting import stats
 from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.job import list_seed_files, load_config
-from pipelines.runtime.plans import execute_writing
+from pipelines.runtime.waves import execute_writing
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SEEDS_ROOT = REPO.parent / "shared" / "fixtures" / "mathlib-sample"
@@ -57,7 +57,7 @@ RSS_POLL_S = 0.05
 PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
 # The title Ray gives a worker while it executes a plan (`pipelines.mine.write` runs each plan in one of its own).
 PLAN_PROCESS_TITLE = f"ray::{execute_writing.__name__}"
-# mine's line at the end of each plan (`pipelines.runtime.plans.plan_done_line`).
+# mine's line at the end of each plan (`pipelines.runtime.waves.wave_done_line`).
 PLAN_DONE = re.compile(r"^\[plan\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")
 
 
@@ -92,7 +92,7 @@ class DriverTrace:
 
 
 def traced_driver(args: list[str]) -> DriverTrace:
-    """Run `python -m pipelines.mine args`, polling its RSS and reading its `[plan]` lines as they come."""
+    """Run `python -m pipelines.mine args`, polling its RSS and reading its `[wave]` lines as they come."""
     driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", *args], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     started = time.perf_counter()
@@ -217,7 +217,7 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
     started = time.perf_counter()
     driver = traced_driver(args)
     wall_s = time.perf_counter() - started
-    growth = growth_per_plan(driver.plans, int(load_config(args).ray.plans_in_flight))
+    growth = growth_per_plan(driver.plans, int(load_config(args).ray.waves_in_flight))
     run = load_run(str(run_dir))
     window = run.candidates["finished_at"].max() - run.discoveries["finished_at"].min()
     window_s = window.total_seconds()

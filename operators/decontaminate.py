@@ -2,7 +2,7 @@
 
 A prover or autoformalizer trained on a benchmark's problems, even renamed or with the hypotheses shuffled, scores
 higher on that benchmark for no good reason. Statements are compared in four ways, strongest first, each a switch
-of its own (`conf/contamination/default.yaml`):
+of its own (`conf/decontaminate/default.yaml`):
 - `exact`: the same `statement_key` (Lean's reading up to theorem, binder and hypothesis names, their order, layout
   and `theorem`/`lemma`);
 - `notation`: the same key read up to notation Lean reads as one term (`x^2` and `x ^ 2`, `λ x,` and `fun x =>`,
@@ -12,7 +12,7 @@ of its own (`conf/contamination/default.yaml`):
 - `ngram`: the share of the statement's token n-grams found in one benchmark problem, the curation libraries' test;
   reported, never decisive alone (renamed variables defeat it, and shared boilerplate inflates it).
 `BenchmarkSet` is the pure logic (the caller gives the vectors); `StatementJudge` adds the embedding model, and
-`BenchmarkCheckOperator` is the Ray Data step of `mine` that marks candidates restating a problem before any LLM or
+`DecontaminateOperator` is the Ray Data step of `mine` that marks candidates restating a problem before any LLM or
 Lean time is spent on them.
 """
 
@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lean_pool.lean_source import THEOREM_KINDS, code_tokens, opened_namespaces, read_commands, statement_key
 from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
-from operators.rows.candidates import BENCHMARK, DISCOVERED, candidates_table, is_open
+from operators.rows.candidates import CONTAMINATED, DISCOVERED, candidates_table, is_open
 
 EXACT, NOTATION, EMBEDDING = "exact", "notation", "embedding"
 DECISIVE_KINDS = (EXACT, NOTATION, EMBEDDING)
@@ -55,13 +55,13 @@ class MatchSettings:
 
     @classmethod
     def from_config(cls, matches: Mapping[str, Any]) -> MatchSettings:
-        """Read from the `matches:` section (`conf/contamination/default.yaml`)."""
+        """Read from the `matches:` section (`conf/decontaminate/default.yaml`)."""
         return cls(
             exact=bool(matches["exact"]["enabled"]), notation=bool(matches["notation"]["enabled"]),
             embedding=bool(matches["embedding"]["enabled"]),
             embedding_threshold=float(matches["embedding"]["threshold"]),
             ngram=bool(matches["ngram"]["enabled"]), ngram_n=int(matches["ngram"]["n"]),
-            ngram_threshold=float(matches["ngram"]["threshold"]), embed_batch=int(matches["embedding"]["batch"]),
+            ngram_threshold=float(matches["ngram"]["threshold"]), embed_batch=int(matches["embedding"]["batch_size"]),
         )
 
 
@@ -286,8 +286,8 @@ class StatementJudge:
 
 
 @dataclass(frozen=True)
-class BenchmarkCheckSettings:
-    """`mine`'s benchmark check (`decontaminate:` with benchmarks): the problems read on the driver, how to match
+class DecontaminateSettings:
+    """`mine`'s decontaminate stage (`decontaminate:` with benchmarks): the problems read on the driver, how to match
     them, and the embedding model's config section."""
 
     problems: tuple[Problem, ...]
@@ -295,12 +295,12 @@ class BenchmarkCheckSettings:
     embedding: Mapping[str, Any]
 
 
-class BenchmarkCheckOperator:
+class DecontaminateOperator:
     """Ray Data `map_batches` actor over candidate rows: an open (`discovered`) candidate whose raw statement restates
-    a benchmark problem becomes `benchmark`, with the problem, the kind of match and its score as its reason, and
+    a benchmark problem becomes `contaminated`, with the problem, the kind of match and its score as its reason, and
     costs no LLM call or Lean check after; other rows pass untouched."""
 
-    def __init__(self, *, check: BenchmarkCheckSettings) -> None:
+    def __init__(self, *, check: DecontaminateSettings) -> None:
         encoder = load_encoder(check.embedding) if check.matches.embedding else None
         self.judge = StatementJudge(check.problems, check.matches, encoder)
 
@@ -309,5 +309,5 @@ class BenchmarkCheckOperator:
         checked = [row for row in rows if is_open(row, DISCOVERED)]
         for row, verdict in zip(checked, self.judge.judge([row["statement_raw"] for row in checked]), strict=True):
             if verdict.contaminated:
-                row.update(status=BENCHMARK, reason=f"benchmark: {verdict.reason()}")
+                row.update(status=CONTAMINATED, reason=f"contaminated: {verdict.reason()}")
         return candidates_table(rows)

@@ -24,7 +24,9 @@ from omegaconf import DictConfig, open_dict
 from lean_pool.launch import LeanSetupError
 from operators.autoformalize.agent import AgentAutoformalizeOperator, AgentSettings
 from operators.autoformalize.agent_tools import example_pair
+from operators.autoformalize.direct import STAGE as DIRECT_STAGE
 from operators.autoformalize.direct import AutoformalizeOperator, AutoformalizeSettings
+from operators.autoformalize.faithfulness import STAGE as FAITHFULNESS_STAGE
 from operators.autoformalize.faithfulness import FaithfulnessOperator
 from operators.autoformalize.got import GraphAutoformalizeOperator, GraphSettings
 from operators.llm.client import LLMConfigError
@@ -40,12 +42,13 @@ from operators.rows.formalizations import (
     problem_row,
     with_unique_ids,
 )
+from operators.stages import AUTOFORMALIZE_STAGES, running
 from operators.storage import open_location
-from pipelines import mine
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
+from pipelines.runtime.stages import Stage, streamed, write
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"
@@ -160,18 +163,20 @@ def mode_operator(job: AutoformalizeJob) -> tuple[type[AutoformalizeOperator], d
     return AutoformalizeOperator, {}
 
 
-def stages(job: AutoformalizeJob) -> list[mine.Stage]:
-    """autoformalize (the mode's operator) then faithfulness, each an actor pool of async operators."""
+def stages(job: AutoformalizeJob) -> list[Stage]:
+    """The declared `AUTOFORMALIZE_STAGES`: autoformalize (the mode's operator) then faithfulness, each an actor
+    pool of async operators."""
     cfg = job.cfg
     settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k), think=bool(cfg.autoformalize.think),
                                      prompts=job.steps.formalize.prompts, formalize=job.steps.formalize)
     operator, mode_settings = mode_operator(job)
-    return [
-        mine.Stage("autoformalize", operator,
-                   job.llm_options("autoformalize", autoformalize=settings, pool=job.pool, **mode_settings)),
-        mine.Stage("faithfulness", FaithfulnessOperator,
-                   job.llm_options("faithfulness", faithfulness=job.steps.faithfulness, rows=TABLE)),
-    ]
+    options = {
+        DIRECT_STAGE: (operator, job.llm_options(DIRECT_STAGE, autoformalize=settings, pool=job.pool,
+                                                 **mode_settings)),
+        FAITHFULNESS_STAGE: (FaithfulnessOperator, job.llm_options(FAITHFULNESS_STAGE,
+                                                                   faithfulness=job.steps.faithfulness, rows=TABLE)),
+    }
+    return [Stage(spec.name, *options[spec.name]) for spec in running(AUTOFORMALIZE_STAGES, cfg)]
 
 
 def autoformalize(job: AutoformalizeJob) -> int:
@@ -189,7 +194,7 @@ def autoformalize(job: AutoformalizeJob) -> int:
     table = formalizations_table(rows)
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    mine.write(job, mine.streamed(ds, stages(job), job.board), TABLE,
+    write(job, streamed(ds, stages(job), job.board), TABLE,
                rows_per_file=int(job.cfg.output.rows_per_file))
     return len(rows)
 

@@ -33,13 +33,14 @@ from operators.rows.benchmark_items import (
 )
 from operators.rows.candidates import STATUSES, candidates_table
 from operators.storage import open_location
-from pipelines import mine, report
+from pipelines import report
 from pipelines.reporting import stats
 from pipelines.reporting.run_data import load_run
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
+from pipelines.runtime.stages import statement_stages, streamed, write
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -127,7 +128,7 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    mine.write(job, mine.streamed(ds, mine.statement_stages(job), job.board), "candidates",
+    write(job, streamed(ds, statement_stages(job), job.board), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 

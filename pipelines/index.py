@@ -110,7 +110,7 @@ def _file_bytes(root: Path, relatives: Sequence[str]) -> Iterator[tuple[str, byt
 def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
     """The declarations with a `vector` column, embedded by a pool of Ray Data actors, in (file, line) order."""
     embedding = OmegaConf.to_container(cfg.embedding, resolve=True)
-    rows = int(cfg.embed.rows_per_batch)
+    rows = int(cfg.embed.batch_size)
     # The job's own lines say what was built; Ray Data's progress bars would only add to them.
     ray.data.DataContext.get_current().enable_progress_bars = False
     # One block per batch, so every actor of the pool gets work even when the tree is small.

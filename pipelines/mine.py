@@ -1,11 +1,12 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
-Resumable, streaming Ray Data plans of `ray.seeds_per_plan` seeds each, up to `ray.plans_in_flight` at once: discover
-(seed files -> one discovery per seed and sample, written to discoveries/ as they come) -> split -> [dedup] -> judge ->
-formalize -> [faithfulness] -> trivial -> prove -> one row per candidate in candidates/. Started again with the same
+Resumable, streaming waves (each one Ray Data plan) of `ray.seeds_per_wave` seeds, up to `ray.waves_in_flight` at
+once, through the stages `operators/stages.py` declares: discover (seed files -> one discovery per seed and sample,
+written to discoveries/ as they come) -> split -> [dedup] -> [decontaminate] -> judge -> formalize -> [faithfulness]
+-> trivial -> prove -> one row per candidate in candidates/. Started again with the same
 `run_dir`, a run skips what is written and asks again only for what failed for infrastructure reasons.
-With `rounds` above 1 or `subgoals.enabled`, the run makes passes one after another: per round, its seeds' plans,
-then the plans of each sub-goal level. `preset=demo` runs it all on the simulators.
+With `rounds` above 1 or `subgoals.enabled`, the run makes passes one after another: per round, its seeds' waves,
+then the waves of each sub-goal level. `preset=demo` runs it all on the simulators.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,18 +24,11 @@ import ray
 from ray.data import Dataset
 
 from lean_pool.launch import LeanSetupError
-from operators.autoformalize.faithfulness import FaithfulnessOperator
-from operators.decontaminate import BenchmarkCheckOperator
-from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
-from operators.formalize import FormalizeOperator
-from operators.judge import JudgeOperator
 from operators.llm.client import LLMConfigError
-from operators.prove import ProveOperator
-from operators.rows.candidates import COMPILED, DISCOVERED, SEED
+from operators.rows.candidates import SEED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
-from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of, split_seeds
-from operators.trivial import TrivialOperator
+from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,
@@ -51,95 +45,16 @@ from pipelines.reporting.summary import (
 )
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, WorkWritten, run_job
-from pipelines.runtime.discoveries import TABLE as DISCOVERIES
-from pipelines.runtime.discoveries import DiscoverAndRecord
 from pipelines.runtime.job import MiningJob, load_config
-from pipelines.runtime.plans import (
-    SeedPlan,
+from pipelines.runtime.waves import (
+    SeedWave,
     driver_rss_bytes,
-    execute_writing,
-    plan_done_line,
+    wave_done_line,
     run_overlapping,
-    seed_plans,
+    seed_waves,
 )
-from pipelines.runtime.progress import counted, report_batch
 from pipelines.runtime.run_dir import RunDir
-
-
-# Statuses of a row a stage hands on that the next stage works on (a candidate still to judge or formalize, a
-# statement still to check for triviality, faithfulness or a proof; the same words in formalizations/).
-WORKED_ON = frozenset({DISCOVERED, COMPILED})
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One step of a plan: its name, what `map_batches` runs (an operator class or a function) and how."""
-
-    name: str
-    operator: Callable[..., Any]
-    options: dict[str, Any]
-
-
-def discover_stage(job: MiningJob) -> Stage:
-    """Discover at the head of the plan: each seed's samples drawn, its discoveries written, the seed handed on (it
-    reports its own counts: what it hands on are seeds, not rows with a status)."""
-    return Stage("discover", DiscoverAndRecord, job.llm_options(
-        "discover", discover=job.steps.discover, provenance=job.provenance,
-        table_uri=job.run.table_uri(DISCOVERIES), board=job.board))
-
-
-def statement_stages(job: MiningJob, priority: int = 0) -> list[Stage]:
-    """From a statement to a proof: formalize, [faithfulness,] trivial, prove (what `evaluate` runs on a benchmark,
-    too). A statement that drifted in formalize's repairs is marked unfaithful and not proved by default. Their
-    Lean checks wait behind those of stages with a lower `priority` number."""
-    steps, pool = job.steps, job.pool.with_priority(priority)
-    faithfulness = [] if steps.faithfulness is None else [
-        Stage("faithfulness", FaithfulnessOperator,
-              job.llm_options("faithfulness", faithfulness=steps.faithfulness, rows="candidates"))]
-    return [
-        Stage("formalize", FormalizeOperator, job.llm_options("formalize", formalize=steps.formalize, pool=pool)),
-        *faithfulness,
-        Stage("trivial", TrivialOperator, job.operator_options("trivial", trivial=steps.trivial, pool=pool)),
-        Stage("prove", ProveOperator, job.llm_options("prove", prove=steps.prove, pool=pool)),
-    ]
-
-
-def verify_stages(job: MiningJob, priority: int) -> list[Stage]:
-    """From seed items to proofs, in order: split (with dedup, which compares a candidate with all of its siblings,
-    when on; the candidates an earlier run finished are left out after it), the benchmark check (when benchmarks are
-    named), judge, then the statement stages at `priority`."""
-    steps = job.steps
-    split = Stage("split", split_seeds, {"batch_format": "pyarrow", "batch_size": 1,
-                                         "fn_kwargs": {"subgoals": steps.subgoals}}) if steps.dedup is None \
-        else Stage("split+dedup", SplitDedupOperator, job.dedup_options(dedup=steps.dedup, subgoals=steps.subgoals))
-    benchmark = [] if steps.benchmark is None else \
-        [Stage("benchmark", BenchmarkCheckOperator, job.operator_options("benchmark", check=steps.benchmark))]
-    return [split, *benchmark, Stage("judge", JudgeOperator, job.llm_options("judge", judge=steps.judge)),
-            *statement_stages(job, priority)]
-
-
-def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
-    """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them.
-    Each stage reports the rows it hands on to the status `board`: by status, and those the next stage works on as
-    going on to it."""
-    for index, stage in enumerate(stages):
-        next_stage = stages[index + 1].name if index + 1 < len(stages) else None
-        operator = counted(stage.operator, board, stage.name, next_stage, WORKED_ON)
-        ds = ds.map_batches(arrow_wire.wired(operator), **stage.options)
-    return ds
-
-
-def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
-    """Count the rows on the status board as they are written to the run's `table`, a file per `rows_per_file`
-    rows (a file per block when None), executing the plan in a process of its own that ends with it. The writers
-    reserve `output.writer_num_cpus`, so they are never starved by the stages' actors and files land while the run
-    goes."""
-    num_cpus = float(job.cfg.output.writer_num_cpus)
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
-                        fn_kwargs={"board": job.board, "table": table})
-    job.off_the_driver(execute_writing, ds, job.run.table_path(table), job.run.filesystem, rows_per_file, num_cpus,
-                       job.ray_log)
-    job.ticker.flush()
+from pipelines.runtime.stages import discover_stage, streamed, verify_stages, write
 
 
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
@@ -149,23 +64,23 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     return ray.data.from_blocks([pa.Table.from_pylist([item], schema=schema) for item in items])
 
 
-def run_plan(job: MiningJob, plan: SeedPlan, plans: int, part: str = "") -> None:
-    """One plan of `plans`: its seeds still to discover go through discover (which writes their discoveries), seeds
+def run_wave(job: MiningJob, wave: SeedWave, waves: int, part: str = "") -> None:
+    """One wave of `waves`: its seeds still to discover go through discover (which writes their discoveries), seeds
     already discovered join them, and every seed's unfinished candidates go on through the verify stages while later
-    seeds are still being discovered. An older plan's Lean checks go first, so plans end one after another. Its
+    seeds are still being discovered. An older wave's Lean checks go first, so waves end one after another. Its
     last line says how long it ran and what the driver holds after it."""
     started = time.monotonic()
     sources = []
-    if plan.to_discover:
+    if wave.to_discover:
         discover = discover_stage(job)
-        sources.append(seed_blocks(plan.to_discover, SEED_WORK_SCHEMA).map_batches(
+        sources.append(seed_blocks(wave.to_discover, SEED_WORK_SCHEMA).map_batches(
             arrow_wire.wired(discover.operator), **discover.options))
-    if plan.to_split:
-        sources.append(seed_blocks(plan.to_split, SEED_ITEM_SCHEMA))
+    if wave.to_split:
+        sources.append(seed_blocks(wave.to_split, SEED_ITEM_SCHEMA))
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
-    write(job, streamed(seeds, verify_stages(job, plan.index), job.board), "candidates",
+    write(job, streamed(seeds, verify_stages(job, wave.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
-    print(plan_done_line(plan, plans, time.monotonic() - started, driver_rss_bytes(), part), flush=True)
+    print(wave_done_line(wave, waves, time.monotonic() - started, driver_rss_bytes(), part), flush=True)
 
 
 def mine_seeds(job: MiningJob) -> None:
@@ -175,11 +90,11 @@ def mine_seeds(job: MiningJob) -> None:
     levels = int(job.cfg.subgoals.max_depth) if job.steps.subgoals else 0
     for round_number in range(1, rounds + 1):
         part = f"round {round_number}" if rounds > 1 or levels else ""
-        run_plans(job, *job.seed_work(round_number), part=part)
+        run_waves(job, *job.seed_work(round_number), part=part)
         for depth in range(1, levels + 1):
             seeds = job.off_the_driver(seeds_with_open_goals, job.run.uri, round_number, depth - 1)
             if seeds:
-                run_plans(job, [], job.subgoal_work(depth, seeds), part=f"{part} sub-goals level {depth}")
+                run_waves(job, [], job.subgoal_work(depth, seeds), part=f"{part} sub-goals level {depth}")
 
 
 def seeds_with_open_goals(run_uri: str, round_number: int, depth: int) -> list[str]:
@@ -193,23 +108,23 @@ def seeds_with_open_goals(run_uri: str, round_number: int, depth: int) -> list[s
     return sorted(found)
 
 
-def run_plans(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], part: str = ""
+def run_waves(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[dict[str, Any]], part: str = ""
               ) -> None:
-    """Seed items -> discoveries/ and candidates/ in bounded streaming plans of `ray.seeds_per_plan` seeds that
-    overlap (`pipelines.runtime.plans`): the next plan starts once the current one's seeds are discovered. Plans
+    """Seed items -> discoveries/ and candidates/ in bounded streaming waves of `ray.seeds_per_wave` seeds that
+    overlap (`pipelines.runtime.waves`): the next wave starts once the current one's seeds are discovered. Waves
     whose actors do not all fit on a local Ray are a `SetupError`: they would not stream, and could stall for good."""
-    plans = seed_plans(to_discover, to_split, int(job.cfg.ray.seeds_per_plan))
-    if not plans:
+    waves = seed_waves(to_discover, to_split, int(job.cfg.ray.seeds_per_wave))
+    if not waves:
         return
-    shortfall = streaming_shortfall(streaming_cpus(job.cfg, len(plans)), ray.cluster_resources().get("CPU", 0.0))
+    shortfall = streaming_shortfall(streaming_cpus(job.cfg, len(waves)), ray.cluster_resources().get("CPU", 0.0))
     if shortfall and job.cfg.ray.address is None:
         raise SetupError(shortfall)
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
     before = job.discover_calls_returned()
-    run_overlapping(plans, lambda plan: run_plan(job, plan, len(plans), part),
+    run_overlapping(waves, lambda wave: run_wave(job, wave, len(waves), part),
                     lambda: job.discover_calls_returned() - before,
-                    in_flight=int(job.cfg.ray.plans_in_flight), check_every_s=float(job.cfg.ray.plan_check_s))
+                    in_flight=int(job.cfg.ray.waves_in_flight), check_every_s=float(job.cfg.ray.wave_check_s))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`python -m pipelines.plan [mine overrides] [plan.key=value ...]`: a capacity plan before an overnight mining run.
 
 It reads the mining config with the overrides `pipelines.mine` takes and the seed files that run would mine, and
-prints what the run will cost at the per-call costs of an earlier run (`plan.from_run=DIR`) or the stated defaults
+prints what the run will cost at the per-call costs of an earlier run (`plan.from_run=DIR`) or the assumed costs
 (conf/plan.yaml): candidates, LLM calls and tokens per stage, Lean checks, GPU- and CPU-hours, RAM per node and
 wall time on the cluster of `plan.cluster`. It starts nothing (no Ray, no LLM, no Lean), so it answers in seconds.
 """
@@ -76,9 +76,9 @@ def seed_token_counts(cfg: DictConfig) -> tuple[str, int, list[int]]:
 
 
 def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Costs:
-    """Costs measured from `plan.from_run`, else the stated defaults."""
+    """Costs measured from `plan.from_run`, else the assumed costs (`plan.assumed`)."""
     if settings.from_run is None:
-        return stated_costs(OmegaConf.to_container(settings.defaults, resolve=True), shape)
+        return stated_costs(OmegaConf.to_container(settings.assumed, resolve=True), shape)
     run = load_run(str(settings.from_run))
     if run.discoveries is None:
         raise SetupError(f"plan.from_run={settings.from_run} has no discoveries/ table to measure discover calls from")
@@ -86,7 +86,7 @@ def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Cos
     try:
         return measured_costs(run.candidates, run.discoveries, float(cfg.seeds.chars_per_token),
                               f"measured from {run.uri}", shape, started and datetime.fromisoformat(started),
-                              float(settings.defaults.startup_s), float(settings.defaults.subgoals_per_failed_proof))
+                              float(settings.assumed.startup_s), float(settings.assumed.subgoals_per_failed_proof))
     except ValueError as error:
         raise SetupError(str(error)) from None
 

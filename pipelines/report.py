@@ -73,16 +73,17 @@ def number(value: float | int | None) -> str:
 
 def funnel_markdown(funnel: pl.DataFrame) -> str:
     """The paper's Table 1: seeds, proposed, judged correct, compilable, trivial, proved per domain, with the
-    candidates dedup dropped before the judge."""
+    candidates dedup and decontaminate dropped before the judge."""
     rows = [
         [r["domain"], r["seeds"], r["proposed"], count_pct(r["duplicate"], r["duplicate_pct"]),
+         count_pct(r["contaminated"], r["contaminated_pct"]),
          count_pct(r["judged_correct"], r["judged_correct_pct"]),
          count_pct(r["compilable"], r["compilable_pct"]), count_pct(r["unfaithful"], r["unfaithful_pct"]),
          count_pct(r["trivial"], r["trivial_pct"]),
          count_pct(r["proved"], r["proved_pct"]), r["error_infra"]]
         for r in funnel.iter_rows(named=True)
     ]
-    headers = ["Domain", "Seeds", "Proposed", "Duplicate (dedup)", "Judged correct", "Compilable",
+    headers = ["Domain", "Seeds", "Proposed", "Duplicate (dedup)", "Contaminated (decontaminate)", "Judged correct", "Compilable",
                "Unfaithful (of compilable)", "Trivial", "Proved", "Unfinished (error_infra)"]
     return markdown_table(headers, rows) + "\n\nPercentages are of the proposed candidates of the domain."
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lean_pool.lean_source import read_commands, statement_key
-from operators.rows.candidates import BENCHMARK, DUPLICATE
+from operators.rows.candidates import CONTAMINATED, DUPLICATE
 from pipelines import decontaminate, export, mine
 from tests.handmade_run import candidates, write_run
 
@@ -240,12 +240,12 @@ def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tm
     assert status == 0
     rows = pq.read_table(run_dir / "candidates").to_pylist()
     restating = [row for row in rows if row["statement_raw"] and "(a b : ℕ) : a + b = b + a" in row["statement_raw"]]
-    marked = [row for row in rows if row["status"] == BENCHMARK]
-    # Dedup keeps the first restatement of each seed; the benchmark check takes those before the judge sees them.
+    marked = [row for row in rows if row["status"] == CONTAMINATED]
+    # Dedup keeps the first restatement of each seed; decontaminate takes those before the judge sees them.
     assert marked and {row["candidate_id"] for row in marked} == \
         {row["candidate_id"] for row in restating if row["status"] != DUPLICATE}
     for row in marked:
-        assert row["reason"] == "benchmark: restates comm-bench problem bench_comm (exact match, score 1.000)"
+        assert row["reason"] == "contaminated: restates comm-bench problem bench_comm (exact match, score 1.000)"
         assert row["judge_verdict"] is None and row["statement"] is None
         assert not [call for call in row["llm_calls"] or [] if call["stage"] != "discover"]
-    assert not any(row["status"] == BENCHMARK for row in rows if row not in restating)
+    assert not any(row["status"] == CONTAMINATED for row in rows if row not in restating)

@@ -49,7 +49,7 @@ def finished_run(tmp_path_factory):
     """One complete run over the demo seeds plus bad seeds, as a sequence of plans of two seeds each (so every test
     on it covers a run of several plans); the run dir and the sim's counts."""
     root = tmp_path_factory.mktemp("mine")
-    _, stats = mine_demo_run(root, SAMPLES, f"ray.seeds_per_plan={SEEDS_PER_PLAN}")
+    _, stats = mine_demo_run(root, SAMPLES, f"ray.seeds_per_wave={SEEDS_PER_PLAN}")
     return root / "run", stats
 
 

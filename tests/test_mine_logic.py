@@ -40,7 +40,7 @@ from operators.trivial import with_tactic
 from pipelines.reporting.summary import seeds_table, status_counts_by_seed
 from pipelines.runtime import job as mining_job
 from pipelines.runtime.job import ROW_BLOCK_BYTES, MiningJob, configure_data_context, load_config
-from pipelines.runtime.plans import SeedPlan, may_start, run_overlapping, seed_plans
+from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_waves
 from pipelines.runtime.run_dir import RunDir
 
 MARKER = "brainstormed mathlib lemmas"
@@ -314,20 +314,20 @@ def test_prepare_removes_partial_files_and_drops_retried_rows(tmp_path):
 def test_plans_take_discovered_seeds_first_and_never_exceed_their_size():
     to_discover = [{"seed_id": f"new{i}"} for i in range(5)]
     to_split = [{"seed_id": f"old{i}"} for i in range(3)]
-    waves = seed_plans(to_discover, to_split, 3)
+    waves = seed_waves(to_discover, to_split, 3)
     assert [plan.index for plan in waves] == [0, 1, 2]
     assert [([d["seed_id"] for d in plan.to_discover], [s["seed_id"] for s in plan.to_split]) for plan in waves] == [
         ([], ["old0", "old1", "old2"]), (["new0", "new1", "new2"], []), (["new3", "new4"], [])]
-    assert seed_plans([], [], 3) == []
-    assert len(seed_plans(to_discover, to_split, 100)) == 1
+    assert seed_waves([], [], 3) == []
+    assert len(seed_waves(to_discover, to_split, 100)) == 1
 
 
-def _plan(seeds: int, samples: int = 2, index: int = 0) -> SeedPlan:
-    return SeedPlan(index, [{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
+def _plan(seeds: int, samples: int = 2, index: int = 0) -> SeedWave:
+    return SeedWave(index, [{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
 
 
 def test_a_plan_starts_once_the_plans_before_it_are_discovered_and_never_beyond_the_plans_in_flight():
-    plans = [_plan(3), _plan(3), SeedPlan(2, [], [{"seed_id": "old"}]), _plan(1)]
+    plans = [_plan(3), _plan(3), SeedWave(2, [], [{"seed_id": "old"}]), _plan(1)]
     assert [plan.units for plan in plans] == [6, 6, 0, 2]
     assert may_start(0, plans, running=0, discovered_units=0, in_flight=2)
     assert not may_start(1, plans, running=1, discovered_units=5, in_flight=2)  # plan 0 still discovering
@@ -345,7 +345,7 @@ def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_
     events: list[str] = []
     release = {index: threading.Event() for index in range(3)}
 
-    def execute(plan: SeedPlan) -> None:
+    def execute(plan: SeedWave) -> None:
         index = plan.index
         events.append(f"start {index}")
         discovered[0] += plan.units
@@ -369,7 +369,7 @@ def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_
     assert events.index("start 1") < events.index("end 0") < events.index("start 2")
     assert sorted(events) == ["end 0", "end 1", "end 2", "start 0", "start 1", "start 2"]
 
-    def failing(plan: SeedPlan) -> None:
+    def failing(plan: SeedWave) -> None:
         raise RuntimeError("endpoint down")
 
     with pytest.raises(RuntimeError, match="endpoint down"):

@@ -106,7 +106,7 @@ def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
     judged = [line for line in status if line.split()[1] == "judge"]
     assert judged and all("discovered=" not in line and "→formalize=" in line for line in judged), status
     closing = lines[lines.index(f"run_dir: {run_dir}"):]
-    [plan] = [line for line in lines if line.startswith("[plan]")]
+    [wave] = [line for line in lines if line.startswith("[wave]")]
     assert re.fullmatch(r"\[plan\] 1/1 done: 3 seeds in \d+ s; driver RSS [1-9]\d+ MiB", plan), plan
     assert lines.index(plan) < lines.index(f"run_dir: {run_dir}")
     candidates = pq.read_table(run_dir / "candidates", columns=["lean_checks", "proofs"]).to_pylist()

@@ -114,7 +114,7 @@ def test_demo_plan_prints_its_estimate_without_starting_ray(monkeypatch, capsys)
     monkeypatch.setattr(ray, "init", refuse)
     assert plan.main([DEMO]) == 0
     out = capsys.readouterr().out
-    assert "costs: stated defaults" in out
+    assert "costs: assumed costs" in out
     assert "candidates expected: 18" in out  # 3 seeds x 1 sample x discover.min_lemmas=6
     for figure in ("LLM calls and tokens per stage:", "Lean checks:", "GPU-hours:", "CPU-hours:", "RAM per node:",
                    "wall time:"):
@@ -133,7 +133,8 @@ def test_plan_overrides_are_told_apart_from_mining_overrides():
 
 def shape(**changes) -> MiningShape:
     values = dict(samples_per_seed=2, min_lemmas=10, judge_samples=3, formalize_max_repairs=2, diagnose=False,
-                  dedup=True, faithfulness=False, include_trivial=False, prove_max_repairs=1, provers=2, replay=True,
+                  dedup=True, decontaminate=False, faithfulness=False, include_trivial=False, prove_max_repairs=1,
+                  provers=2, replay=True,
                   lean_workers=3, repls_per_worker=2, repl_num_cpus=1.0, repl_memory_gb=6.5, repl_max_uses=100,
                   replay_slots_per_worker=1, llm_on_cluster=True,
                   stage_slots={"discover": 4, "judge": 10, "formalize": 10, "trivial": 10, "prove": 10},
@@ -301,23 +302,23 @@ def test_a_plan_for_lean_kimina_is_one_error_line(capsys):
     assert err.startswith("error: ") and "lean=kimina" in err and "Traceback" not in err
 
 
-def test_the_demo_plans_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does_not():
+def test_the_demo_waves_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does_not():
     demo = load_config([DEMO])
-    one_plan = {"discover": 0.25, "dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
+    one_wave = {"discover": 0.25, "dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
                 "writer": 0.25, "lean pool": 1.5}  # 1 worker x (2 REPLs + 1 replay slot) x 0.5
-    assert streaming_cpus(demo, plans=1) == one_plan
-    three_at_once = streaming_cpus(demo, plans=5)  # ray.plans_in_flight=3: stages and writers 3 times, one Lean pool
-    assert three_at_once == {part: cpus if part == "lean pool" else 3 * cpus for part, cpus in one_plan.items()}
+    assert streaming_cpus(demo, waves=1) == one_wave
+    three_at_once = streaming_cpus(demo, waves=5)  # ray.waves_in_flight=3: stages and writers 3 times, one Lean pool
+    assert three_at_once == {part: cpus if part == "lean pool" else 3 * cpus for part, cpus in one_wave.items()}
     assert streaming_shortfall(three_at_once, float(demo.ray.num_cpus)) is None
-    bigger = streaming_cpus(load_config([DEMO, "lean.workers=2"]), plans=5)
+    bigger = streaming_cpus(load_config([DEMO, "lean.workers=2"]), waves=5)
     message = streaming_shortfall(bigger, float(demo.ray.num_cpus))
     assert message is not None and "reserve 10.5 logical CPUs" in message and "lean pool 3" in message
-    assert "ray.num_cpus" in message and "ray.plans_in_flight" in message
-    assert streaming_shortfall(streaming_cpus(load_config([DEMO, "lean.workers=2"]), plans=1), 10.0) is None
+    assert "ray.num_cpus" in message and "ray.waves_in_flight" in message
+    assert streaming_shortfall(streaming_cpus(load_config([DEMO, "lean.workers=2"]), waves=1), 10.0) is None
     without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]),
-                                    plans=1)
+                                    waves=1)
     assert "dedup" not in without_replay and without_replay["lean pool"] == 2.0
-    assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]), plans=1)
+    assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]), waves=1)
 
 
 @pytest.mark.ray
@@ -325,8 +326,8 @@ def test_mine_refuses_a_plan_its_local_ray_cannot_hold_before_mining_anything(tm
     """The demo's 3 seeds as 3 plans at once with two Lean workers reserve 10.5 logical CPUs on the demo's 10:
     started anyway, they can stall for good, so `mine` says why in one line and exits 2, with no candidate table
     begun."""
-    assert mine.main([DEMO, "lean.workers=2", "ray.seeds_per_plan=1", f"run_dir={tmp_path / 'run'}"]) == 2
+    assert mine.main([DEMO, "lean.workers=2", "ray.seeds_per_wave=1", f"run_dir={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: the mining plans reserve 10.5 logical CPUs") and "ray.num_cpus" in err
+    assert err.startswith("error: the mining waves reserve 10.5 logical CPUs") and "ray.num_cpus" in err
     assert "Traceback" not in err and not (tmp_path / "run" / "candidates").exists()
     assert not ray.is_initialized()

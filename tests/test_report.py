@@ -47,7 +47,7 @@ def test_funnel_without_a_judge_leaves_judged_correct_empty(sim_run):
     unjudged = sim_run.candidates.with_columns(pl.lit(None, pl.Boolean).alias("judge_verdict"))
     funnel = stats.funnel_by_domain(unjudged, DOMAINS)
     assert funnel["judged_correct"].null_count() == funnel.height
-    assert "| all | 3 | 9 | 0 (0.0%) | — | 5 (55.6%) |" in report.funnel_markdown(funnel)
+    assert "| all | 3 | 9 | 0 (0.0%) | 0 (0.0%) | — | 5 (55.6%) |" in report.funnel_markdown(funnel)
 
 
 def test_success_at_per_prover_and_domain_with_union(sim_run):
@@ -115,7 +115,7 @@ def test_each_figure_draws_the_table_numbers_and_the_sim_label(sim_run):
         assert SETTINGS["sim_label"] in figure_texts(figure), name
 
     (funnel_axes,) = figures["funnel"].axes
-    assert bars(funnel_axes) == [[5, 4, 9], [0, 0, 0], [4, 4, 8], [3, 2, 5], [0, 1, 1], [2, 1, 3]]
+    assert bars(funnel_axes) == [[5, 4, 9], [0, 0, 0], [0, 0, 0], [4, 4, 8], [3, 2, 5], [0, 1, 1], [2, 1, 3]]
 
     all_panel = figures["success_at"].axes[-1]
     assert all_panel.get_title() == "all domains (n=4)"
@@ -153,7 +153,7 @@ def test_cli_writes_the_page_the_plots_and_the_tables(tmp_path):
     assert page.count(SETTINGS["sim_label"]) == 2, "banner at the top and the bottom of the page"
     assert page.count("(simulated run)") == 9, "the title and every section heading"
     assert "Dedup was off" in page
-    assert "| all | 3 | 9 | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 0 (0.0%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
+    assert "| all | 3 | 9 | 0 (0.0%) | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 0 (0.0%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
     assert "| union | all | 4 | 1 (25.0%) | 3 (75.0%) | 3 (75.0%) |" in page
     assert "| Tokens | 5514 | 1838.0 |" in page
     assert pl.read_csv(out / "tables" / "funnel.csv").filter(pl.col("domain") == "all")["proved"].item() == 3

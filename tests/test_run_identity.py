@@ -90,7 +90,7 @@ def test_restart_with_other_speed_settings_resumes(mined: Path, capsys: pytest.C
     before = candidate_ids(mined)
     capsys.readouterr()
     status = mine.main([*DEMO, f"run_dir={mined}", "stages.prove.max_concurrent_calls_per_actor=3",
-                        "llm.endpoints.sim.concurrency=7", "lean.timeout_s=30", "ray.seeds_per_plan=2",
+                        "llm.endpoints.sim.concurrency=7", "lean.timeout_s=30", "ray.seeds_per_wave=2",
                         "output.status_every_s=5"])
     out, _ = capsys.readouterr()
     assert status == 0 and out.startswith("resume: 3 discoveries and 18 candidates finished")

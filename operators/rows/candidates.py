@@ -18,7 +18,7 @@ from lean_pool.session_check import CheckResult
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
 DUPLICATE = "duplicate"
-BENCHMARK = "benchmark"  # restates a problem of an evaluation benchmark (`decontaminate.benchmarks` of `mine`)
+CONTAMINATED = "contaminated"  # restates a problem of an evaluation benchmark (`decontaminate.benchmarks` of `mine`)
 REJECTED_BY_JUDGE = "rejected_by_judge"
 NOT_COMPILABLE = "not_compilable"
 UNFAITHFUL = "unfaithful"  # compiled, but no longer the statement the judge accepted (faithfulness check)
@@ -26,7 +26,7 @@ TRIVIAL = "trivial"
 COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
-STATUSES = (DISCOVERED, DUPLICATE, BENCHMARK, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
+STATUSES = (DISCOVERED, DUPLICATE, CONTAMINATED, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
             ERROR_INFRA)
 # Where a candidate comes from (`origin`): a discover answer about its seed, or a goal a proof attempt left open.
 SEED = "seed"

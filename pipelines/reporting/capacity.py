@@ -1,7 +1,7 @@
 """The arithmetic of a capacity plan: seed files, a mining config and per-call costs in; LLM calls and tokens per
 stage, Lean checks, GPU- and CPU-hours, RAM per node and wall time out.
 
-Costs are either stated (`plan.defaults` in conf/plan.yaml, in the funnel's words: accept shares, mean repairs) or
+Costs are either stated (`plan.assumed` in conf/plan.yaml, in the funnel's words: accept shares, mean repairs) or
 measured from an earlier run's tables; both become one `Costs`, so the same arithmetic serves both. Every function
 here is pure (no Ray, no I/O), so `pipelines.plan` stays a thin wrapper and each figure can be checked by hand.
 """
@@ -21,14 +21,13 @@ from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, formalize, judge, prove, trivial
 from operators.autoformalize import faithfulness
 from operators.rows import seeds
+from operators.rows.candidates import CONTAMINATED
 from operators.rows.candidates import PROVED as PROVED_STATUS
 from operators.rows.candidates import SEED as SEED_ORIGIN
 from operators.rows.candidates import SUBGOAL as SUBGOAL_ORIGIN
+from operators.stages import CANDIDATE_STAGES, DECONTAMINATE, LEAN_STAGES, MINING_STAGES, benchmarks_named, running
 from pipelines.reporting import stats
 
-# The verify stages in plan order, and which of them check Lean.
-VERIFY_STAGES = (judge.STAGE, formalize.STAGE, faithfulness.STAGE, trivial.STAGE, prove.STAGE)
-LEAN_STAGES = (formalize.STAGE, trivial.STAGE, prove.STAGE)
 # The stage whose rows each LLM call (by the stage its `llm_calls` entry names) is made for.
 ROW_STAGE_OF_CALL = {
     discover.STAGE: discover.STAGE,
@@ -96,6 +95,7 @@ class MiningShape:
     formalize_max_repairs: int
     diagnose: bool
     dedup: bool
+    decontaminate: bool
     faithfulness: bool
     include_trivial: bool
     prove_max_repairs: int
@@ -226,6 +226,7 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         formalize_max_repairs=int(cfg["formalize"]["max_repairs"]),
         diagnose=bool(cfg["formalize"]["diagnose"]),
         dedup=bool(cfg["dedup"]["enabled"]),
+        decontaminate=benchmarks_named(cfg),
         faithfulness=bool(cfg["faithfulness"]["enabled"]),
         include_trivial=bool(cfg["prove"]["include_trivial"]),
         prove_max_repairs=int(cfg["prove"]["max_repairs"]),
@@ -238,7 +239,7 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         repl_max_uses=int(lean["max_uses"]),
         replay_slots_per_worker=int(cfg["verify"]["slots_per_worker"]),
         llm_on_cluster=llm["backend"] == "vllm",
-        stage_slots={stage: slots(stage) for stage in (discover.STAGE, *VERIFY_STAGES)},
+        stage_slots={stage: slots(stage) for stage in (discover.STAGE, *CANDIDATE_STAGES)},
         endpoint_capacity=int(llm["sim"]["capacity"]) if llm["backend"] == SIM else None,
         service_s=sim_service_s(llm["sim"]["latency"]) if llm["backend"] == SIM else {},
         lean_sim_costs=(float(lean["sim"]["check_s"]), float(lean["sim"]["import_s"])) if lean["backend"] == SIM
@@ -264,22 +265,22 @@ def sim_service_s(latency: Mapping[str, Any]) -> dict[str, float]:
     return {stage: float(latency["by_stage"].get(stage, latency["median_s"])) * spread for stage in ROW_STAGE_OF_CALL}
 
 
-def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
-    """Costs from the stated defaults (`plan.defaults`) and the config's budgets: repairs and proof attempts are
+def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
+    """Costs from the assumed costs (`plan.assumed`) and the config's budgets: repairs and proof attempts are
     capped at T and K + 1, judge calls are `judge.samples`, stages that are off take no rows."""
-    repairs = min(float(defaults["repairs_per_statement"]), shape.formalize_max_repairs)
-    attempts = shape.provers * min(float(defaults["proof_attempts_per_statement"]), shape.prove_max_repairs + 1)
-    judged = 1.0 - float(defaults["duplicate_share"]) if shape.dedup else 1.0
-    formalized = judged * float(defaults["judge_accept_share"])
-    compiled = formalized * float(defaults["compiled_share"])
-    kept = compiled * float(defaults["faithful_share"]) if shape.faithfulness else compiled
-    proved_rows = kept if shape.include_trivial else kept * (1.0 - float(defaults["trivial_share"]))
+    repairs = min(float(assumed["repairs_per_statement"]), shape.formalize_max_repairs)
+    attempts = shape.provers * min(float(assumed["proof_attempts_per_statement"]), shape.prove_max_repairs + 1)
+    judged = 1.0 - float(assumed["duplicate_share"]) if shape.dedup else 1.0
+    formalized = judged * float(assumed["judge_accept_share"])
+    compiled = formalized * float(assumed["compiled_share"])
+    kept = compiled * float(assumed["faithful_share"]) if shape.faithfulness else compiled
+    proved_rows = kept if shape.include_trivial else kept * (1.0 - float(assumed["trivial_share"]))
     per_row = {discover.STAGE: 1.0, judge.STAGE: float(shape.judge_samples), formalize.STAGE: repairs,
                formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
                faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
-    llm = defaults["llm"]
+    llm = assumed["llm"]
     latency = {stage: shape.service_s.get(stage, float(llm[stage]["latency_s"])) for stage in per_row}
-    check_s = shape.lean_sim_costs[0] if shape.lean_sim_costs else float(defaults["lean_check_s"])
+    check_s = shape.lean_sim_costs[0] if shape.lean_sim_costs else float(assumed["lean_check_s"])
     longest_attempts = shape.prove_max_repairs + 1
     path_calls = (shape.judge_samples * latency[judge.STAGE]
                   + shape.formalize_max_repairs * (latency[formalize.STAGE]
@@ -287,28 +288,31 @@ def stated_costs(defaults: Mapping[str, Any], shape: MiningShape) -> Costs:
                   + longest_attempts * latency[prove.STAGE])
     path_checks = 1 + shape.formalize_max_repairs + 1 + longest_attempts  # formalize, trivial, prove
     return Costs(
-        source="stated defaults (conf/plan.yaml plan.defaults)",
-        candidates_per_unit=shape.min_lemmas * float(defaults["candidates_per_lemma_asked"]),
-        row_shares={judge.STAGE: judged, formalize.STAGE: formalized,
+        source="assumed costs (conf/plan.yaml plan.assumed)",
+        candidates_per_unit=shape.min_lemmas * float(assumed["candidates_per_lemma_asked"]),
+        row_shares={DECONTAMINATE: judged if shape.decontaminate else 0.0, judge.STAGE: judged,
+                    formalize.STAGE: formalized,
                     faithfulness.STAGE: compiled if shape.faithfulness else 0.0, trivial.STAGE: kept,
                     prove.STAGE: proved_rows},
         calls={stage: CallCost(per_row[stage], float(llm[stage]["prompt_tokens"]),
                                float(llm[stage]["completion_tokens"]), float(llm[stage]["latency_s"]))
                for stage in per_row},
         checks_per_row={formalize.STAGE: 1.0 + repairs, trivial.STAGE: 1.0, prove.STAGE: attempts},
-        replays_per_candidate=proved_rows * shape.provers * float(defaults["proved_share"]) if shape.replay else 0.0,
-        lean_check_s=float(defaults["lean_check_s"]),
-        replay_s=float(defaults["replay_s"]),
-        startup_s=float(defaults["startup_s"]),
+        replays_per_candidate=proved_rows * shape.provers * float(assumed["proved_share"]) if shape.replay else 0.0,
+        lean_check_s=float(assumed["lean_check_s"]),
+        replay_s=float(assumed["replay_s"]),
+        startup_s=float(assumed["startup_s"]),
         path_s=path_calls + path_checks * check_s,
-        subgoals_per_candidate=stated_subgoals(shape, proved_rows, float(defaults["proved_share"]),
-                                               float(defaults["subgoals_per_failed_proof"])),
+        subgoals_per_candidate=stated_subgoals(shape, proved_rows, float(assumed["proved_share"]),
+                                               float(assumed["subgoals_per_failed_proof"])),
     )
 
 
 def rows_entering(candidates: pl.DataFrame) -> dict[str, int]:
-    """How many of a run's candidates each verify stage worked on, read off the columns it fills."""
+    """How many of a run's candidates each stage after split worked on, read off the columns it fills
+    (decontaminate passes on what the judge saw and keeps what it marked)."""
     counts = candidates.select(
+        (pl.col("judge_verdict").is_not_null() | (pl.col("status") == CONTAMINATED)).sum().alias(DECONTAMINATE),
         pl.col("judge_verdict").is_not_null().sum().alias(judge.STAGE),
         (pl.col("formalize_attempts").list.len() > 0).sum().alias(formalize.STAGE),
         pl.col("faithful").is_not_null().sum().alias(faithfulness.STAGE),
@@ -393,7 +397,8 @@ def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_pe
     return Costs(
         source=source,
         candidates_per_unit=discovered / units,
-        row_shares={stage: rows[stage] / candidates.height for stage in VERIFY_STAGES},
+        row_shares={stage: rows[stage] / candidates.height if stage != DECONTAMINATE or shape.decontaminate else 0.0
+                    for stage in CANDIDATE_STAGES},
         calls=costs,
         checks_per_row={stage: checks[stage] / rows[stage] if rows[stage] else 0.0 for stage in LEAN_STAGES},
         replays_per_candidate=replays.height / candidates.height,
@@ -480,17 +485,16 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     )
 
 
-def streaming_cpus(cfg: Mapping[str, Any], plans: int) -> dict[str, float]:
-    """The logical CPUs Ray must hold at once for a run of `plans` mining plans to stream, by part: each stage's
-    actors and a writer, once per plan running at once (`ray.plans_in_flight`, at most `plans`), and the Lean pool's
+def streaming_cpus(cfg: Mapping[str, Any], waves: int) -> dict[str, float]:
+    """The logical CPUs Ray must hold at once for a run of `waves` mining waves to stream, by part: each stage's
+    actors and a writer, once per wave running at once (`ray.waves_in_flight`, at most `waves`), and the Lean pool's
     workers they share (their
     REPLs, and their replay slots when replaying; nothing with `lean=kimina`, whose server is not on Ray). Ray Data
-    starts every stage's actors when a plan starts; those that do not fit wait until an earlier stage has finished
+    starts every stage's actors when a wave starts; those that do not fit wait until an earlier stage has finished
     and let its actors go, so stages run one after another."""
-    stages, at_once = cfg["stages"], min(int(cfg["ray"]["plans_in_flight"]), plans)
-    active = [discover.STAGE, *(["dedup"] if cfg["dedup"]["enabled"] else []), judge.STAGE, formalize.STAGE,
-              *([faithfulness.STAGE] if cfg["faithfulness"]["enabled"] else []), trivial.STAGE, prove.STAGE]
-    needs = {stage: at_once * int(stages[stage]["actors"]) * float(stages[stage]["num_cpus"]) for stage in active}
+    stages, at_once = cfg["stages"], min(int(cfg["ray"]["waves_in_flight"]), waves)
+    actors = [spec.shape for spec in running(MINING_STAGES, cfg) if spec.shape is not None]
+    needs = {shape: at_once * int(stages[shape]["actors"]) * float(stages[shape]["num_cpus"]) for shape in actors}
     needs["writer"] = at_once * float(cfg["output"]["writer_num_cpus"])
     if cfg["lean"]["backend"] != KIMINA:
         shape = mining_shape(cfg)
@@ -505,7 +509,7 @@ def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str 
     if total <= cluster_cpus:
         return None
     parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
-    return (f"the mining plans reserve {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
+    return (f"the mining waves reserve {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
             f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
             f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus, "
-            f"ray.plans_in_flight or lean.resources_per_repl.num_cpus")
+            f"ray.waves_in_flight or lean.resources_per_repl.num_cpus")

@@ -17,7 +17,8 @@ from matplotlib.ticker import MaxNLocator
 
 from pipelines.reporting.stats import ALL, stage_rows
 
-FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("judged_correct", "judged correct"),
+FUNNEL_SERIES = (("proposed", "proposed"), ("duplicate", "duplicate (dedup)"), ("contaminated", "contaminated"),
+                 ("judged_correct", "judged correct"),
                  ("compilable", "compilable"), ("trivial", "trivial"), ("proved", "proved"))
 WATERMARK_ALPHA = 0.25
 BAR_GROUP_WIDTH = 0.8

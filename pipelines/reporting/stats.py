@@ -15,6 +15,7 @@ import polars as pl
 from operators.llm.client import CUT_FINISH_REASON
 from operators.rows.candidates import (
     COMPILED,
+    CONTAMINATED,
     ORIGINS,
     SEED,
     DUPLICATE,
@@ -25,11 +26,11 @@ from operators.rows.candidates import (
     TRIVIAL,
     UNFAITHFUL,
 )
+from operators.stages import COST_STAGES
 
 ALL = "all"
 UNION = "union"
 COMPILABLE_STATUSES = (COMPILED, UNFAITHFUL, TRIVIAL, PROVED)
-STAGES = ("discover", "judge", "formalize", "trivial", "prove")
 # Rows of the cost table after the stages: the replays of accepted proofs, and the checks of rows that ended
 # `error_infra` before their stage wrote its history (shown only when there are any).
 REPLAY = "replay"
@@ -77,7 +78,7 @@ def percent(numerator: str, denominator: str) -> pl.Expr:
 
 def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str]) -> pl.DataFrame:
     """The paper's Table 1: per domain (and `all`), seeds, proposed candidates, then how many dedup dropped,
-    were judged correct, compiled, drifted from the judged statement (faithfulness), were trivial and were proved,
+    restated a benchmark problem (decontaminate), were judged correct, compiled, drifted from the judged statement (faithfulness), were trivial and were proved,
     each also as a percentage of the proposed.
 
     `judged_correct` is null for a domain nobody judged (an evaluate run has no judge stage).
@@ -89,6 +90,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
             pl.col("seed_id").n_unique().alias("seeds"),
             pl.len().alias("proposed"),
             (pl.col("status") == DUPLICATE).sum().alias("duplicate"),
+            (pl.col("status") == CONTAMINATED).sum().alias("contaminated"),
             pl.col("judge_verdict").is_not_null().sum().alias("judged"),
             pl.col("judge_verdict").fill_null(False).sum().alias("judged_correct"),
             pl.col("status").is_in(COMPILABLE_STATUSES).sum().alias("compilable"),
@@ -102,7 +104,7 @@ def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str])
         )
         .with_columns(
             percent(name, "proposed").alias(f"{name}_pct")
-            for name in ("duplicate", "judged_correct", "compilable", "unfaithful", "trivial", "proved")
+            for name in ("duplicate", "contaminated", "judged_correct", "compilable", "unfaithful", "trivial", "proved")
         )
         .drop("judged")
     )
@@ -262,7 +264,9 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
     unrecorded = int(candidates["lean_checks"].fill_null(0).sum()) - sum(checks.values())
     if unrecorded:
         checks[UNRECORDED] = unrecorded
-    names = [*STAGES, *(name for name in checks if name not in STAGES)]
+    stages = [spec.name for spec in COST_STAGES
+              if not spec.optional or spec.name in checks or spec.name in per_stage["stage"].to_list()]
+    names = [*stages, *(name for name in checks if name not in stages)]
     base = pl.DataFrame({"stage": names, "lean_checks": [checks.get(stage, 0) for stage in names]})
     joined = base.join(per_stage, on="stage", how="left", maintain_order="left")
     filled = joined.with_columns(
@@ -275,7 +279,7 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
 
 def stage_rows(cost: pl.DataFrame) -> pl.DataFrame:
     """The rows of the cost table that are pipeline stages: what has LLM seconds to show (a replay calls no LLM)."""
-    return cost.filter(pl.col("stage").is_in(STAGES))
+    return cost.filter(pl.col("stage").is_in([spec.name for spec in COST_STAGES]))
 
 
 def totals(candidates: pl.DataFrame, cost: pl.DataFrame) -> dict[str, float | int | None]:

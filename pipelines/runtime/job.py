@@ -30,7 +30,7 @@ from lean_pool.check import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from operators.autoformalize.faithfulness import FaithfulnessSettings
-from operators.decontaminate import BenchmarkCheckSettings, MatchSettings
+from operators.decontaminate import DecontaminateSettings, MatchSettings
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES, DiscoverSettings
 from operators.discover import STAGE as DISCOVER_STAGE
@@ -65,7 +65,7 @@ NODE_LOG_DIGEST_CHARS = 16
 # batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
 # the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
 ROW_BLOCK_BYTES = 1
-# Seconds a stopping job waits for the work it cancelled off the driver (its plans) to let go of Ray before it
+# Seconds a stopping job waits for the work it cancelled off the driver (its waves) to let go of Ray before it
 # shuts Ray down.
 CANCELLED_PLANS_WAIT_S = 30
 
@@ -77,7 +77,7 @@ def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s:
     A task's output stream may run only a few blocks ahead of the driver taking them (Ray Data sizes that buffer,
     private to its `DataContext`, for blocks of 128 MB). With one-row blocks a task then waits on the driver after
     every couple of rows: the split+dedup stage, which turns one seed into all its candidates, ran at a third of its
-    speed. Here the buffer is unbounded; what it holds is bounded by the rows of a plan (`ray.seeds_per_plan`)."""
+    speed. Here the buffer is unbounded; what it holds is bounded by the rows of a wave (`ray.seeds_per_wave`)."""
     context.execution_no_progress_timeout_s = no_progress_timeout_s
     context.target_max_block_size = ROW_BLOCK_BYTES
     context.enable_progress_bars = False
@@ -139,11 +139,11 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StepSettings:
     """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
-    `dedup`, `benchmark`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
+    `dedup`, `decontaminate`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
 
     discover: DiscoverSettings
     dedup: DedupSettings | None
-    benchmark: BenchmarkCheckSettings | None
+    decontaminate: DecontaminateSettings | None
     judge: JudgeSettings
     formalize: FormalizeSettings
     faithfulness: FaithfulnessSettings | None
@@ -170,14 +170,14 @@ def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: In
                  "no_definitions": str(section.no_definitions)})
 
 
-def benchmark_check_settings(cfg: DictConfig) -> BenchmarkCheckSettings | None:
-    """The benchmark check's settings (`decontaminate:`), its problems read here on the driver; None without
+def decontaminate_settings(cfg: DictConfig) -> DecontaminateSettings | None:
+    """The decontaminate stage's settings (`decontaminate:`), its problems read here on the driver; None without
     benchmarks."""
     section = OmegaConf.to_container(cfg.decontaminate, resolve=True)
     if not section["benchmarks"]:
         return None
     problems = tuple(problem for benchmark in read_benchmarks(section) for problem in benchmark.problems)
-    return BenchmarkCheckSettings(problems, MatchSettings.from_config(section["matches"]),
+    return DecontaminateSettings(problems, MatchSettings.from_config(section["matches"]),
                                   OmegaConf.to_container(cfg.embedding, resolve=True))
 
 
@@ -195,7 +195,7 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
                                   chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
         dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
         if cfg.dedup.enabled else None,
-        benchmark=benchmark_check_settings(cfg),
+        decontaminate=decontaminate_settings(cfg),
         judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
         formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
                                     diagnose=bool(cfg.formalize.diagnose), prompts=prompts, grounding=grounding),
@@ -318,7 +318,7 @@ class MiningJob:
 
     @property
     def pool(self) -> LeanPool:
-        """The Lean pool, started on first use (a run with nothing left to verify never starts one), once: plans
+        """The Lean pool, started on first use (a run with nothing left to verify never starts one), once: waves
         start in threads of their own, and two of them asking at once must share one pool."""
         with self._pool_lock:
             if self._pool is None:
@@ -354,9 +354,9 @@ class MiningJob:
     def off_the_driver(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` in a new Ray worker on the driver's node (which holds a local run directory) that exits
         when it returns, so the memory its work takes is given back instead of staying in the driver for the rest
-        of the run. A plan's execution runs here: Ray Data keeps a record of every block in the process that
+        of the run. A wave's plan executes here: Ray Data keeps a record of every block in the process that
         executes a plan until the plan ends (ray-project/ray#66016), and a process keeps much of what it freed, so
-        the driver holds the same few hundred MiB from a night's first plan to its last."""
+        the driver holds the same few hundred MiB from a night's first wave to its last."""
         remote = ray.remote(num_cpus=0, max_calls=1)(function)
         ref = remote.options(scheduling_strategy=self._here).remote(*args)
         with self._off_the_driver_changed:
@@ -369,7 +369,7 @@ class MiningJob:
                 self._off_the_driver_changed.notify_all()
 
     def _cancel_off_the_driver(self) -> None:
-        """Stop what still runs off the driver (a job stopped by Ctrl-C or an error: its plans) and wait until the
+        """Stop what still runs off the driver (a job stopped by Ctrl-C or an error: its waves) and wait until the
         threads waiting on it have let go of Ray, which must not shut down under a thread inside it."""
         with self._off_the_driver_changed:
             for ref in self._off_the_driver:
