@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from lean_pool.busy_log import append_busy_span
-from lean_pool.lean_lexer import code_only
-from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, sorry_goal
+from lean_pool.lean_source import DECLARATION_KINDS, Command, code_only, find_tokens, read_commands, sorry_goal
 
 BANNER = (
     "lean_pool.simulator: this is a SIMULATED Lean REPL; its verdicts come from explicit textual "

@@ -15,16 +15,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lean_pool.lean_lexer import code_only, lex
 from lean_pool.lean_source import (
     DECLARATION_KINDS,
     NOTATION_KINDS,
     THEOREM_KINDS,
     Command,
     Token,
+    code_only,
     code_tokens,
     identifiers,
     layout_free,
+    lex,
     notation_atoms,
     read_commands,
     unread_command_lines,

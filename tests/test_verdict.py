@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lean_pool import verdict
-from lean_pool.lean_lexer import code_only, lex, strip_comments
+from lean_pool.lean_source import code_only, lex, strip_comments
 
 # ---------------------------------------------------------------------------------------------
 # Helpers over the fixtures.

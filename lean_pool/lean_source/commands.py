@@ -3,7 +3,7 @@
 Everything in Folklore that looks at Lean text (splitting LLM answers, the declaration index and dedup,
 the verdict's statement comparison, the pool's header split, the simulators, the export) reads it here,
 so they cannot disagree about where a command starts, what a declaration is called or what its statement
-is. It sits on `lean_lexer`, which finds comments and literals: nothing inside them is taken for code.
+is. It sits on `lean_source.lexer`, which finds comments and literals: nothing inside them is taken for code.
 
 How commands are found, following Lean's grammar rather than layout:
 - keywords that only ever start a command (`theorem`, `def`, `namespace`, `end`, `variable`, ...) start
@@ -27,7 +27,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from lean_pool.lean_lexer import (
+from lean_pool.lean_source.lexer import (
     COMMENTS,
     COMMENTS_AND_LITERALS,
     NOT_CODE,

@@ -1,0 +1,31 @@
+"""The one reader of Lean source."""
+
+from lean_pool.lean_source.commands import (
+    DECLARATION_KINDS,
+    NOTATION_KINDS,
+    THEOREM_KINDS,
+    Command,
+    Token,
+    canonical_statement,
+    code_tokens,
+    find_tokens,
+    goal_theorem,
+    identifiers,
+    layout_free,
+    leading_binders,
+    leading_imports,
+    normalize_space,
+    notation_atoms,
+    opened_namespaces,
+    read_commands,
+    read_goal,
+    referenced_constants,
+    signature_type,
+    sorry_goal,
+    statement_key,
+    unread_command_lines,
+    unsolved_goals,
+    without_imports,
+    without_repeated,
+)
+from lean_pool.lean_source.lexer import code_only, lex, strip_comments
