@@ -215,7 +215,7 @@ class ReplProcess:
         pool asks after every check, between one check and the next on that REPL), so the tree is read once per
         REPL process and again only when one of its processes has gone. Ask once the REPL has answered: its
         launcher has started Lean by then, and the checks Lean runs start no processes (`#eval` and the other ways to
-        run a program are refused before Lean sees them: `lean_pool.verdict.refusal_reasons`)."""
+        run a program are refused before Lean sees them: `lean_pool.refusals.refusal_reasons`)."""
         if not self.alive:
             return 0
         if not self._tree or not all(process.is_running() for process in self._tree):

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lean_pool import verdict
+from lean_pool import refusals, verdict
 from lean_pool.session import LeanSession, RunOutcome
 
 # "sketch" is a proof check whose `sorry`s go to Lean instead of being refused on sight, so its answer carries the goals
@@ -69,8 +69,8 @@ async def check_on_session(
     expected = list(names)
     outcome = await session.run(snippet, timeout, axioms_for=expected if mode in PROOF_MODES else ())
     result = _judge(outcome, mode, expected)
-    if mode == "sketch" and result.ok and verdict.textual_sorry_reasons(snippet):
-        result.status, result.ok, result.reasons = verdict.SORRY, False, verdict.textual_sorry_reasons(snippet)
+    if mode == "sketch" and result.ok and refusals.textual_sorry_reasons(snippet):
+        result.status, result.ok, result.reasons = verdict.SORRY, False, refusals.textual_sorry_reasons(snippet)
     result.seconds = time.perf_counter() - started
     result.provenance = provenance
     return result

@@ -19,43 +19,35 @@ project's one Lean reader, so comments and string literals never count):
 - tactic mode is scripted: a tactic with `sorry`/`admit` leaves "Incomplete: contains sorry", a tactic
   matching an error rule is a REPL error, anything else is "Completed".
 
-Faults, for the pool's failure handling and chaos benchmarks: a request containing a trigger pattern
-crashes, hangs, answers garbage, writes noise or grows on purpose; and `faults:` makes a share of all
-checks crash or hang at random (see `FaultRates` for how the draws stay reproducible yet let a retry pass).
+Faults, for the pool's failure handling and chaos benchmarks, come first (`lean_pool.sim_faults`): a request
+containing a trigger pattern crashes, hangs, answers garbage, writes noise or grows on purpose; and `faults:` makes
+a share of all checks crash or hang at random. Answers are laid out by `lean_pool.protocol.render_answer`.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
-import hashlib
 import json
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 from lean_pool.busy_log import append_busy_span
-from lean_pool.lean_lexer import code_only
-from lean_pool.lean_source import DECLARATION_KINDS, Command, find_tokens, read_commands, sorry_goal
+from lean_pool.lean_source import DECLARATION_KINDS, Command, code_only, find_tokens, read_commands, sorry_goal
+from lean_pool.protocol import FRAME_END, render_answer
+from lean_pool.sim_config import SimConfig
+from lean_pool.sim_faults import Faults, write_flushed
 
 BANNER = (
     "lean_pool.simulator: this is a SIMULATED Lean REPL; its verdicts come from explicit textual "
     "rules, no mathematics is checked\n"
 )
-LINE_WIDTH = 80  # Lean's Json.pretty width: the REPL's answers are laid out for it
 MESSAGE_WIDTH = 120  # Lean's default Format width, which wraps long message texts
-FRAME_END = "\n\n"
-CRASH_EXIT_CODE = 1
-HANG_SLEEP_S = 3600.0
-MIB = 1024 * 1024
-PAGE_BYTES = 4096
-GARBAGE_TEXT = "simulated garbage: this answer is deliberately not JSON\n"
-NOISE_TEXT = "simulated noise: a line on stderr that is not part of any answer\n"
 
 SORRY_WARNING = "declaration uses `sorry`"
 STANDARD_AXIOMS = ("propext", "Classical.choice", "Quot.sound")
@@ -71,180 +63,6 @@ PICKLE_KIND_PROOF_STATE = "folklore-sim-proof-state"
 
 SORRY_TOKENS = ("sorry", "admit")
 UNNAMED_KINDS = ("example",)
-
-CRASH = "crash"
-HANG = "hang"
-FAULT_SEED_BITS = 63  # a seed drawn from the OS fits a signed 64-bit config integer
-DRAW_BYTES = 8        # bytes of a SHA-256 digest turned into one draw in [0, 1)
-
-
-@dataclass(frozen=True)
-class ErrorRule:
-    """Text matching `pattern` (a regular expression) gets an error saying `message`."""
-
-    pattern: str
-    message: str
-
-
-@dataclass(frozen=True)
-class FaultRates:
-    """Random faults for chaos runs: a share `crash_rate` of checks exits without answering, a share `hang_rate`
-    never answers (the pool's timeout ends it). A check is any command, file or tactic request except a header
-    import, which is the REPL starting rather than a check.
-
-    Each delivery of a check draws once, from (seed, its position among this process's checks, its text): one
-    process fed the same requests misbehaves the same way, while a check the pool retries on a fresh REPL lands at
-    another position and draws anew. A fixed `seed` is for tests: every REPL restarted after a crash would replay
-    the same draws, so a check that crashed as the first of its process would crash again as the first of the
-    next. With `seed` null each process takes its own seed from the OS and says it on stderr, so any process's
-    draws can be replayed by setting that seed.
-    """
-
-    crash_rate: float
-    hang_rate: float
-    seed: int | None
-
-    def __post_init__(self) -> None:
-        rates = (self.crash_rate, self.hang_rate)
-        if any(rate < 0 for rate in rates) or sum(rates) > 1:
-            raise ValueError(f"sim.faults: crash_rate={self.crash_rate} and hang_rate={self.hang_rate} must be "
-                             "shares: each at least 0, together at most 1")
-
-    @property
-    def enabled(self) -> bool:
-        return self.crash_rate > 0 or self.hang_rate > 0
-
-
-def fault_draw(seed: int, position: int, text: str) -> float:
-    """A number in [0, 1) that depends only on its arguments: the random faults' only source of chance."""
-    digest = hashlib.sha256(f"{seed}\x1f{position}\x1f{text}".encode()).digest()
-    return int.from_bytes(digest[:DRAW_BYTES], "big") / 2 ** (8 * DRAW_BYTES)
-
-
-def drawn_fault(rates: FaultRates, seed: int, position: int, text: str) -> str | None:
-    """`crash`, `hang` or None for the check delivered at `position` (1-based) of a process, with text `text`."""
-    draw = fault_draw(seed, position, text)
-    if draw < rates.crash_rate:
-        return CRASH
-    if draw < rates.crash_rate + rates.hang_rate:
-        return HANG
-    return None
-
-
-def is_check(request: dict[str, Any] | None) -> bool:
-    """Whether random faults may hit this request: a command, file or tactic, but not a header import (a command
-    of imports only) nor an environment or proof state being pickled."""
-    if request is None:
-        return False
-    if "tactic" in request or "path" in request:
-        return True
-    command = request.get("cmd")
-    if not isinstance(command, str):
-        return False
-    kinds = {parsed.kind for parsed in read_commands(command)}
-    return kinds != {"import"}
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """The `sim:` block of conf/lean/sim.yaml; every key is required so a typo fails loudly."""
-
-    import_s: float
-    check_s: float
-    burn_cpu: bool
-    crash_pattern: str
-    hang_pattern: str
-    garbage_pattern: str
-    noise_pattern: str
-    grow_pattern: str
-    grow_mb: int
-    faults: FaultRates
-    busy_log: str | None
-    error_rules: tuple[ErrorRule, ...] = ()
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> SimConfig:
-        """Build from the JSON given on the command line."""
-        values = dict(raw)
-        values["faults"] = FaultRates(**values["faults"])
-        values["error_rules"] = tuple(ErrorRule(**rule) for rule in values.get("error_rules") or ())
-        return cls(**values)
-
-
-# --- the REPL's JSON layout -------------------------------------------------------------------
-
-
-def _json_string(text: str) -> str:
-    """Escape a string the way Lean's Json renderer does (non-ASCII stays as is)."""
-    out = ['"']
-    for char in text:
-        if char == '"':
-            out.append('\\"')
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif ord(char) < 0x20:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
-def _ordered(obj: dict[str, Any]) -> list[tuple[str, Any]]:
-    """Lean stores object fields in a sorted map and prints them in reverse key order."""
-    return sorted(obj.items(), key=lambda item: item[0], reverse=True)
-
-
-def _flat(value: Any) -> str:
-    """A value on one line, as Lean prints a group that fits."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_json_string(k)}: {_flat(v)}" for k, v in _ordered(value)) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_flat(v) for v in value) + "]"
-    if isinstance(value, str):
-        return _json_string(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
-
-
-def _layout(value: Any, indent: int, column: int, trailing: int) -> str:
-    """Lean's Format algorithm specialised to JSON: a bracket group stays on one line if it and
-    the text up to the next possible break (`trailing` characters) fit, else each item gets a line."""
-    flat = _flat(value)
-    if not isinstance(value, (dict, list)) or not value or column + len(flat) + trailing <= LINE_WIDTH:
-        return flat
-    inner = indent + 1
-    items = _ordered(value) if isinstance(value, dict) else list(value)
-    pieces = []
-    for index, item in enumerate(items):
-        item_trailing = 1 + (trailing if index == len(items) - 1 else 0)
-        item_column = column + 1 if index == 0 else inner
-        if isinstance(value, dict):
-            pieces.append(_layout_field(item[0], item[1], inner, item_column, item_trailing))
-        else:
-            pieces.append(_layout(item, inner, item_column, item_trailing))
-    opener, closer = ("{", "}") if isinstance(value, dict) else ("[", "]")
-    return opener + (",\n" + " " * inner).join(pieces) + closer
-
-
-def _layout_field(key: str, value: Any, indent: int, column: int, trailing: int) -> str:
-    """`"key": value` on one line if it fits, else the value on its own line at the indent."""
-    flat = f"{_json_string(key)}: {_flat(value)}"
-    if column + len(flat) + trailing <= LINE_WIDTH:
-        return flat
-    return f"{_json_string(key)}:\n{' ' * indent}{_layout(value, indent, indent, trailing)}"
-
-
-def render_answer(answer: dict[str, Any]) -> str:
-    """One answer exactly as the REPL prints it (without the blank line that ends the frame)."""
-    return _layout(answer, 0, 0, 0)
 
 
 # --- positions ------------------------------------------------------------------------------
@@ -334,11 +152,7 @@ class Simulator:
         self.config = config
         self.envs: list[EnvState] = []
         self.proof_states: list[list[str]] = []
-        self.kept_memory: list[bytearray] = []
         self.error_rules = [(re.compile(rule.pattern), rule.message) for rule in config.error_rules]
-        faults = config.faults
-        self.fault_seed = faults.seed if faults.seed is not None else secrets.randbits(FAULT_SEED_BITS)
-        self.checks_drawn = 0  # checks that drew against the fault rates so far: the next one's position - 1
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -559,71 +373,6 @@ class Simulator:
         if self.config.busy_log is not None:
             append_busy_span(self.config.busy_log, started, time.time())
 
-    # -- fault triggers -------------------------------------------------------------------------
-
-    def fault_notice(self) -> str:
-        """The stderr line that says random faults are on and with which seed ("" when they are off)."""
-        faults = self.config.faults
-        if not faults.enabled:
-            return ""
-        return (f"lean_pool.simulator: random faults on: crash_rate={faults.crash_rate} hang_rate={faults.hang_rate} "
-                f"seed={self.fault_seed} (sim.faults.seed={self.fault_seed} replays this process's draws)\n")
-
-    def draw_fault(self, text: str, request: dict[str, Any] | None) -> str | None:
-        """The random fault this delivery suffers, if any; only checks draw (and count)."""
-        if not self.config.faults.enabled or not is_check(request):
-            return None
-        self.checks_drawn += 1
-        return drawn_fault(self.config.faults, self.fault_seed, self.checks_drawn, text)
-
-    def misbehave(self, text: str, request: dict[str, Any] | None, out: BinaryIO) -> bool:
-        """Apply the fault triggers, then the random faults; True if the request must not be answered normally."""
-        config = self.config
-        if config.crash_pattern and config.crash_pattern in text:
-            _crash(f"crash trigger {config.crash_pattern!r} seen")
-        if config.hang_pattern and config.hang_pattern in text:
-            _hang(f"hang trigger {config.hang_pattern!r} seen")
-        fault = self.draw_fault(text, request)
-        if fault == CRASH:
-            _crash(f"random crash at check {self.checks_drawn} (seed {self.fault_seed})")
-        if fault == HANG:
-            _hang(f"random hang at check {self.checks_drawn} (seed {self.fault_seed})")
-        if config.garbage_pattern and config.garbage_pattern in text:
-            _write(out, GARBAGE_TEXT + "\n")
-            return True
-        if config.noise_pattern and config.noise_pattern in text:
-            sys.stderr.write(NOISE_TEXT)
-            sys.stderr.flush()
-        if config.grow_pattern and config.grow_pattern in text:
-            self._grow()
-        return False
-
-    def _grow(self) -> None:
-        """Keep grow_mb more memory, writing every page so the resident set really grows."""
-        try:
-            block = bytearray(self.config.grow_mb * MIB)
-            block[::PAGE_BYTES] = b"\x01" * len(range(0, len(block), PAGE_BYTES))
-        except MemoryError:
-            sys.stderr.write("lean_pool.simulator: out of memory while growing; exiting\n")
-            sys.stderr.flush()
-            sys.exit(CRASH_EXIT_CODE)
-        self.kept_memory.append(block)
-
-
-def _crash(reason: str) -> NoReturn:
-    """Exit without answering, as a REPL that died would; stderr says why."""
-    sys.stderr.write(f"lean_pool.simulator: {reason}; exiting\n")
-    sys.stderr.flush()
-    sys.exit(CRASH_EXIT_CODE)
-
-
-def _hang(reason: str) -> NoReturn:
-    """Never answer, as a REPL stuck in elaboration would; stderr says why."""
-    sys.stderr.write(f"lean_pool.simulator: {reason}; never answering\n")
-    sys.stderr.flush()
-    while True:
-        time.sleep(HANG_SLEEP_S)
-
 
 # --- the process ------------------------------------------------------------------------------
 
@@ -654,11 +403,6 @@ def request_text(raw: str, request: dict[str, Any] | None) -> str:
     return raw
 
 
-def _write(out: BinaryIO, text: str) -> None:
-    out.write(text.encode("utf-8"))
-    out.flush()
-
-
 def parse_request(raw: str) -> tuple[dict[str, Any] | None, str]:
     """The request object, or None and the text of the REPL-level `{"message": ...}` to answer."""
     try:
@@ -670,14 +414,14 @@ def parse_request(raw: str) -> tuple[dict[str, Any] | None, str]:
     return request, ""
 
 
-def serve(simulator: Simulator, stdin: BinaryIO, stdout: BinaryIO) -> None:
+def serve(simulator: Simulator, faults: Faults, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The read-answer loop: one answer per request, each ended by a blank line and flushed."""
     for raw in read_requests(stdin):
         request, failure = parse_request(raw)
-        if simulator.misbehave(request_text(raw, request), request, stdout):
+        if faults.misbehave(request_text(raw, request), request, stdout):
             continue
         answer = {"message": failure} if request is None else simulator.handle(request)
-        _write(stdout, render_answer(answer) + FRAME_END)
+        write_flushed(stdout, render_answer(answer) + FRAME_END)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -687,9 +431,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = SimConfig.from_dict(json.loads(args.config))
     simulator = Simulator(config)
-    sys.stderr.write(BANNER + simulator.fault_notice())
+    faults = Faults(config)
+    sys.stderr.write(BANNER + faults.fault_notice())
     sys.stderr.flush()
-    serve(simulator, sys.stdin.buffer, sys.stdout.buffer)
+    serve(simulator, faults, sys.stdin.buffer, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from repl_launches import REPO_DIR, sim_config
 
-from lean_pool.simulator import CRASH, HANG, FaultRates, SimConfig, drawn_fault, is_check
+from lean_pool.sim_config import FaultRates, SimConfig
+from lean_pool.sim_faults import CRASH, HANG, drawn_fault, is_check
 
 ANSWER_WAIT_S = 30.0  # generous ceiling for a reply; nothing here is timed
 HANG_PROBE_S = 1.0

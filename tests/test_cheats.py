@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool import verdict
+from lean_pool import refusals, verdict
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 CHEATS_DIR = REPO_DIR / "tests" / "cheats"
@@ -88,11 +88,11 @@ def test_cheat_is_stopped_for_its_reason(path: Path) -> None:
     assert result.status == EXPECTED_STATUS[kind] and not result.ok, result
     assert any(needle in reason for reason in result.reasons), result.reasons
     if kind == "refused":
-        assert verdict.refusal_reasons(code)
+        assert refusals.refusal_reasons(code)
     else:
-        assert verdict.refusal_reasons(code) == []
+        assert refusals.refusal_reasons(code) == []
     if kind == "sorry":
-        assert verdict.textual_sorry_reasons(code)
+        assert refusals.textual_sorry_reasons(code)
 
 
 @pytest.mark.parametrize("path", CHEATS, ids=[p.stem for p in CHEATS])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool import verdict
+from lean_pool import refusals, verdict
 from lean_pool.lean_source import read_commands
 
 # Lemma files of the MathlibLemma sample that declare an `axiom` of their own: the prover cheated there.
@@ -29,16 +29,16 @@ def test_no_mathliblemma_proof_is_refused_but_those_with_an_axiom(mathliblemma_d
     root = mathliblemma_dir / "lemma"
     paths = sorted(root.rglob("*.lean"))
     assert len(paths) == 212
-    refused = {str(path.relative_to(root)) for path in paths if verdict.refusal_reasons(path.read_text())}
+    refused = {str(path.relative_to(root)) for path in paths if refusals.refusal_reasons(path.read_text())}
     assert refused == LEMMA_FILES_WITH_AXIOMS
     for rel in refused:
-        assert all("`axiom`" in reason for reason in verdict.refusal_reasons((root / rel).read_text())), rel
+        assert all("`axiom`" in reason for reason in refusals.refusal_reasons((root / rel).read_text())), rel
 
 
 def test_the_pipeline_headers_are_accepted() -> None:
     mine = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 0\nopen BigOperators Real Nat Topology Rat\n"
     for header in (mine, "import Mathlib\n", "import Mathlib\nset_option maxHeartbeats 400000\n"):
-        assert verdict.refusal_reasons(header + "\ntheorem t : True := trivial\n") == []
+        assert refusals.refusal_reasons(header + "\ntheorem t : True := trivial\n") == []
 
 
 # Each honest proof targets this reference; what it exercises is said in its key.
@@ -201,7 +201,7 @@ end Folk
 @pytest.mark.parametrize("name", sorted(HONEST))
 def test_honest_proof_goes_to_lean(name: str) -> None:
     code = HONEST[name]
-    assert verdict.refusal_reasons(code) == []
+    assert refusals.refusal_reasons(code) == []
     assert verdict.precheck(code, "proof", REFERENCE) is None
 
 
@@ -226,7 +226,7 @@ def test_mathlib_theorems_are_not_refused(mathlib_sample_dir: Path) -> None:
     kinds = Counter(
         re.sub(r"^line \d+: ", "", reason).split(" ")[0]
         for text in theorems
-        for reason in verdict.refusal_reasons(text)
+        for reason in refusals.refusal_reasons(text)
     )
     assert sum(kinds.values()) < len(theorems) / 1000, kinds
     assert set(kinds) <= {"unreadable", "`@[csimp]`", "`initialize_simps_projections`", "`unseal`"}, kinds

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool.lean_lexer import lex
-from lean_pool.lean_source import Command, read_commands
+from lean_pool.lean_source import Command, lex, read_commands
 
 THEOREM_KINDS = ("theorem", "lemma")
 
@@ -179,7 +178,7 @@ def test_an_unclosed_quotation_is_a_problem_of_the_lexer() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The independent count: a small scanner of its own (no `lean_lexer`) blanks comments, string and character
+# The independent count: a small scanner of its own (no `lean_source.lexer`) blanks comments, string and character
 # literals, syntax quotations, name literals and `@[...]` attributes; then a theorem is a line whose code
 # opens, after modifiers and `... in` prefixes, with the keyword `theorem` or `lemma`.
 # ---------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conf import compose_config
-from lean_pool.verdict import refusal_reasons
+from lean_pool.refusals import refusal_reasons
 from operators.llm.backend import LLMBackend
 from operators.llm.client import settings_from_config
 from operators.llm.simulator import (

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from lean_pool.simulator import render_answer
+from lean_pool.protocol import render_answer
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -325,7 +325,7 @@ def test_grow_trigger_raises_rss(sim: Sim) -> None:
 def test_config_block_of_sim_yaml_is_accepted() -> None:
     from omegaconf import OmegaConf
 
-    from lean_pool.simulator import SimConfig
+    from lean_pool.sim_config import SimConfig
 
     block = OmegaConf.to_container(OmegaConf.load(REPO_DIR / "conf" / "lean" / "sim.yaml"))["sim"]
     config = SimConfig.from_dict(block)

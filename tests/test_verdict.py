@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool import verdict
-from lean_pool.lean_lexer import code_only, lex, strip_comments
+from lean_pool import refusals, verdict
+from lean_pool.lean_source import code_only, lex, strip_comments
 
 # ---------------------------------------------------------------------------------------------
 # Helpers over the fixtures.
@@ -276,7 +276,7 @@ def test_lemma_files_with_sorry_admit_or_axiom_are_caught(mathliblemma_dir: Path
     dirty = [(rel, b, lemma) for rel, b, lemma in _pairs(mathliblemma_dir) if _mentions_cheat_outside_comments(lemma)]
     assert len(dirty) == 35
     for rel, benchmark, lemma in dirty:
-        assert verdict.refusal_reasons(lemma) or verdict.textual_sorry_reasons(lemma), rel
+        assert refusals.refusal_reasons(lemma) or refusals.textual_sorry_reasons(lemma), rel
         result = verdict.precheck(lemma, "proof", benchmark)
         assert result is not None and result.status in ("refused", "sorry"), rel
 
@@ -285,8 +285,8 @@ def test_clean_lemma_files_are_not_refused(mathliblemma_dir: Path) -> None:
     clean = [(rel, lemma) for rel, _, lemma in _pairs(mathliblemma_dir) if not _mentions_cheat_outside_comments(lemma)]
     assert len(clean) == 177
     for rel, lemma in clean:
-        assert verdict.refusal_reasons(lemma) == [], rel
-        assert verdict.textual_sorry_reasons(lemma) == [], rel
+        assert refusals.refusal_reasons(lemma) == [], rel
+        assert refusals.textual_sorry_reasons(lemma) == [], rel
 
 
 def test_clean_lemma_files_pass_the_text_checks_unless_changed(mathliblemma_dir: Path) -> None:
@@ -349,7 +349,7 @@ def test_lemma_notation_copied_from_the_benchmark_is_not_a_new_notation(mathlibl
     ],
 )
 def test_not_refused(code: str) -> None:
-    assert verdict.refusal_reasons(code) == []
+    assert refusals.refusal_reasons(code) == []
 
 
 @pytest.mark.parametrize(
@@ -399,12 +399,12 @@ def test_not_refused(code: str) -> None:
     ],
 )
 def test_refused(code: str, needle: str) -> None:
-    reasons = verdict.refusal_reasons(code)
+    reasons = refusals.refusal_reasons(code)
     assert any(needle in reason for reason in reasons), reasons
 
 
 def test_refusal_reasons_name_the_line() -> None:
-    assert verdict.refusal_reasons("theorem t : True := trivial\n\n#exit\n")[0].startswith("line 3:")
+    assert refusals.refusal_reasons("theorem t : True := trivial\n\n#exit\n")[0].startswith("line 3:")
 
 
 def test_blanking_keeps_positions() -> None:
@@ -419,12 +419,12 @@ def test_blanking_keeps_positions() -> None:
 
 def test_textual_sorry_is_separate_from_refusal() -> None:
     statement = "theorem t : True := by\n  sorry"
-    assert verdict.refusal_reasons(statement) == []
-    assert "`sorry`" in verdict.textual_sorry_reasons(statement)[0]
-    assert verdict.textual_sorry_reasons("-- sorry\ntheorem t : True := trivial /- admit -/") == []
-    assert verdict.textual_sorry_reasons('def s := "sorry"') == []
-    assert verdict.textual_sorry_reasons("theorem t : False := _root_.sorryAx _ false")
-    assert verdict.textual_sorry_reasons("theorem t : False := my_sorry.elim") == []
+    assert refusals.refusal_reasons(statement) == []
+    assert "`sorry`" in refusals.textual_sorry_reasons(statement)[0]
+    assert refusals.textual_sorry_reasons("-- sorry\ntheorem t : True := trivial /- admit -/") == []
+    assert refusals.textual_sorry_reasons('def s := "sorry"') == []
+    assert refusals.textual_sorry_reasons("theorem t : False := _root_.sorryAx _ false")
+    assert refusals.textual_sorry_reasons("theorem t : False := my_sorry.elim") == []
     assert verdict.precheck(statement, "statement") is None
     assert verdict.precheck(statement, "proof").status == "sorry"
 

@@ -1,7 +1,7 @@
 -- expect: refused: character literal or a prime
 -- target: Folk.pow_mod_seven
 -- family: lexer-desync
--- source: Folklore lean_pool/lean_lexer.py docstring: places where Lean's reading of literals and a lexer's can differ
+-- source: Folklore lean_pool/lean_source/lexer.py docstring: places where Lean's reading of literals and a lexer's can differ
 import Mathlib
 
 -- `∑'` is a token, so Lean reads `"' "` as a string and `#eval` as code; a lexer that

@@ -1,7 +1,7 @@
 -- expect: refused: raw or interpolated string
 -- target: Folk.pow_mod_seven
 -- family: lexer-desync
--- source: Folklore lean_pool/lean_lexer.py docstring: places where Lean's reading of literals and a lexer's can differ
+-- source: Folklore lean_pool/lean_source/lexer.py docstring: places where Lean's reading of literals and a lexer's can differ
 import Mathlib
 
 -- A raw string has no escapes: Lean ends it at the second quote, so `#eval` below is code.

@@ -1,0 +1,57 @@
+"""The one reader of Lean source: commands, their names, signatures and scopes, read the way Lean does.
+
+Everything in Folklore that looks at Lean text (splitting LLM answers, the declaration index and dedup,
+the verdict's refusals and statement comparison, the pool's header split, the simulators, the export) reads
+it here, so they cannot disagree about where a command starts, what a declaration is called or what its
+statement is. Code outside this package imports from this module only; its parts import each other:
+- `lexer`: comments, literals, syntax quotations and name literals, inside which nothing is code;
+- `tokens`: what Lean reads as one token, and how brackets nest;
+- `command_heads`: where each command starts; `commands`: what it declares, its signature, the scopes around it;
+- `imports`: the imports at the head of a text, and the commands one text repeats from another;
+- `statements`: statements up to layout, binder grouping and bound names (dedup); `statement_keys`: up to the
+  order and names of hypotheses too (decontamination); `references`: the constants a statement names;
+- `unknown_syntax`: commands this reader does not know, and the symbols a notation adds;
+- `goals`: the proof states the REPL prints, read back as statements.
+"""
+
+from lean_pool.lean_source.commands import DECLARATION_KINDS, THEOREM_KINDS, Command, read_commands
+from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
+from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
+from lean_pool.lean_source.lexer import code_only, lex, strip_comments
+from lean_pool.lean_source.references import opened_namespaces, referenced_constants
+from lean_pool.lean_source.statement_keys import statement_key
+from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
+from lean_pool.lean_source.tokens import Token, code_tokens, find_tokens, identifiers, layout_free, normalize_space
+from lean_pool.lean_source.unknown_syntax import NOTATION_KINDS, notation_atoms, unread_command_lines
+
+__all__ = [
+    "DECLARATION_KINDS",
+    "NOTATION_KINDS",
+    "THEOREM_KINDS",
+    "Command",
+    "Token",
+    "canonical_statement",
+    "code_only",
+    "code_tokens",
+    "find_tokens",
+    "goal_theorem",
+    "identifiers",
+    "layout_free",
+    "leading_binders",
+    "leading_imports",
+    "lex",
+    "normalize_space",
+    "notation_atoms",
+    "opened_namespaces",
+    "read_commands",
+    "read_goal",
+    "referenced_constants",
+    "signature_type",
+    "sorry_goal",
+    "statement_key",
+    "strip_comments",
+    "unread_command_lines",
+    "unsolved_goals",
+    "without_imports",
+    "without_repeated",
+]
