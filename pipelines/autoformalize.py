@@ -27,7 +27,7 @@ from operators.autoformalize.agent_tools import example_pair
 from operators.autoformalize.direct import AutoformalizeOperator, AutoformalizeSettings
 from operators.autoformalize.faithfulness import FaithfulnessOperator
 from operators.autoformalize.got import GraphAutoformalizeOperator, GraphSettings
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 from operators.rows.formalizations import (
     AGENT,
     ERROR_INFRA,

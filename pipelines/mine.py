@@ -29,7 +29,7 @@ from operators.dedup import SplitDedupOperator
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
 from operators.formalize import FormalizeOperator
 from operators.judge import JudgeOperator
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 from operators.prove import ProveOperator
 from operators.rows.candidates import COMPILED, DISCOVERED, SEED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
