@@ -24,7 +24,7 @@ import polars as pl
 import ray
 import yaml
 
-from operators.llm.simulator import SimServer, fetch_stats, reset_stats
+from operators.llm.sim.server import SimServer, fetch_stats, reset_stats
 from pipelines import autoformalize
 
 REPO = Path(__file__).resolve().parents[1]

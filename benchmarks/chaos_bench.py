@@ -65,7 +65,7 @@ import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
 from conf import package_dir
-from operators.llm.simulator import SimServer
+from operators.llm.sim.server import SimServer
 from operators.rows.candidates import ERROR_INFRA
 from operators.storage import join, resolve
 from pipelines.runtime.job import load_config

@@ -28,8 +28,8 @@ from typing import Any
 import ray
 
 from operators.judge import JudgeOperator
-from operators.llm.client import usage_report
-from operators.llm.simulator import fetch_stats, reset_stats
+from operators.llm.sim.server import fetch_stats, reset_stats
+from operators.llm.usage import usage_report
 from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
 from pipelines.runtime.job import MiningJob, load_config
 

@@ -15,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from operators.llm import prompts
-from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.rows import seeds
 from operators.rows.candidates import (
     ERROR_INFRA,
@@ -27,6 +28,7 @@ from operators.rows.candidates import (
     unit_id,
 )
 from operators.split import split_answer
+from operators.step import LLMOperator
 from operators.storage import resolve
 
 STAGE = "discover"

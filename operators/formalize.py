@@ -19,7 +19,8 @@ from lean_pool.lean_source import leading_imports, without_imports
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.llm import prompts
-from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, exhausted_reason, run_loop
 from operators.retrieval.grounding import grounded, open_grounder
 from operators.retrieval.settings import GroundingSettings
@@ -34,6 +35,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.step import LLMOperator
 
 STAGE = "formalize"
 DIAGNOSE_STAGE = "diagnose"

@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from operators.llm import prompts
 from operators.llm.answers import judge_accepts
-from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.rows.candidates import (
     DISCOVERED,
     REJECTED_BY_JUDGE,
@@ -24,6 +25,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.step import LLMOperator
 
 STAGE = "judge"
 # Between the answers of a multi-sample judge in `judge_response`.

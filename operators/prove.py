@@ -23,7 +23,8 @@ from lean_pool.lean_source import leading_imports, without_imports, without_repe
 from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
 from operators.llm import prompts
-from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, Ask, RepairLoop, Stop, run_loop
 from operators.retrieval.grounding import grounded, open_grounder
 from operators.retrieval.settings import GroundingSettings
@@ -38,6 +39,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.step import LLMOperator
 
 STAGE = "prove"
 # How a proof's `reason` starts when the replay rejected what the warm pool accepted.

@@ -14,7 +14,7 @@ from typing import Any
 
 from lean_pool.session_check import CheckResult
 from operators.llm.answers import extract_code, missing_code
-from operators.llm.client import LLMResult
+from operators.llm.calls import LLMResult
 from operators.rows.candidates import LEAN_ERRORS, NO_CODE, REFUSED_CODE, diagnostics, failure_kind, open_goals
 
 # How a loop ends.

@@ -29,7 +29,7 @@ from operators.autoformalize.direct import AutoformalizeOperator, AutoformalizeS
 from operators.autoformalize.faithfulness import STAGE as FAITHFULNESS_STAGE
 from operators.autoformalize.faithfulness import FaithfulnessOperator
 from operators.autoformalize.got import GraphAutoformalizeOperator, GraphSettings
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 from operators.rows.formalizations import (
     AGENT,
     ERROR_INFRA,

@@ -21,7 +21,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lean_pool.launch import LeanSetupError
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 from operators.rows.benchmark_items import (
     LEAN_SUFFIX,
     BenchmarkItem,

@@ -25,7 +25,7 @@ from ray.data import Dataset
 
 from lean_pool.launch import LeanSetupError
 from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 from operators.rows.candidates import SEED
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of

@@ -11,7 +11,7 @@ from lean_pool import verdict
 from lean_pool.lean_source import find_tokens
 from lean_pool.session_check import CheckResult
 from operators.autoformalize.direct import AutoformalizeSettings
-from operators.llm.client import LLMSettings, settings_from_config
+from operators.llm.settings import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
 from pipelines.autoformalize import load_config

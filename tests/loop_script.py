@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lean_pool.session_check import CheckResult
-from operators.llm.client import LLMResult
+from operators.llm.calls import LLMResult
 from operators.repair import Ask
 
 

@@ -13,7 +13,8 @@ import ray
 from omegaconf import OmegaConf
 
 from conf import package_dir
-from operators.llm.simulator import SimServer, success_attempt, unit
+from operators.llm.sim.scripts import success_attempt, unit
+from operators.llm.sim.server import SimServer
 from pipelines import mine
 from pipelines.runtime.job import load_config
 

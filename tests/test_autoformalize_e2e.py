@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 import ray
 
-from operators.llm.simulator import SimServer, fetch_stats, reset_stats
+from operators.llm.sim.server import SimServer, fetch_stats, reset_stats
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
 from tests.mine_support import read_table, sim_server_config

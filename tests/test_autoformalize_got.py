@@ -31,7 +31,7 @@ from operators.autoformalize.got import (
     with_definitions,
 )
 from operators.formalize import rejection
-from operators.llm.simulator import SimServer
+from operators.llm.sim.server import SimServer
 from tests.autoformalize_support import (
     TextPool,
     autoformalize_settings,

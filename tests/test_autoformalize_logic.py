@@ -16,7 +16,8 @@ import pytest
 from lean_pool.session_check import CheckResult
 from operators.autoformalize.direct import AutoformalizeOperator, compiled, reference_match, under_header
 from operators.formalize import rejection
-from operators.llm.client import LLMResult
+from operators.llm.calls import LLMResult
+from operators.llm.sim.scripts import last_lean_block
 from operators.repair import RepairLoop, run_loop
 from operators.rows.formalizations import (
     InputRules,
@@ -27,7 +28,6 @@ from operators.rows.formalizations import (
     theorem_name,
     with_unique_ids,
 )
-from operators.llm.simulator import last_lean_block
 from tests.autoformalize_support import (
     ERROR_MARK,
     TextPool,

@@ -19,19 +19,12 @@ import yaml
 from operators.llm.backend import LLMBackend
 from openai.types import Model
 
-from operators.llm.client import (
-    PROVE_STAGE,
-    STAGE_ROLES,
-    LLMConfigError,
-    LLMOperator,
-    ModelContext,
-    card_context,
-    endpoint_down_message,
-    probe_endpoints,
-    settings_from_config,
-    unfit_budgets,
-)
-from operators.llm.simulator import SimProcess, SimServer, fetch_stats
+from operators.llm.budgets import PROVE_STAGE, STAGE_ROLES, ModelContext, card_context, unfit_budgets
+from operators.llm.client import probe_endpoints
+from operators.llm.errors import LLMConfigError, endpoint_down_message
+from operators.llm.settings import settings_from_config
+from operators.llm.sim.server import SimProcess, SimServer, fetch_stats
+from operators.step import LLMOperator
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 # Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.
@@ -280,7 +273,7 @@ def test_an_endpoint_dying_mid_run_fails_the_job_and_its_rows_in_flight(ray_clus
 
 
 def test_the_down_message_is_found_in_the_exception_or_in_its_text() -> None:
-    from operators.llm.client import EndpointDown
+    from operators.llm.errors import EndpointDown
 
     down = EndpointDown("llm endpoint main (http://x/v1, model m) is down: 3 tries in a row failed")
     assert endpoint_down_message(down) == str(down)
@@ -291,6 +284,6 @@ def test_the_down_message_is_found_in_the_exception_or_in_its_text() -> None:
             raise RuntimeError("UDF failed") from exc
     except RuntimeError as wrapped:
         assert endpoint_down_message(wrapped) == str(down)
-    text = f"\x1b[36mray::MapWorker\x1b[39m\n  File x\noperators.llm.client.EndpointDown: {down}\n\nThe above ..."
+    text = f"\x1b[36mray::MapWorker\x1b[39m\n  File x\noperators.llm.errors.EndpointDown: {down}\n\nThe above ..."
     assert endpoint_down_message(RuntimeError(text)) == str(down)
     assert endpoint_down_message(RuntimeError("something else")) is None

@@ -12,7 +12,8 @@ import pytest
 import ray
 import yaml
 
-from operators.llm.simulator import SimServer, success_attempt, unit
+from operators.llm.sim.scripts import success_attempt, unit
+from operators.llm.sim.server import SimServer
 from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from pipelines import evaluate
 from pipelines.reporting import stats

@@ -25,7 +25,7 @@ from operators.autoformalize.faithfulness import (
     unchanged,
 )
 from operators.llm.answers import extract_json
-from operators.llm.client import LLMResult
+from operators.llm.calls import LLMResult
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import candidates_table, empty_candidate

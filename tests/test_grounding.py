@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from operators.llm import prompts
 from operators.llm.prompts import with_preamble
-from operators.llm.simulator import last_lean_block
+from operators.llm.sim.scripts import last_lean_block
 from operators.retrieval.grounding import NameIndex, grounding_text, name_tokens, unknown_names
 
 REPO = Path(__file__).resolve().parents[1]

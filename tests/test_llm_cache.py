@@ -21,18 +21,22 @@ import yaml
 from omegaconf import OmegaConf
 
 from operators.judge import JudgeOperator, JudgeSettings
-from operators.llm.cache import CACHE_DIR, CacheKey, ObjectCache, RequestCache, cache_dir, open_cache, stored_answers
-from operators.llm.client import (
-    LLMOperator,
-    LLMResult,
-    StageUsage,
+from operators.llm.cache import (
+    CACHE_DIR,
+    CacheKey,
+    ObjectCache,
+    RequestCache,
+    cache_dir,
     cache_key,
-    settings_from_config,
-    start_usage_ledger,
-    usage_report,
+    open_cache,
+    stored_answers,
 )
-from operators.llm.simulator import SimServer
+from operators.llm.calls import LLMResult
+from operators.llm.settings import settings_from_config
+from operators.llm.sim.server import SimServer
+from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
+from operators.step import LLMOperator
 from operators.storage import join
 from pipelines.runtime.job import load_config
 

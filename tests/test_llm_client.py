@@ -14,26 +14,27 @@ import yaml
 
 from conf import compose_config
 from operators.llm.client import (
-    EndpointDown,
+    ATTEMPT_HEADER,
+    CANDIDATE_HEADER,
+    STAGE_HEADER,
     LLMClient,
     LLMClients,
-    LLMConfigError,
-    LLMSettings,
-    RetryPolicy,
-    StageRefused,
-    StageUsage,
-    backoff_delay,
-    classify_status,
     create_kwargs,
-    endpoint_down_message,
-    parse_retry_after,
     public_url,
     redact,
-    settings_from_config,
-    stage_refused_message,
-    usage_report,
 )
-from operators.llm.simulator import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, SimServer
+from operators.llm.errors import (
+    EndpointDown,
+    LLMConfigError,
+    StageRefused,
+    classify_status,
+    endpoint_down_message,
+    stage_refused_message,
+)
+from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
+from operators.llm.settings import LLMSettings, settings_from_config
+from operators.llm.sim.server import SimServer
+from operators.llm.usage import StageUsage, usage_report
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 
@@ -418,10 +419,10 @@ async def test_refusals_after_an_answer_or_of_mixed_kinds_never_refuse_the_stage
 
 def test_a_stage_refused_inside_a_ray_error_is_found_by_its_text() -> None:
     line = "llm stage discover cannot use model m at endpoint main (http://h/v1): its first 20 calls ..."
-    wrapped = RuntimeError(f"ray.exceptions.RayTaskError(UserCodeException): ...\noperators.llm.client.StageRefused: "
+    wrapped = RuntimeError(f"ray.exceptions.RayTaskError(UserCodeException): ...\noperators.llm.errors.StageRefused: "
                            f"{line}\n")
     assert stage_refused_message(wrapped) == line and endpoint_down_message(wrapped) == line
-    down = RuntimeError("operators.llm.client.EndpointDown: llm endpoint main (http://h/v1) is down: ...")
+    down = RuntimeError("operators.llm.errors.EndpointDown: llm endpoint main (http://h/v1) is down: ...")
     assert stage_refused_message(down) is None and endpoint_down_message(down) is not None
 
 

@@ -10,8 +10,10 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from operators.llm.client import LLMOperator, LLMSettings, settings_from_config, start_usage_ledger, usage_report
-from operators.llm.simulator import SimServer
+from operators.llm.settings import LLMSettings, settings_from_config
+from operators.llm.sim.server import SimServer
+from operators.llm.usage import start_usage_ledger, usage_report
+from operators.step import LLMOperator
 
 pytestmark = pytest.mark.ray
 

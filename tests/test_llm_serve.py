@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from conf import compose_config
 from operators.llm import serve as serve_module
-from operators.llm.client import LLMConfigError, settings_from_config
+from operators.llm.errors import LLMConfigError
 from operators.llm.serve import (
     ServeApp,
     base_url,
@@ -31,6 +31,7 @@ from operators.llm.serve import (
     serving_args,
     unplaced_line,
 )
+from operators.llm.settings import settings_from_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -243,7 +244,7 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
 
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     code = (
-        "import json, sys, operators.llm.client, operators.llm.simulator; "
+        "import json, sys, operators.llm.client, operators.step, operators.llm.sim.server; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('vllm', 'ray.serve', 'operators.llm.serve')))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -269,7 +270,7 @@ def test_roles_that_call_tools_must_run_on_an_engine_with_a_parser(vllm_cfg: dic
 
 def test_a_vllm_run_whose_tool_role_has_no_parser_stops_before_serve_starts(vllm_cfg: dict) -> None:
     from operators.llm.backend import LLMBackend
-    from operators.llm.client import LLMConfigError
+    from operators.llm.errors import LLMConfigError
 
     vllm_cfg["models"]["agent"] = {"endpoint": "serve", "model": "goedel-prover-v2-32b"}
     with pytest.raises(LLMConfigError, match=r"engines of \['goedel-prover-v2-32b'\] have no tool_call_parser"):

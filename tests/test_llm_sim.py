@@ -16,28 +16,24 @@ import yaml
 from conf import compose_config
 from lean_pool.refusals import refusal_reasons
 from operators.llm.backend import LLMBackend
-from operators.llm.client import settings_from_config
-from operators.llm.simulator import (
-    ATTEMPT_HEADER,
-    CANDIDATE_HEADER,
-    STAGE_HEADER,
+from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+from operators.llm.settings import settings_from_config
+from operators.llm.sim.scripts import (
     RequestMeta,
-    SimServer,
     completion_body,
     decompose_reply,
     diagnose_reply,
     draft_reply,
     faithfulness_reply,
-    fetch_stats,
     last_block,
     last_lean_block,
     request_digest,
-    reset_stats,
     seed_identifiers,
     statement_sentences,
     success_attempt,
     think_reply,
 )
+from operators.llm.sim.server import SimServer, fetch_stats, reset_stats
 from operators.rows.formalizations import theorem_name
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from operators.llm.simulator import SimServer
+from operators.llm.sim.server import SimServer
 from operators.rows.candidates import STATUSES
 from tests.mine_support import (
     BAD_SEEDS,

@@ -22,7 +22,7 @@ from operators.discover import DISCOVERY_SCHEMA, NO_ANSWER, SEED_WORK_SCHEMA, se
 from operators.formalize import keep_imports, rejection
 from operators.judge import majority
 from operators.llm import prompts
-from operators.llm.simulator import last_lean_block
+from operators.llm.sim.scripts import last_lean_block
 from operators.prove import best_proof, with_environment
 from operators.rows.candidates import CANDIDATE_SCHEMA, ERROR_INFRA, PROVED, STATUSES, candidates_table, funnel
 from operators.rows.seeds import EMPTY, NOT_UTF8, OK, TOO_LONG, decode_seed, domain_of, seed_id, select

@@ -15,8 +15,9 @@ from omegaconf import OmegaConf
 
 from lean_pool.session_check import CheckResult
 from operators.formalize import FormalizeOperator
-from operators.llm.client import settings_from_config
-from operators.llm.simulator import SimServer, last_lean_block
+from operators.llm.settings import settings_from_config
+from operators.llm.sim.scripts import last_lean_block
+from operators.llm.sim.server import SimServer
 from operators.prove import ProveOperator
 from pipelines import index as index_pipeline
 from pipelines import mine

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from lean_pool.lean_source import without_imports
-from operators.llm.simulator import SimServer
+from operators.llm.sim.server import SimServer
 from operators.rows.candidates import PROVED, SEED, SUBGOAL
 from tests.mine_support import make_seeds, mine_demo_run, overrides, read_table, sim_server_config
 from tests.test_mine_e2e import KILLED_RUN_LATENCY_S, kill_when_written, readable_rows, run_to_end

@@ -17,8 +17,8 @@ from operators.discover import NO_ANSWER, answered
 from operators.formalize import formalized, keep_imports, rejection
 from operators.judge import judged
 from operators.llm import prompts
-from operators.llm.client import LLMResult
-from operators.llm.simulator import RequestMeta, last_lean_block, scripted_reply
+from operators.llm.calls import LLMResult
+from operators.llm.sim.scripts import RequestMeta, last_lean_block, scripted_reply
 from operators.prove import proof_entry, proved, with_environment
 from operators.repair import INFRA, Ask, RepairLoop, attempt_entry, exhausted_reason, no_code_entry, run_loop
 from operators.retrieval.settings import IndexSettings

@@ -39,7 +39,7 @@ from operators.autoformalize.agent_tools import (
 from operators.autoformalize.direct import AutoformalizeOperator, reference_match, under_header
 from operators.llm import prompts
 from operators.llm.answers import extract_code
-from operators.llm.client import LLMSettings
+from operators.llm.settings import LLMSettings
 from operators.repair import attempt_entry, missing_code_reason
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.grounding import format_declarations

@@ -20,7 +20,8 @@ from lean_pool.lean_source import leading_imports, without_imports, without_repe
 from lean_pool.verdict import same_statement
 from operators.formalize import FormalizeOperator, FormalizeSettings, rejection
 from operators.llm import prompts
-from operators.llm.client import LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, exhausted_reason, run_loop
 from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra

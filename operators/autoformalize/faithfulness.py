@@ -24,12 +24,14 @@ import pyarrow as pa
 from lean_pool.lean_source import opened_namespaces, referenced_constants
 from operators.autoformalize.concept_graph import defined_declarations
 from operators.llm.answers import extract_json
-from operators.llm.client import LLMOperator, LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.retrieval.declaration_index import DeclarationIndex
 from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows import candidates, formalizations
 from operators.rows.formalizations import LABELS, MAJOR, MINOR, PERFECT
+from operators.step import LLMOperator
 
 STAGE = "faithfulness"
 DECOMPOSE_STAGE = "decompose"

@@ -37,7 +37,8 @@ from operators.autoformalize.direct import AutoformalizeOperator, compiled, unde
 from operators.formalize import rejection
 from operators.llm import prompts
 from operators.llm.answers import extract_json
-from operators.llm.client import LLMResult, LLMSettings
+from operators.llm.calls import LLMResult
+from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, exhausted_reason, run_loop
 from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.grounding import format_declarations

@@ -7,14 +7,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from operators.llm.cache import cache_dir
-from operators.llm.client import (
-    LLMClients,
-    LLMConfigError,
-    LLMSettings,
-    plain_config,
-    probe_endpoints,
-    settings_from_config,
-)
+from operators.llm.client import LLMClients, probe_endpoints
+from operators.llm.errors import LLMConfigError
+from operators.llm.settings import LLMSettings, plain_config, settings_from_config
 
 
 class LLMBackend:
@@ -42,7 +37,7 @@ class LLMBackend:
     def __enter__(self) -> LLMSettings:
         backend = self._cfg["backend"]
         if backend == "sim":
-            from operators.llm.simulator import SimProcess
+            from operators.llm.sim.server import SimProcess
 
             endpoint = self._cfg["sim_endpoint"]
             sim = dict(self._cfg["sim"])

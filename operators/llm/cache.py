@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 import pyarrow.fs as pafs
 
+from operators.llm.calls import LLMRequest
 from operators.storage import StorageError, first_line, is_uri, join, resolve, without_options
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,16 @@ class CacheKey:
         """The key of a call whose payload (messages, model, sampling) is `payload`, hashed in a canonical form."""
         canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return cls(candidate_id, stage, attempt, hashlib.sha256(canonical.encode()).hexdigest())
+
+
+def cache_key(request: LLMRequest) -> CacheKey:
+    """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
+    messages, the model, the sampling) and who asked it (the role: two provers on one model draw their own)."""
+    payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling),
+               "role": request.role}
+    if request.tools:
+        payload["tools"] = list(request.tools)
+    return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
 
 
 def answer_path(key: CacheKey) -> str:

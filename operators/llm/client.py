@@ -1,4 +1,4 @@
-"""The one way this project talks to LLMs: OpenAI chat completions, their retries, and the Ray Data operator base.
+"""The one module that talks to LLMs: OpenAI chat completions, their retries, and the probe of endpoints.
 
 Every stage (discover, judge, formalize, prove, ...) sends `LLMRequest`s through `LLMClient`
 (the `openai` package's `AsyncOpenAI`) and gets `LLMResult`s back: a failed call is a result
@@ -15,51 +15,40 @@ the job. A stage whose first `retry.max_identical_refusals` calls to a model are
 (a budget or a request the endpoint never accepts) raises `StageRefused`, an `EndpointDown`, the same way.
 Stored errors of that kind name the endpoint's URL.
 
-`LLMOperator` is the base of the Ray Data operators that call LLMs: an async callable class
-for `map_batches` with `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor
-keeps hundreds of requests in flight. With a cache location (a local directory or an object-store URI) it replays
-answers a killed run already received (`operators.llm.cache`).
+What it sends and gets back is `operators.llm.calls`, how calls fail `operators.llm.errors`, the config
+`operators.llm.settings`, the retry timing `operators.llm.retry`; the operators call it through `operators.step`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import email.utils
 import logging
 import math
 import os
 import random
 import re
 import time
-import traceback
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
-import pyarrow as pa
 
-from operators.llm.cache import AnswerCache, CacheKey, open_cache
+from operators.llm.budgets import ModelContext, card_context, unfit_budgets
+from operators.llm.calls import LLMRequest, LLMResult
+from operators.llm.errors import (
+    CONTENT_KINDS,
+    DOWN_KINDS,
+    REFUSED_KINDS,
+    RETRYABLE_KINDS,
+    EndpointDown,
+    LLMConfigError,
+    StageRefused,
+    classify_status,
+)
+from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
+from operators.llm.settings import Endpoint, LLMSettings
 
 logger = logging.getLogger(__name__)
-
-# Error kinds a result can carry. The request itself is at fault for these: retrying or
-# resuming gives the same answer, so they are final for the row.
-CONTENT_KINDS = frozenset({"empty_messages", "context_too_long", "bad_request", "empty_response"})
-# Every other kind (rate_limited, server_error, timeout, connection, malformed_response, auth,
-# not_found, operator_error) is the endpoint's or the setup's fault: the row is an infrastructure
-# failure (`error_infra`), never a mathematical one, and a resumed run asks again.
-RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed_response"})
-OPERATOR_ERROR = "operator_error"
-# Kinds that say the endpoint itself is unusable (unreachable, key refused, model or route missing), whatever the
-# request: `retry.max_consecutive_failures` of them in a row stop the job instead of failing every row.
-DOWN_KINDS = frozenset({"connection", "auth", "not_found"})
-# Kinds an endpoint answers a request with after it was sent, that a retry would get again: when a stage's first
-# `retry.max_identical_refusals` calls to a model all end with one of them, the same one, the stage is refused.
-REFUSED_KINDS = frozenset({"context_too_long", "bad_request", "empty_response", "auth", "not_found"})
-# The finish reason of an answer cut at its `max_tokens` (OpenAI's and vLLM's word).
-CUT_FINISH_REASON = "length"
 
 # Headers that tell the sim server (and request logs) which stage, candidate and attempt a request is for.
 STAGE_HEADER = "X-Folklore-Stage"
@@ -67,294 +56,8 @@ CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
 
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
-# How an `EndpointDown` (or its `StageRefused`) reads inside the text of whatever exception Ray raises on the driver.
-_STOPPING_LINE = "{name}: (.+)"
 # How many of an endpoint's listed models the probe names when a role's model is not among them.
 _LISTED_EXAMPLES = 8
-
-
-class LLMConfigError(ValueError):
-    """The llm config cannot work (a missing key variable, an unknown role or endpoint, an endpoint the probe found
-    unreachable, refusing the key or not serving a model)."""
-
-
-class EndpointDown(RuntimeError):
-    """An endpoint failed for connection or auth reasons too many times in a row: raised out of the operator so the
-    job stops (its block is not written, so a resumed run redoes those rows) instead of failing every row.
-    Its str is one line naming the endpoint, its URL, the model and the last error."""
-
-
-class StageRefused(EndpointDown):
-    """A stage's first calls to a model were all refused the same way (`retry.max_identical_refusals`), none
-    answered: its budget or its requests do not suit the endpoint, and every later row would fail alike. It stops
-    the job as `EndpointDown` does; its str is one line naming the stage, model, endpoint, URL and last error."""
-
-
-def endpoint_down_message(exc: BaseException) -> str | None:
-    """The one-line message of the `EndpointDown` (a `StageRefused` included) behind `exc`, or None."""
-    return _stopping_message(exc, EndpointDown) or _stopping_message(exc, StageRefused)
-
-
-def stage_refused_message(exc: BaseException) -> str | None:
-    """The one-line message of the `StageRefused` behind `exc`, or None: a stop that running again as it is would
-    meet again, unlike an endpoint that was down."""
-    return _stopping_message(exc, StageRefused)
-
-
-def _stopping_message(exc: BaseException, kind: type[EndpointDown]) -> str | None:
-    """The message of the `kind` exception behind `exc`, or None. Ray Data raises a `RayTaskError(
-    UserCodeException)` on the driver whose cause chain does not hold the actor's exception, only its text, so the
-    chain (`__cause__`, `__context__`, Ray's `cause`) is searched first, then the exceptions' text."""
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [exc]
-    texts = []
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, kind):
-            return str(current)
-        texts.append(str(current))
-        pending += [current.__cause__, current.__context__, getattr(current, "cause", None)]
-    line = re.compile(_STOPPING_LINE.format(name=kind.__name__))
-    for text in texts:
-        found = line.search(text)
-        if found:
-            return found.group(1).strip()
-    return None
-
-
-def plain_config(cfg: Any) -> Any:
-    """A plain dict/list copy of a Hydra/OmegaConf config (or of a plain mapping)."""
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return cfg
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling parameters of one stage; None means "leave it to the endpoint"."""
-
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    stop: tuple[str, ...] | None = None
-    seed: int | None = None
-    n: int | None = None
-    reasoning_effort: str | None = None
-    # Server-specific request fields sent as they are (vLLM: repetition_penalty, structured_outputs, ...).
-    extra_body: dict[str, Any] | None = None
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
-        """Build from a config block; unknown keys are an error so typos do not pass silently."""
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise LLMConfigError(f"unknown sampling keys {sorted(unknown)}")
-        stop = values.get("stop")
-        return cls(**{**values, "stop": tuple([stop] if isinstance(stop, str) else stop) if stop else None})
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One OpenAI-compatible URL and how to talk to it. Holds the key's variable name, never the key."""
-
-    name: str
-    base_url: str | None
-    api_key_env: str | None
-    concurrency: int
-    request_timeout_s: float
-    max_tokens_param: str
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently transient failures are retried."""
-
-    max_attempts: int
-    backoff_base_s: float
-    backoff_max_s: float
-    max_retry_after_s: float
-    max_consecutive_failures: int  # tries in a row failing with a DOWN_KINDS error before EndpointDown
-    max_identical_refusals: int  # a stage's first calls to a model all refused with one REFUSED_KINDS kind: StageRefused
-    report_every_s: float  # at most one "retrying" warning per endpoint client per this many seconds
-
-
-@dataclass(frozen=True)
-class ModelRole:
-    """A role (discover, judge, a prover...) bound to a model served at an endpoint."""
-
-    role: str
-    model: str
-    endpoint: str
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One chat-completion call with what it is for (stage, candidate, attempt), so answers can be traced and
-    replayed."""
-
-    messages: list[dict[str, Any]]
-    model: str
-    endpoint: str
-    sampling: Sampling
-    stage: str
-    candidate_id: str
-    attempt: int = 1
-    tools: tuple[dict[str, Any], ...] = ()
-    role: str = ""  # the role asking (two provers on one model ask the same thing but want their own answers)  # OpenAI function tools the model may call (empty: plain chat)
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    """The outcome of one request, success or failure, with usage and timing."""
-
-    text: str | None
-    texts: tuple[str, ...] = ()
-    finish_reason: str | None = None
-    model: str | None = None
-    system_fingerprint: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    tries: int = 0
-    error_kind: str | None = None
-    error: str | None = None
-    cached: bool = False  # replayed from the run's cache: no request was sent (tries is 0)
-    tool_calls: tuple[dict[str, str], ...] = ()  # the calls the model asked for: {id, name, arguments (JSON text)}
-
-    @property
-    def ok(self) -> bool:
-        """True when the call produced content."""
-        return self.error_kind is None
-
-    @property
-    def infra(self) -> bool:
-        """True when the failure is the endpoint's or the setup's, not the request's (resume asks again)."""
-        return self.error_kind is not None and self.error_kind not in CONTENT_KINDS
-
-    def row_fields(self, prefix: str) -> dict[str, Any]:
-        """The columns a row gets for this call, each named `{prefix}_...`."""
-        return {
-            f"{prefix}_response": self.text,
-            f"{prefix}_finish_reason": self.finish_reason,
-            f"{prefix}_model": self.model,
-            f"{prefix}_prompt_tokens": self.prompt_tokens,
-            f"{prefix}_completion_tokens": self.completion_tokens,
-            f"{prefix}_latency_s": self.latency_s,
-            f"{prefix}_tries": self.tries,
-            f"{prefix}_error_kind": self.error_kind,
-            f"{prefix}_error": self.error,
-        }
-
-
-ROW_FIELD_TYPES: dict[str, pa.DataType] = {
-    "response": pa.string(),
-    "finish_reason": pa.string(),
-    "model": pa.string(),
-    "prompt_tokens": pa.int64(),
-    "completion_tokens": pa.int64(),
-    "latency_s": pa.float64(),
-    "tries": pa.int64(),
-    "error_kind": pa.string(),
-    "error": pa.string(),
-}
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    """The whole `llm` config, validated: endpoints, role -> model, per-stage sampling, retries."""
-
-    backend: str
-    simulated: bool
-    endpoints: dict[str, Endpoint]
-    roles: dict[str, ModelRole]
-    provers: tuple[str, ...]
-    sampling: dict[str, Sampling]
-    retry: RetryPolicy
-
-    def request(
-        self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
-        tools: Sequence[dict[str, Any]] = (),
-    ) -> LLMRequest:
-        """A request for `role`'s model with `stage`'s sampling, offering `tools` when given."""
-        if role not in self.roles:
-            raise LLMConfigError(f"no model for role {role!r}; configured roles: {sorted(self.roles)}")
-        if stage not in self.sampling:
-            raise LLMConfigError(f"no sampling for stage {stage!r}; configured stages: {sorted(self.sampling)}")
-        bound = self.roles[role]
-        return LLMRequest(
-            messages=list(messages),
-            model=bound.model,
-            endpoint=bound.endpoint,
-            sampling=self.sampling[stage],
-            stage=stage,
-            candidate_id=candidate_id,
-            attempt=attempt,
-            tools=tuple(tools),
-            role=role,
-        )
-
-    def with_base_url(self, endpoint: str, base_url: str) -> "LLMSettings":
-        """The same settings with one endpoint pointed at a URL known only at run time (sim, Serve)."""
-        endpoints = dict(self.endpoints)
-        endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url)
-        return replace(self, endpoints=endpoints)
-
-    def provenance(self) -> dict[str, Any]:
-        """Model names and sampling per stage for the rows' provenance; no URLs with credentials, no keys."""
-        return {
-            "llm_backend": self.backend,
-            "llm_simulated": self.simulated,
-            "models": {role: bound.model for role, bound in self.roles.items()},
-            "sampling": {stage: {k: v for k, v in asdict(s).items() if v is not None}
-                         for stage, s in self.sampling.items()},
-        }
-
-
-def settings_from_config(cfg: Any) -> LLMSettings:
-    """Validate an `llm` config group (conf/llm/*.yaml) into `LLMSettings`, naming what is wrong."""
-    cfg = plain_config(cfg)
-    fields = [field.name for field in dataclasses.fields(Endpoint) if field.name != "name"]
-    for name, values in cfg["endpoints"].items():
-        if sorted(values) != sorted(fields):
-            raise LLMConfigError(f"llm.endpoints.{name} has {', '.join(values) or 'no key'}; an endpoint takes exactly "
-                                 f"{', '.join(fields)} (see conf/llm/openai.yaml)")
-    endpoints = {name: Endpoint(name=name, **values) for name, values in cfg["endpoints"].items()}
-    for ep in endpoints.values():
-        if ep.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise LLMConfigError(f"endpoint {ep.name}: max_tokens_param must be max_tokens or max_completion_tokens")
-    roles = {}
-    for role, values in cfg["models"].items():
-        if values["endpoint"] not in endpoints:
-            raise LLMConfigError(f"model role {role!r} names unknown endpoint {values['endpoint']!r}")
-        roles[role] = ModelRole(role=role, model=values["model"], endpoint=values["endpoint"])
-    provers = tuple(cfg["provers"])
-    missing = [p for p in provers if p not in roles]
-    if missing:
-        raise LLMConfigError(f"provers {missing} are not roles in `models`")
-    return LLMSettings(
-        backend=cfg["backend"],
-        simulated=bool(cfg["simulated"]),
-        endpoints=endpoints,
-        roles=roles,
-        provers=provers,
-        sampling={stage: Sampling.from_mapping(values or {}) for stage, values in cfg["sampling"].items()},
-        retry=RetryPolicy(**cfg["retry"]),
-    )
-
-
-def cache_key(request: LLMRequest) -> CacheKey:
-    """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
-    messages, the model, the sampling) and who asked it (the role: two provers on one model draw their own)."""
-    payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling),
-               "role": request.role}
-    if request.tools:
-        payload["tools"] = list(request.tools)
-    return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
 
 
 def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
@@ -386,52 +89,6 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
     return kwargs
 
 
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms`, `retry-after` as seconds or HTTP date)."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    millis = lowered.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(float(millis) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
-
-
-def backoff_delay(retry_number: int, policy: RetryPolicy, retry_after: float | None, u: float) -> float:
-    """Wait before retry number `retry_number` (1 = first retry): Retry-After when given, else exponential with jitter.
-
-    The jittered wait is half fixed, half random (`u` in [0, 1)), so callers spread out yet never
-    retry immediately.
-    """
-    if retry_after is not None:
-        return min(retry_after, policy.max_retry_after_s)
-    ceiling = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (retry_number - 1))
-    return ceiling / 2 + u * ceiling / 2
-
-
-def classify_status(status: int, code: str | None, message: str) -> str:
-    """Error kind of an HTTP error status (with the provider's error code and message)."""
-    if status == 429:
-        return "rate_limited"
-    if status >= 500 or status == 408:
-        return "server_error"
-    if status in (401, 403):
-        return "auth"
-    if status == 404:
-        return "not_found"
-    if code == "context_length_exceeded" or "context length" in message.lower():
-        return "context_too_long"
-    return "bad_request"
-
-
 def redact(message: str, secret: str | None) -> str:
     """An error message safe to store: the key and anything shaped like one replaced."""
     if secret:
@@ -446,84 +103,6 @@ def public_url(url: str) -> str:
         return url
     host = parts.hostname or ""
     return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
-
-
-# Which roles ask with each stage's sampling, as the operators call them (`LLMSettings.request(role, stage, ...)`):
-# the models a stage's `max_tokens` must fit. `prove` is asked by every role in `provers`; a stage not listed here
-# is held to every role's model.
-STAGE_ROLES: dict[str, tuple[str, ...]] = {
-    "discover": ("discover",),
-    "judge": ("judge",),
-    "formalize": ("formalize", "autoformalize"),  # autoformalize's drafts are repaired by the formalize loop
-    "diagnose": ("diagnose",),
-    "think": ("autoformalize",),
-    "draft": ("autoformalize",),
-    "concept_graph": ("autoformalize",),
-    "ground": ("autoformalize",),
-    "define": ("autoformalize",),
-    "decompose": ("faithfulness",),
-    "faithfulness": ("faithfulness",),
-    "agent": ("agent",),
-    "translate": ("translator",),
-}
-PROVE_STAGE = "prove"
-
-
-@dataclass(frozen=True)
-class ModelContext:
-    """The context (prompt and completion, in tokens) an endpoint's listing declares for one of its models, and the
-    card field that says so."""
-
-    endpoint: str
-    url: str
-    model: str
-    tokens: int
-    field: str
-
-
-def card_context(card: Any) -> tuple[int, str] | None:
-    """The context a `GET /models` card declares and its field: vLLM's `max_model_len`, Ray Serve LLM's
-    `metadata.max_request_context_length` (its engine's `max_model_len`); None when the card says nothing (OpenAI)."""
-    declared = getattr(card, "max_model_len", None)
-    if isinstance(declared, int) and declared > 0:
-        return declared, "max_model_len"
-    metadata = getattr(card, "metadata", None)
-    declared = metadata.get("max_request_context_length") if isinstance(metadata, Mapping) else None
-    if isinstance(declared, int) and declared > 0:
-        return declared, "metadata.max_request_context_length"
-    return None
-
-
-def stage_roles(settings: LLMSettings, stage: str) -> list[str]:
-    """The configured roles that ask with `stage`'s sampling (`STAGE_ROLES`; the provers for `prove`; every role
-    for a stage the table does not know)."""
-    if stage == PROVE_STAGE:
-        return list(settings.provers)
-    return [role for role in STAGE_ROLES.get(stage, tuple(settings.roles)) if role in settings.roles]
-
-
-def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext]) -> list[str]:
-    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`),
-    given the contexts the endpoints declared, keyed by (endpoint, model). A budget as large as the context leaves
-    no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
-    max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
-    declares none are not checked. Every configured stage is checked, whether the job runs it or not: the settings
-    do not say which stages a job runs, and a budget no model of its roles can hold is wrong in any job."""
-    problems = []
-    for stage, sampling in settings.sampling.items():
-        if sampling.max_tokens is None:
-            continue
-        bound = [settings.roles[role] for role in stage_roles(settings, stage)]
-        declared = [contexts[(role.endpoint, role.model)] for role in bound if (role.endpoint, role.model) in contexts]
-        if not declared:
-            continue
-        smallest = min(declared, key=lambda context: context.tokens)
-        if sampling.max_tokens >= smallest.tokens:
-            problems.append(
-                f"llm.sampling.{stage}.max_tokens={sampling.max_tokens} cannot fit model {smallest.model}'s context "
-                f"of {smallest.tokens} tokens ({smallest.field} at endpoint {smallest.endpoint}, {smallest.url}); "
-                f"lower it below {smallest.tokens}")
-    return problems
 
 
 def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
@@ -809,178 +388,3 @@ class LLMClients:
         """Close every client."""
         for client in self._clients.values():
             await client.aclose()
-
-
-@dataclass
-class StageUsage:
-    """Totals of one stage's LLM calls: results by kind, answers cut at their `max_tokens` (`cut`), tries, tokens,
-    latency; answers replayed from the run's cache are counted apart (`cached`), since no request was sent for
-    them."""
-
-    calls: int = 0
-    ok: int = 0
-    cut: int = 0
-    cached: int = 0
-    tries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def add(self, result: LLMResult) -> None:
-        """Count one result."""
-        if result.cached:
-            self.cached += 1
-            return
-        self.calls += 1
-        self.ok += result.ok
-        self.cut += result.finish_reason == CUT_FINISH_REASON
-        self.tries += result.tries
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        self.latency_s += result.latency_s
-        if result.error_kind is not None:
-            self.errors[result.error_kind] = self.errors.get(result.error_kind, 0) + 1
-
-    def merge(self, other: "StageUsage") -> None:
-        """Add another total into this one."""
-        self.calls += other.calls
-        self.ok += other.ok
-        self.cut += other.cut
-        self.cached += other.cached
-        self.tries += other.tries
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.latency_s += other.latency_s
-        for kind, count in other.errors.items():
-            self.errors[kind] = self.errors.get(kind, 0) + count
-
-
-def usage_report(totals: Mapping[str, StageUsage]) -> str:
-    """One line per stage for the end-of-job log: calls, answers cut at their `max_tokens`, answers replayed from the
-    cache, failures by kind, tokens, mean latency."""
-    lines = []
-    for stage in sorted(totals):
-        u = totals[stage]
-        mean = u.latency_s / u.calls if u.calls else 0.0
-        errors = ", ".join(f"{k}={v}" for k, v in sorted(u.errors.items())) or "none"
-        lines.append(
-            f"llm {stage}: calls={u.calls} ok={u.ok} cut={u.cut} cached={u.cached} tries={u.tries} errors[{errors}] "
-            f"prompt_tokens={u.prompt_tokens} completion_tokens={u.completion_tokens} mean_latency_s={mean:.3f}"
-        )
-    return "\n".join(lines)
-
-
-class UsageLedger:
-    """Ray actor body that sums the per-stage usage every LLM operator actor reports after each batch."""
-
-    def __init__(self) -> None:
-        self._totals: dict[str, StageUsage] = {}
-
-    def add(self, delta: Mapping[str, StageUsage]) -> None:
-        """Merge one batch's usage."""
-        for stage, usage in delta.items():
-            self._totals.setdefault(stage, StageUsage()).merge(usage)
-
-    def totals(self) -> dict[str, StageUsage]:
-        """Everything reported so far."""
-        return self._totals
-
-
-def start_usage_ledger() -> Any:
-    """Start the job's usage ledger actor on the driver's node (a worker node lost mid-run must not take the job's
-    counts with it); pass the handle to the LLM operators (`ledger=`), read it with `ledger.totals.remote()`."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    return ray.remote(num_cpus=0)(UsageLedger).options(scheduling_strategy=here).remote()
-
-
-def rows_to_table(rows: Sequence[Mapping[str, Any]], prefixes: Sequence[str]) -> pa.Table:
-    """A batch of rows as an Arrow table, with the LLM result columns typed even when a batch has only nulls."""
-    names = list(dict.fromkeys(name for row in rows for name in row))
-    table = pa.Table.from_pylist([{name: row.get(name) for name in names} for row in rows])
-    for prefix in prefixes:
-        for suffix, dtype in ROW_FIELD_TYPES.items():
-            name = f"{prefix}_{suffix}"
-            index = table.schema.get_field_index(name)
-            if index >= 0 and table.schema.field(index).type != dtype:
-                table = table.set_column(index, name, table.column(index).cast(dtype))
-    return table
-
-
-class LLMOperator:
-    """Base of Ray Data operators that call LLMs: async callable class for `map_batches` on an actor pool.
-
-    Subclasses implement `process_row(row) -> row` and call `self.complete(request)` as often as
-    they need (a repair loop calls it once per round). Rows of a batch run concurrently, batches of
-    an actor run concurrently (`max_concurrent_calls_per_actor`), and the endpoint's concurrency
-    bound is shared by all of them. A row whose processing raises is returned with
-    `{prefix}_error_kind = "operator_error"`: per-row failures are row fields, never a failed block.
-    The one exception is `EndpointDown`: it fails the block, so the job stops and its rows are redone on resume.
-    With `cache_dir` (a local directory or a URI), successful answers are stored there and a request already answered
-    (in this run or a killed one) is answered from it.
-    """
-
-    stage: str = ""
-
-    def __init__(self, settings: LLMSettings, *, actors: int = 1, ledger: Any = None, cache_dir: str | None = None,
-                 **client_kwargs: Any) -> None:
-        self.settings = settings
-        self.clients = LLMClients(settings, share=actors, **client_kwargs)
-        self.cache: AnswerCache | None = None if cache_dir is None else open_cache(cache_dir)
-        self._ledger = ledger
-        self._pending: dict[str, StageUsage] = {}
-
-    @property
-    def prefixes(self) -> tuple[str, ...]:
-        """Column prefixes this operator writes; the default is the stage name."""
-        return (self.stage,)
-
-    async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Turn one input row into one output row (subclasses)."""
-        raise NotImplementedError
-
-    async def complete(self, request: LLMRequest) -> LLMResult:
-        """The cached answer to a request, else send it (caching a success); usage counted for the end-of-job
-        report."""
-        key = cache_key(request)
-        stored = None if self.cache is None else await self.cache.get(key)
-        if stored is not None:
-            result = LLMResult(**{**stored, "texts": tuple(stored["texts"]),
-                                  "tool_calls": tuple(stored.get("tool_calls") or ()), "tries": 0, "cached": True})
-        else:
-            result = await self.clients.complete(request)
-            if self.cache is not None and result.ok:
-                await self.cache.put(key, asdict(result))
-        self._pending.setdefault(request.stage, StageUsage()).add(result)
-        return result
-
-    async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.process_row(row)
-        except EndpointDown:
-            raise
-        except Exception as exc:  # a bug or a bad row must not fail the block: it becomes the row's error
-            logger.warning("%s: row failed in the operator: %s", type(self).__name__, exc)
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            failed = LLMResult(text=None, error_kind=OPERATOR_ERROR, error=detail)
-            return {**row, **failed.row_fields(self.prefixes[0])}
-
-    async def __call__(self, batch: pa.Table) -> pa.Table:
-        """Process a batch: all rows concurrently, usage reported to the ledger before the batch is returned (or
-        before `EndpointDown` fails it, the batch's other rows cancelled)."""
-        tasks = [asyncio.ensure_future(self._guarded(row)) for row in batch.to_pylist()]
-        try:
-            rows = await asyncio.gather(*tasks)
-        except EndpointDown:
-            for task in tasks:
-                task.cancel()
-            raise
-        finally:
-            if self._ledger is not None and self._pending:
-                delta, self._pending = self._pending, {}
-                await self._ledger.add.remote(delta)
-        return rows_to_table(rows, self.prefixes)
-

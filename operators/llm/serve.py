@@ -18,7 +18,7 @@ from copy import deepcopy
 from typing import Any, Mapping, Sequence
 
 from conf.ray_start import logging_like_ray
-from operators.llm.client import LLMConfigError
+from operators.llm.errors import LLMConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -253,7 +253,7 @@ def fail_infra(row: dict[str, Any], stage: str, detail: str) -> dict[str, Any]:
 
 
 def llm_call_entry(stage: str, attempt: int, result: Any) -> dict[str, Any]:
-    """One LLM call (an `operators.llm.client.LLMResult`) as an entry of the `llm_calls` column."""
+    """One LLM call (an `operators.llm.calls.LLMResult`) as an entry of the `llm_calls` column."""
     return {
         "stage": stage,
         "model": result.model,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from operators.llm.client import CUT_FINISH_REASON
+from operators.llm.calls import CUT_FINISH_REASON
 from operators.rows.candidates import (
     COMPILED,
     CONTAMINATED,

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from operators.discover import NO_ANSWER
-from operators.llm.client import StageUsage
+from operators.llm.usage import StageUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
 from operators.split import DISCOVERED

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from conf import compose_config
 from conf.command_line import INTERRUPTED, RESUMES, SETUP_FAILED, SetupError, WorkWritten, run_command
-from operators.llm.client import endpoint_down_message, stage_refused_message
+from operators.llm.errors import endpoint_down_message, stage_refused_message
 from operators.storage import StorageError
 
 __all__ = ["INTERRUPTED", "SETUP_FAILED", "SetupError", "WorkWritten", "compose_config", "run_job"]

@@ -38,7 +38,7 @@ from operators.formalize import FormalizeSettings
 from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.cache import stored_answers
-from operators.llm.client import StageUsage, start_usage_ledger, usage_report
+from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings

@@ -1,0 +1,90 @@
+"""Whether each stage's `max_tokens` fits the context of the models that stage asks, given the contexts the
+endpoints' model listings declare.
+
+The client's probe reads the listings before a job starts; this decides, from the settings alone, which budgets
+cannot fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from operators.llm.settings import LLMSettings
+
+# Which roles ask with each stage's sampling, as the operators call them (`LLMSettings.request(role, stage, ...)`):
+# the models a stage's `max_tokens` must fit. `prove` is asked by every role in `provers`; a stage not listed here
+# is held to every role's model.
+STAGE_ROLES: dict[str, tuple[str, ...]] = {
+    "discover": ("discover",),
+    "judge": ("judge",),
+    "formalize": ("formalize", "autoformalize"),  # autoformalize's drafts are repaired by the formalize loop
+    "diagnose": ("diagnose",),
+    "think": ("autoformalize",),
+    "draft": ("autoformalize",),
+    "concept_graph": ("autoformalize",),
+    "ground": ("autoformalize",),
+    "define": ("autoformalize",),
+    "decompose": ("faithfulness",),
+    "faithfulness": ("faithfulness",),
+    "agent": ("agent",),
+    "translate": ("translator",),
+}
+PROVE_STAGE = "prove"
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The context (prompt and completion, in tokens) an endpoint's listing declares for one of its models, and the
+    card field that says so."""
+
+    endpoint: str
+    url: str
+    model: str
+    tokens: int
+    field: str
+
+
+def card_context(card: Any) -> tuple[int, str] | None:
+    """The context a `GET /models` card declares and its field: vLLM's `max_model_len`, Ray Serve LLM's
+    `metadata.max_request_context_length` (its engine's `max_model_len`); None when the card says nothing (OpenAI)."""
+    declared = getattr(card, "max_model_len", None)
+    if isinstance(declared, int) and declared > 0:
+        return declared, "max_model_len"
+    metadata = getattr(card, "metadata", None)
+    declared = metadata.get("max_request_context_length") if isinstance(metadata, Mapping) else None
+    if isinstance(declared, int) and declared > 0:
+        return declared, "metadata.max_request_context_length"
+    return None
+
+
+def stage_roles(settings: LLMSettings, stage: str) -> list[str]:
+    """The configured roles that ask with `stage`'s sampling (`STAGE_ROLES`; the provers for `prove`; every role
+    for a stage the table does not know)."""
+    if stage == PROVE_STAGE:
+        return list(settings.provers)
+    return [role for role in STAGE_ROLES.get(stage, tuple(settings.roles)) if role in settings.roles]
+
+
+def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext]) -> list[str]:
+    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`),
+    given the contexts the endpoints declared, keyed by (endpoint, model). A budget as large as the context leaves
+    no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
+    max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
+    declares none are not checked. Every configured stage is checked, whether the job runs it or not: the settings
+    do not say which stages a job runs, and a budget no model of its roles can hold is wrong in any job."""
+    problems = []
+    for stage, sampling in settings.sampling.items():
+        if sampling.max_tokens is None:
+            continue
+        bound = [settings.roles[role] for role in stage_roles(settings, stage)]
+        declared = [contexts[(role.endpoint, role.model)] for role in bound if (role.endpoint, role.model) in contexts]
+        if not declared:
+            continue
+        smallest = min(declared, key=lambda context: context.tokens)
+        if sampling.max_tokens >= smallest.tokens:
+            problems.append(
+                f"llm.sampling.{stage}.max_tokens={sampling.max_tokens} cannot fit model {smallest.model}'s context "
+                f"of {smallest.tokens} tokens ({smallest.field} at endpoint {smallest.endpoint}, {smallest.url}); "
+                f"lower it below {smallest.tokens}")
+    return problems
