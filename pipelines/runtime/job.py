@@ -494,7 +494,7 @@ class MiningJob:
         }
 
     def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`operator_options` for an operator on `operators.llm.client.LLMOperator` (settings, actors, usage ledger,
+        """`operator_options` for an operator on `operators.step.LLMOperator` (settings, actors, usage ledger,
         the run's answer cache)."""
         actors = int(self.cfg.stages[stage].actors)
         return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
