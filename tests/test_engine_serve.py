@@ -19,10 +19,10 @@ from pathlib import Path
 import polars as pl
 import psutil
 import pytest
-from ray_nodes import free_port
-from real_engine import model_dir
 
 from conf import compose_config, package_dir
+from harness.ray_nodes import free_port
+from harness.real_engine import model_dir
 
 # An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]

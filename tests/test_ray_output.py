@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-from conf.ray_start import RAY_PRINTER, logging_like_ray, route_ray_logs, route_rays_own_output
+from lean_pool.ray_start import RAY_PRINTER, logging_like_ray, route_ray_logs, route_rays_own_output
 
 
 @pytest.fixture()
