@@ -1,9 +1,9 @@
 """`chaos_bench.py --cluster`: the chaos bench's run on a real multi-node Ray cluster, losing worker nodes mid-run.
 
-The cluster is Ray's own multi-node test cluster on this machine (`tests/ray_nodes.py`): a head without CPUs (it runs
+The cluster is Ray's own multi-node test cluster on this machine (`harness/ray_nodes.py`): a head without CPUs (it runs
 the job server and Ray's own services), a Lean node (the `lean` resource, so the Lean pool's workers run only there)
 and two stage nodes, each its own raylet. The run directory is on an S3-compatible store (moto's server,
-`tests/object_store.py`), so nothing a lost node kept on its disk can help the run. The driver joins the cluster
+`harness/object_store.py`), so nothing a lost node kept on its disk can help the run. The driver joins the cluster
 (`ray.address=`). Like the local chaos bench, which kills one driver per run, each of the first `--kills` runs loses
 one worker node at its first LLM request, when every stage's actors and the Lean pool are up: the node holding most
 live actors (stage actors go to whichever node has room, the Lean node included), removed with everything on it
@@ -17,14 +17,13 @@ preset run undisturbed on one local Ray.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_bench import (
+from chaos_runs import (
     RUN_TIMEOUT_S,
     QuietSimServer,
     Side,
@@ -41,10 +40,8 @@ from chaos_bench import (
 )
 from ray.util.state import list_actors
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from object_store import running_object_store  # noqa: E402  (the tests' store and cluster harness)
-from ray_nodes import RayNodes, running_cluster  # noqa: E402
+from harness.object_store import running_object_store
+from harness.ray_nodes import RayNodes, running_cluster
 
 BUCKET = "chaos-bench"
 LEAN = "lean"

@@ -7,7 +7,7 @@ process more than the machine has cores spins in this process's session, which i
 workers in: what a mining plan starting its stage actors does to the node. The REPLs log the span of every check
 (`lean.sim.busy_log`); busy = their time inside a window over (window x REPLs). The last line compares the pool's
 busy fraction while the spinners run with its busy fraction while they do not, both from this one run. Before the
-pool's workers ran in a session of their own (`conf.ray_start.start_own_session`), the pool was 0.735 busy while
+pool's workers ran in a session of their own (`lean_pool.ray_start.start_own_session`), the pool was 0.735 busy while
 they spun, against 0.992.
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 import ray
 from lean_pool_bench import HEADER, lean_config, snippet
 
-from conf.ray_start import init_ray_logging_to
 from lean_pool.busy_log import busy_between, read_busy_spans
 from lean_pool.pool import LeanPool
+from lean_pool.ray_start import init_ray_logging_to
 
 QUIET_BEFORE_S = 3.0  # the pool drains quietly this long before the first spinners, and between the two rounds
 ROUNDS = 2  # rounds of spinning while the pool drains

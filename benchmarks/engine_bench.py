@@ -1,8 +1,8 @@
 """What a real vLLM engine says about our prompts: how much of what the jobs send it can reuse, and does.
 
 Run (in the engine's venv): `python benchmarks/engine_bench.py [--seeds N] [--samples S] [--statements M]
-[--max-tokens T]` (10-12 minutes on the shared 2-core machine). One vLLM server (tests/real_engine.py: SmolLM2-135M
-on the CPU, its OpenAI server, a 4096-token context) serves every run, behind the tests' recording proxy. Each variant
+[--max-tokens T]` (10-12 minutes on the shared 2-core machine). One vLLM server (harness/real_engine.py: SmolLM2-135M
+on the CPU, its OpenAI server, a 4096-token context) serves every run, behind a recording proxy. Each variant
 runs a mining run over N files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt is at least
 MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; S samples per seed, so a seed's samples send one prompt; the
 answers held to the shape the pipeline reads by vLLM's structured outputs, so there are candidates to judge) and an
@@ -49,13 +49,11 @@ from typing import Any
 import polars as pl
 from omegaconf import DictConfig
 
+from harness.real_engine import CONTEXT_TOKENS, RecordingProxy, VllmServer, model_dir, openai_overrides
+from operators.llm import prompts
+from pipelines.runtime.job import load_config
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from real_engine import CONTEXT_TOKENS, RecordingProxy, VllmServer, model_dir, openai_overrides  # noqa: E402
-
-from operators.llm import prompts  # noqa: E402
-from pipelines.runtime.job import load_config  # noqa: E402
-
 SHARED = REPO.parent / "shared" / "fixtures"
 SEEDS_ROOT = SHARED / "mathlib-sample"
 BENCHMARK_ROOT = SHARED / "mathliblemma-sample" / "benchmark"

@@ -1,7 +1,7 @@
 """What the real Kimina Lean Server adds to a check, against the same check on one warm simulator REPL direct.
 
 Run: `python benchmarks/kimina_bench.py [checks=100] [rounds=3] [check_s=0]`.
-The server is `kimina-ast-server` started by the tests' harness (tests/real_kimina.py: its own virtual environment,
+The server is `kimina-ast-server` started by the harness (harness/real_kimina.py: its own virtual environment,
 installed on first use) with one REPL, the simulator, on 127.0.0.1. Both sides run the same proofs one at a time in
 proof mode through `check_on_session` (refusal, run, `#print axioms`, verdict): direct on a warm `LeanSession`
 (lean_pool_bench's floor), and through `lean=kimina` (HTTP, the server's routing and its REPL). The two are timed in
@@ -26,11 +26,8 @@ from hydra import compose, initialize_config_module
 from lean_pool_bench import HEADER, lean_config, snippet, warm_session_per_check
 from omegaconf import OmegaConf
 
+from harness.real_kimina import RealKiminaServer
 from lean_pool.kimina import KiminaPool
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from real_kimina import RealKiminaServer  # noqa: E402  (the tests' harness for the real server)
 
 
 def kimina_config(url: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ray.data import Dataset
 from scale_bench import traced_driver
 
 from conf import package_dir
+from lean_pool.ray_start import init_ray_logging_to
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
 from pipelines import mine
@@ -31,7 +32,6 @@ from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.job import MiningJob, load_config
-from conf.ray_start import init_ray_logging_to
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10

@@ -308,15 +308,3 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
         raise ConfigError(composition_error_text(str(error))) from None
     return cfg
 
-
-def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """`ray.init` keyword arguments from a job's `ray:` section, and a note for the user when a setting was left out.
-
-    `ray.num_cpus` sizes a Ray the job starts itself; a cluster's nodes declare their own CPUs, and Ray refuses the
-    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so."""
-    address, num_cpus = ray_cfg.get("address"), ray_cfg.get("num_cpus")
-    if address is None:
-        return {"num_cpus": num_cpus}, None
-    note = None if num_cpus is None else (f"note: ray.num_cpus={num_cpus} is ignored: joining the Ray cluster at "
-                                          f"{address}, whose nodes declare their own CPUs")
-    return {"address": address}, note

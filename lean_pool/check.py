@@ -24,11 +24,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from conf import compose_config, ray_init_options
-from conf.command_line import SetupError, WorkWritten, run_command
-from conf.ray_start import init_ray_logging_to
+from conf import compose_config
+from lean_pool.command_line import SetupError, WorkWritten, lean_checks_line, run_command
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool, checker_provenance
+from lean_pool.ray_start import init_ray_logging_to, ray_init_options
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
@@ -47,12 +47,6 @@ USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=va
 RAY_LOG = Path(tempfile.gettempdir()) / "folklore" / "logs" / "check-ray.log"
 # What a Ctrl-C before the last line leaves: a check writes nothing but its lines.
 INTERRUPTED_NOTE = "the lines printed are final; run the same command again to check every file"
-
-
-def lean_checks_line(checks: int, replays: int | None) -> str:
-    """How many Lean checks were run, replays of accepted proofs included and named (None: replays were off); the
-    same words in every job's closing lines."""
-    return f"lean checks: {checks}" + ("" if replays is None else f" (of which {replays} replays of accepted proofs)")
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:

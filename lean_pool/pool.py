@@ -24,10 +24,10 @@ from typing import Any
 import ray
 from omegaconf import OmegaConf
 
-from conf.ray_start import start_own_session
 from lean_pool.header import split_header
 from lean_pool.kimina import KIMINA, KiminaPool, kimina_provenance
 from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
+from lean_pool.ray_start import start_own_session
 from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
@@ -46,7 +46,7 @@ class LeanWorker:
     An async actor: its REPLs are started from its one event-loop thread, which lives as long as the
     actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py). It runs in a
     session of its own, so other work of the job starting on its node cannot starve its REPLs of checks
-    (`conf.ray_start.start_own_session`).
+    (`lean_pool.ray_start.start_own_session`).
     """
 
     def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:

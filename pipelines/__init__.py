@@ -1,3 +1,3 @@
 """Hydra entry points, one per job (mine, autoformalize, evaluate, plan, index, report, export), each wiring a Ray
-Data plan from the operators. Beside them, `runtime/` (what a job runs on) and `reporting/` (what turns a run into
-tables, plots and summaries)."""
+Data plan from the operators, and `command` (the `folklore` command, which runs any of them). Beside them, `runtime/`
+(what a job runs on) and `reporting/` (what turns a run into tables, plots and summaries)."""

@@ -33,8 +33,8 @@ from operators.rows.benchmark_items import (
 )
 from operators.rows.candidates import STATUSES, candidates_table
 from operators.storage import open_location
-from pipelines import report
 from pipelines.reporting import stats
+from pipelines.reporting.markdown import success_markdown
 from pipelines.reporting.run_data import load_run
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
@@ -141,7 +141,7 @@ def summary(job: EvaluationJob) -> list[str]:
     written = {"candidates/": (job.run.table_uri("candidates"), f"{rows} rows")} if rows else {}
     counts = {"candidates": rows_by_status(candidates["status"].to_list(), STATUSES)}
     success = stats.success_at(candidates, run.max_repairs(), list(job.cfg.benchmark.domains))
-    details = ["", report.success_markdown(success, run.max_repairs()), ""]
+    details = ["", success_markdown(success, run.max_repairs()), ""]
     cost = job.cost_lines(written_cost([candidates.select("llm_calls", "lean_checks", "proofs").to_arrow()]))
     return closing_lines(Closing(job.run.uri, written, counts, details, cost, simulated=job.simulated,
                                  next_step=report_hint(job.run.uri) if candidates.height else None))

@@ -30,9 +30,8 @@ import ray
 import ray.data  # imported before Ray starts: importing it sets up its loggers, which `init_ray_logging_to` reroutes
 from omegaconf import DictConfig, OmegaConf
 
-from conf import ray_init_options
-from conf.ray_start import init_ray_logging_to
 from lean_pool.lean_source import canonical_statement
+from lean_pool.ray_start import init_ray_logging_to, ray_init_options
 from operators.retrieval.declaration_index import (
     DECLARATION_SCHEMA,
     FAISS_FILE,

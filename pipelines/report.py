@@ -28,13 +28,13 @@ from operators.rows.candidates import CANDIDATE, MATHLIB
 from operators.storage import join
 from pipelines.reporting import formalization_stats as fstats
 from pipelines.reporting import plots, stats
+from pipelines.reporting.markdown import NONE, count_pct, markdown_table, number, success_markdown
 from pipelines.reporting.run_data import FormalizationRun, RunData, RunNotFound, load_any
 from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import compose_config, run_job
 from pipelines.runtime.run_dir import RunDir
 
 REPORT_FILE = "report.md"
-NONE = "—"
 MIN_PROVERS_FOR_OVERLAP = 2
 
 
@@ -45,30 +45,6 @@ class Report:
     markdown: str
     figures: dict[str, Figure]
     tables: dict[str, pl.DataFrame]
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table; `|` inside cells is escaped."""
-    def cell(value: Any) -> str:
-        return NONE if value is None else str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def count_pct(count: int | None, pct: float | None) -> str:
-    """`4 (80.0%)`; a dash when the step did not run."""
-    if count is None:
-        return NONE
-    return f"{count} ({pct:.1f}%)" if pct is not None else str(count)
-
-
-def number(value: float | int | None) -> str:
-    """Integers as they are, other numbers with one decimal, a dash for None."""
-    if value is None:
-        return NONE
-    return str(value) if isinstance(value, int) else f"{value:.1f}"
 
 
 def funnel_markdown(funnel: pl.DataFrame) -> str:
@@ -109,18 +85,6 @@ def dedup_markdown(matches: pl.DataFrame, settings: str | None) -> str:
     headers = ["Restates", "Dropped", "Distinct matches", "Lowest score"]
     table = markdown_table(headers, rows) if rows else "Nothing dropped."
     return f"Threshold {config['threshold']} on the cosine of the statements ({where}).\n\n{table}"
-
-
-def success_markdown(success: pl.DataFrame, max_repairs: int) -> str:
-    """The paper's Table 3: per prover (and union) and domain, Success@0..K as count and % of attempted."""
-    ts = range(max_repairs + 1)
-    rows = [
-        [r["prover"], r["domain"], r["attempted"], *[count_pct(r[f"solved_at_{t}"], r[f"success_at_{t}"]) for t in ts]]
-        for r in success.iter_rows(named=True)
-    ]
-    table = markdown_table(["Prover", "Domain", "Attempted", *[f"Success@{t}" for t in ts]], rows)
-    return (table + "\n\nSuccess@t: proved within t repairs, as a share of the statements sent to the provers "
-            "(compiled, non-trivial); `union`: proved by any prover.")
 
 
 def has_overlap(overlap: pl.DataFrame) -> bool:

@@ -48,7 +48,7 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def object_store():
     """A local S3-compatible server (moto) for the session, with the AWS variables pointing at it."""
-    from object_store import running_object_store
+    from harness.object_store import running_object_store
 
     with running_object_store() as store:
         yield store

@@ -28,7 +28,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.real_kimina import REPO
+from harness.real_kimina import REPO
 
 TIMED_OUT = "Lean REPL command timed out in {timeout} seconds"
 

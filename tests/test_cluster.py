@@ -16,11 +16,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from object_store import ObjectStore
 from ray.job_submission import JobSubmissionClient
 from ray.util.state import list_actors
-from ray_nodes import RayNodes, running_cluster
 
+from harness.object_store import ObjectStore
+from harness.ray_nodes import RayNodes, running_cluster
 from pipelines import export, mine, report
 from pipelines.runtime.progress import lost_node_lines
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import polars as pl
 import pytest
-from real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 
 from conf import package_dir
+from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 from lean_pool.refusals import refusal_reasons
 
 # An engine start takes 1.5-3 min on 2 cores (the first test pays for it) and a job with the real model minutes more.

@@ -19,10 +19,10 @@ from pathlib import Path
 import polars as pl
 import psutil
 import pytest
-from ray_nodes import free_port
-from real_engine import model_dir
 
 from conf import compose_config, package_dir
+from harness.ray_nodes import free_port
+from harness.real_engine import model_dir
 
 # An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
@@ -41,7 +41,7 @@ RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
 LEFT_BEHIND_WAIT_S = 30
 # Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log). The raylet's
 # warning about workers started beyond its startup concurrency, which Serve's start brings on 2 cores, still does:
-# Ray prints it among the error messages, which may tell of real failures (conf/ray_start.py).
+# Ray prints it among the error messages, which may tell of real failures (lean_pool/ray_start.py).
 RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
             "Deployment Options", "Started Serve")
 ENGINE = "llm.serve.engines.smollm2"

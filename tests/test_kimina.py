@@ -14,13 +14,13 @@ import socket
 import pytest
 import ray
 
+from harness.real_kimina import sim_config
 from lean_pool.kimina import KiminaCode, KiminaPool, judged_answer, kimina_code
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.verdict import ALLOWED_AXIOMS, proof_verdict, statement_verdict
 from pipelines import mine
 from tests.kimina_stand_in import KiminaStandIn
-from tests.real_kimina import sim_config
 
 KEY_ENV = "FOLKLORE_TEST_KIMINA_KEY"
 KEY = "test-key"

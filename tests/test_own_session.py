@@ -1,4 +1,4 @@
-"""A worker of Folklore's under Ray leaves the job's session for one of its own (`conf.ray_start.start_own_session`)."""
+"""A worker of Folklore's under Ray leaves the job's session for one of its own (`lean_pool.ray_start.start_own_session`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REPORT = ("import os; from conf.ray_start import start_own_session; moved = start_own_session(); "
+REPORT = ("import os; from lean_pool.ray_start import start_own_session; moved = start_own_session(); "
           "print(moved, os.getsid(0) == os.getpid() == os.getpgid(0), os.getsid(0))")
 
 

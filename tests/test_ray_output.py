@@ -1,4 +1,4 @@
-"""Ray's own output stays off a job's terminal (conf/ray_start.py): of what the driver's Ray forwards from its workers,
+"""Ray's own output stays off a job's terminal (lean_pool/ray_start.py): of what the driver's Ray forwards from its workers,
 the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are printed
 as Ray prints them; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
 instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-from conf.ray_start import RAY_PRINTER, logging_like_ray, route_ray_logs, route_rays_own_output
+from lean_pool.ray_start import RAY_PRINTER, logging_like_ray, route_ray_logs, route_rays_own_output
 
 
 @pytest.fixture()

@@ -10,7 +10,8 @@ import pyarrow.fs as pafs
 import pytest
 import ray
 
-from conf import package_dir, ray_init_options
+from conf import package_dir
+from lean_pool.ray_start import ray_init_options
 from operators.retrieval.declaration_index import FAISS_FILE, MANIFEST_FILE, TABLE_FILE, StaleIndex, node_local
 from operators.storage import StorageError, join, location_of, open_location, resolve, without_options
 from pipelines import autoformalize, mine, report

@@ -17,7 +17,7 @@ from collections import Counter
 from copy import deepcopy
 from typing import Any, Mapping, Sequence
 
-from conf.ray_start import logging_like_ray
+from lean_pool.ray_start import logging_like_ray
 from operators.llm.errors import LLMConfigError
 
 logger = logging.getLogger(__name__)

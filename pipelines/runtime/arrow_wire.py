@@ -11,7 +11,8 @@ wrote), so it is registered where blocks are made: in the driver by `register`, 
 stage itself (`wired`). A job-wide `worker_process_setup_hook` would do the same, but any runtime environment
 starts every Ray worker of the job through a setup process, half a second of CPU more per worker. `wired` is thus
 where a stage's process is set up, and it also moves a stage's actor into a session of its own
-(`conf.ray_start.start_own_session`), so the next plan's stages starting beside it do not take its share of the CPU.
+(`lean_pool.ray_start.start_own_session`), so the next plan's stages starting beside it do not take its share of the
+CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from conf.ray_start import start_own_session
+from lean_pool.ray_start import start_own_session
 
 _registered = False
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conf import compose_config
-from conf.command_line import INTERRUPTED, RESUMES, SETUP_FAILED, SetupError, WorkWritten, run_command
+from lean_pool.command_line import INTERRUPTED, RESUMES, SETUP_FAILED, SetupError, WorkWritten, run_command
 from operators.llm.errors import endpoint_down_message, stage_refused_message
 from operators.storage import StorageError
 
@@ -36,6 +36,6 @@ def endpoint_down(error: Exception) -> tuple[str, int] | None:
 
 def run_job(job: Callable[[], None], setup_errors: tuple[type[BaseException], ...] = (),
             work: WorkWritten | None = None, interrupted: str = RESUMES) -> int:
-    """`conf.command_line.run_command` for a pipeline job: a location that cannot be reached is a setup error too,
+    """`lean_pool.command_line.run_command` for a pipeline job: a location that cannot be reached is a setup error too,
     and an LLM endpoint down mid-run is one line and exit 3."""
     return run_command(job, (StorageError, *setup_errors), work, endpoint_down, interrupted)

@@ -24,11 +24,10 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from conf import ray_init_options
-from conf.ray_start import init_ray_logging_to, limit_malloc_arenas
-from lean_pool.check import lean_checks_line
+from lean_pool.command_line import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
+from lean_pool.ray_start import init_ray_logging_to, limit_malloc_arenas, ray_init_options
 from operators.autoformalize.faithfulness import FaithfulnessSettings
 from operators.decontaminate import DecontaminateSettings, MatchSettings
 from operators.dedup import DedupSettings

@@ -2,7 +2,7 @@
 
 Ray Data's progress bars say how many rows each operator has passed, not what happened to them, and their
 dumps drown a run's own output; so they are off, Ray's logs go to a file in the run directory
-(`conf.ray_start`), and each
+(`lean_pool.ray_start`), and each
 stage reports the statuses of the rows it hands on to a small actor. The driver prints one line per stage
 whose counts moved every few seconds, so an overnight run shows its funnel as it fills.
 """

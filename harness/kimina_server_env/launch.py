@@ -1,5 +1,5 @@
 """Starts the Kimina Lean Server (`python -m server`) inside its own virtual environment, with two shims that let
-version 2.1.3 start on this machine. Run by tests/real_kimina.py with that environment's Python."""
+version 2.1.3 start on this machine. Run by harness/real_kimina.py with that environment's Python."""
 
 import sys
 import types

@@ -2,9 +2,9 @@
 simulator as its REPL binary, for the `lean=kimina` tests and benchmark.
 
 The server is installed into a virtual environment of its own, once per machine: under the user's cache directory,
-keyed by the pins in tests/kimina_server_env/requirements.txt and the Python version, so its dependencies stay out of
+keyed by the pins in harness/kimina_server_env/requirements.txt and the Python version, so its dependencies stay out of
 the project's and a second test session reuses it (a fresh install took 23 s here). It is started the way an operator
-starts it (`python -m server`, configured by `LEAN_SERVER_*` variables), through tests/kimina_server_env/launch.py,
+starts it (`python -m server`, configured by `LEAN_SERVER_*` variables), through harness/kimina_server_env/launch.py,
 which holds the two shims version 2.1.3 needs on this machine; its REPLs are `lake env REPL_PATH`, answered by the
 `lake` and `repl` scripts beside it. A server that cannot be installed or started raises: CI has the package index,
 so the tests fail there instead of skipping.
@@ -28,10 +28,10 @@ from typing import Any
 
 import psutil
 import yaml
-from ray_nodes import HOST, free_port
+from harness.ray_nodes import HOST, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-ENV_FILES = REPO / "tests" / "kimina_server_env"
+ENV_FILES = REPO / "harness" / "kimina_server_env"
 REQUIREMENTS = ENV_FILES / "requirements.txt"
 INSTALLED_MARK = "folklore-installed"  # written last: a directory without it is a broken install, redone
 INSTALL_TIMEOUT_S = 900

@@ -3,7 +3,8 @@ one `error:` line and exit 2 for anything that stops it from starting (a config 
 one line and the job's own status for a failure it knows mid-run, exit 130 and one line on Ctrl-C (0 when the work
 was already written).
 
-It lives beside the config because all three rooms start from it, and it imports none of them.
+It lives in lean_pool, the room the other two import, because all three rooms' command lines end through it; of the
+rest it imports only the config's `ConfigError`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class WorkWritten:
 
     def mark(self) -> None:
         self.written = True
+
+
+def lean_checks_line(checks: int, replays: int | None) -> str:
+    """How many Lean checks were run, replays of accepted proofs included and named (None: replays were off); the
+    same words in every job's closing lines."""
+    return f"lean checks: {checks}" + ("" if replays is None else f" (of which {replays} replays of accepted proofs)")
 
 
 def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException], ...] = (),
