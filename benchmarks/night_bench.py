@@ -45,7 +45,7 @@ from scale_bench import DEFAULT_SEEDS_ROOT, seeds_include, spread
 
 from lean_pool.busy_log import busy_between, read_busy_spans, replay_busy_log
 from operators.rows.seeds import seed_id
-from pipelines import plan as capacity_plan
+from pipelines.reporting import capacity_plan
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import compose_config

@@ -27,11 +27,12 @@ from conf import package_dir
 from lean_pool.ray_start import init_ray_logging_to
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines import mine
+from pipelines.runtime.mining import mine_seeds, report, seed_blocks
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.job import MiningJob, load_config
+from pipelines.runtime.stages import Stage, discover_stage, verify_stages, write
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
@@ -67,7 +68,7 @@ def overrides(run_dir: Path, seeds: Path, llm_s: float, check_s: float) -> list[
     ]
 
 
-def barriered(ds: Dataset, stages: list[mine.Stage]) -> Dataset:
+def barriered(ds: Dataset, stages: list[Stage]) -> Dataset:
     """`ds` through the production stages with a barrier after each: every row is done before the next stage
     starts. Prints how long each stage took."""
     for stage in stages:
@@ -81,17 +82,17 @@ def staged(job: MiningJob) -> None:
     """The production plan's stages run one after another with barriers: every seed is discovered before the
     first is split, and so on."""
     to_discover, to_split = job.seed_work()
-    discover = mine.discover_stage(job)
-    seeds = barriered(mine.seed_blocks(to_discover, SEED_WORK_SCHEMA), [discover])
+    discover = discover_stage(job)
+    seeds = barriered(seed_blocks(to_discover, SEED_WORK_SCHEMA), [discover])
     if to_split:
-        seeds = seeds.union(mine.seed_blocks(to_split, SEED_ITEM_SCHEMA))
-    mine.write(job, barriered(seeds, mine.verify_stages(job, priority=0)), "candidates",
+        seeds = seeds.union(seed_blocks(to_split, SEED_ITEM_SCHEMA))
+    write(job, barriered(seeds, verify_stages(job, priority=0)), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 
 def streaming(job: MiningJob) -> None:
     """The production run: one plan from seed files to candidates."""
-    mine.mine_seeds(job)
+    mine_seeds(job)
 
 
 class _Identity:
@@ -114,7 +115,7 @@ def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
     with MiningJob(load_config(args)) as job:
         started = time.perf_counter()
         variant(job)
-        lines = mine.report(job)
+        lines = report(job)
         elapsed = time.perf_counter() - started
     print(f"{variant.__name__}: {elapsed:.1f}s")
     print("\n".join(line for line in lines if line.startswith(("candidates", "  "))))

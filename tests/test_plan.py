@@ -13,6 +13,7 @@ import pytest
 import ray
 
 from pipelines import mine, plan
+from pipelines.reporting import capacity_plan
 from pipelines.reporting.capacity import (
     CallCost,
     Cluster,
@@ -78,7 +79,7 @@ def run_dir_of(args: list[str]) -> str:
     return next(arg.partition("=")[2] for arg in args if arg.startswith("run_dir="))
 
 
-def estimate_against_actual(planned: plan.Plan, candidates, requests) -> dict[str, float]:
+def estimate_against_actual(planned: capacity_plan.Plan, candidates, requests) -> dict[str, float]:
     """Each figure of the plan (candidates, Lean checks, LLM calls per stage) over what the run did."""
     actual = {"candidates": candidates.height, "lean_checks": int(candidates["lean_checks"].sum()),
               **{f"llm {stage}": count for stage, count in requests.items()}}
@@ -90,7 +91,7 @@ def estimate_against_actual(planned: plan.Plan, candidates, requests) -> dict[st
 
 def test_plan_from_a_run_reproduces_that_run(mined):
     args, candidates, requests = mined
-    planned = plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"])
+    planned = capacity_plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"])
     ratios = estimate_against_actual(planned, candidates, requests)
     assert all(ratio == pytest.approx(1.0) for ratio in ratios.values()), ratios
     assert len(planned.seed_tokens) == 3 < planned.seed_files, "bad seeds are counted but never sent"
@@ -100,7 +101,7 @@ def test_plan_from_one_run_forecasts_another_on_other_seeds(measured, forecast):
     """The user's case: costs measured on a few seeds, a plan for other seeds at another shape, checked against what
     that other run then did."""
     args, candidates, requests = forecast
-    planned = plan.make_plan([*args, f"plan.from_run={run_dir_of(measured[0])}"])
+    planned = capacity_plan.make_plan([*args, f"plan.from_run={run_dir_of(measured[0])}"])
     assert planned.work.units == FORECAST_SEEDS.stop - FORECAST_SEEDS.start
     ratios = estimate_against_actual(planned, candidates, requests)
     assert all(abs(ratio - 1) <= TOLERANCE for ratio in ratios.values()), " ".join(
@@ -127,7 +128,7 @@ def test_a_missing_earlier_run_is_one_error_line(tmp_path, capsys):
 
 
 def test_plan_overrides_are_told_apart_from_mining_overrides():
-    assert plan.split_overrides([DEMO, "plan.from_run=x", "+plan.cluster.nodes=2", "lean.workers=3"]) == (
+    assert capacity_plan.split_overrides([DEMO, "plan.from_run=x", "+plan.cluster.nodes=2", "lean.workers=3"]) == (
         [DEMO, "lean.workers=3"], ["plan.from_run=x", "+plan.cluster.nodes=2"])
 
 
@@ -260,7 +261,7 @@ def test_a_run_counts_the_header_imports_its_checks_waited_for(mined):
     args, candidates, _ = mined
     imports, checks = int(candidates["lean_imports"].sum()), int(candidates["lean_checks"].sum())
     assert 0 < imports < checks / 2
-    costs = plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"]).costs
+    costs = capacity_plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"]).costs
     assert 0 < costs.imports_per_check < 1
 
 

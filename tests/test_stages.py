@@ -10,8 +10,7 @@ from typing import Any
 import polars as pl
 
 from operators.stages import DECONTAMINATE, MINING_STAGES, STATEMENT_STAGES, running
-from pipelines import plan
-from pipelines.reporting import stats
+from pipelines.reporting import capacity_plan, stats
 from pipelines.reporting.capacity import streaming_cpus
 from pipelines.runtime import stages
 from pipelines.runtime.job import load_config
@@ -58,7 +57,7 @@ def test_every_optional_stage_on_is_counted_by_the_plan_the_cpu_check_and_the_ca
     cpus = streaming_cpus(cfg, waves=1)
     assert set(cpus) - NOT_STAGES == {spec.shape for spec in declared if spec.shape is not None}
     assert cpus[DECONTAMINATE] == float(cfg.stages.decontaminate.num_cpus)
-    estimate = plan.make_plan(overrides)
+    estimate = capacity_plan.make_plan(overrides)
     rows = {stage for stage, count in estimate.work.rows.items() if count > 0}
     assert rows == {"discover", *(spec.name for spec in declared if spec.name not in ("split", "split+dedup"))}
 
@@ -69,7 +68,7 @@ def test_stages_that_are_off_are_neither_wired_nor_counted():
     assert names == ["discover", "split", "judge", "formalize", "trivial", "prove"]
     assert wired_stage_names(cfg) == names[1:]
     assert set(streaming_cpus(cfg, waves=1)) - NOT_STAGES == {"discover", "judge", "formalize", "trivial", "prove"}
-    rows = plan.make_plan([DEMO, "dedup.enabled=false", "faithfulness.enabled=false"]).work.rows
+    rows = capacity_plan.make_plan([DEMO, "dedup.enabled=false", "faithfulness.enabled=false"]).work.rows
     assert rows[DECONTAMINATE] == 0 and rows["faithfulness"] == 0
 
 

@@ -8,17 +8,39 @@ talking to an endpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
-from operators.llm.errors import CONTENT_KINDS
-
-if TYPE_CHECKING:
-    from operators.llm.settings import Sampling
+from operators.llm.errors import CONTENT_KINDS, LLMConfigError
 
 # The finish reason of an answer cut at its `max_tokens` (OpenAI's and vLLM's word).
 CUT_FINISH_REASON = "length"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters of one stage; None means "leave it to the endpoint"."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    n: int | None = None
+    reasoning_effort: str | None = None
+    # Server-specific request fields sent as they are (vLLM: repetition_penalty, structured_outputs, ...).
+    extra_body: dict[str, Any] | None = None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
+        """Build from a config block; unknown keys are an error so typos do not pass silently."""
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise LLMConfigError(f"unknown sampling keys {sorted(unknown)}")
+        stop = values.get("stop")
+        return cls(**{**values, "stop": tuple([stop] if isinstance(stop, str) else stop) if stop else None})
 
 
 @dataclass(frozen=True)
@@ -33,8 +55,8 @@ class LLMRequest:
     stage: str
     candidate_id: str
     attempt: int = 1
-    tools: tuple[dict[str, Any], ...] = ()
-    role: str = ""  # the role asking (two provers on one model ask the same thing but want their own answers)  # OpenAI function tools the model may call (empty: plain chat)
+    tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call (empty: plain chat)
+    role: str = ""  # the role asking (two provers on one model ask the same thing but want their own answers)
 
 
 @dataclass(frozen=True)

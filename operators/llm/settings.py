@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from operators.llm.calls import LLMRequest
+from operators.llm.calls import LLMRequest, Sampling
 from operators.llm.errors import LLMConfigError
 from operators.llm.retry import RetryPolicy
 
@@ -22,30 +22,6 @@ def plain_config(cfg: Any) -> Any:
     if isinstance(cfg, (DictConfig, ListConfig)):
         return OmegaConf.to_container(cfg, resolve=True)
     return cfg
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling parameters of one stage; None means "leave it to the endpoint"."""
-
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    stop: tuple[str, ...] | None = None
-    seed: int | None = None
-    n: int | None = None
-    reasoning_effort: str | None = None
-    # Server-specific request fields sent as they are (vLLM: repetition_penalty, structured_outputs, ...).
-    extra_body: dict[str, Any] | None = None
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
-        """Build from a config block; unknown keys are an error so typos do not pass silently."""
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise LLMConfigError(f"unknown sampling keys {sorted(unknown)}")
-        stop = values.get("stop")
-        return cls(**{**values, "stop": tuple([stop] if isinstance(stop, str) else stop) if stop else None})
 
 
 @dataclass(frozen=True)
