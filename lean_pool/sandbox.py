@@ -25,7 +25,7 @@ NETWORK_MODES = ("auto", "bwrap", "unshare", "off")
 # How long the one trial run of a fence (`true` inside it) may take.
 PROBE_TIMEOUT_S = 10.0
 MIB = 1024**2
-README_SECTION = 'README.md, section "Real Lean + Mathlib"'
+README_SECTION = 'docs/lean-backends.md, section "lean=repl: real Lean + Mathlib"'
 
 logger = logging.getLogger(__name__)
 

@@ -102,4 +102,4 @@ def test_missing_lean_project_is_one_clear_error(tmp_path: Path):
     code, lines, stderr = run_check(str(tmp_path), "lean=repl", f"lean.project_dir={tmp_path / 'nowhere'}",
                                     "ray.num_cpus=4")
     assert code == 2 and lines == []
-    assert "lean-toolchain" in stderr and "Real Lean + Mathlib" in stderr
+    assert "lean-toolchain" in stderr and "docs/lean-backends.md" in stderr

@@ -1,4 +1,4 @@
-"""The README's cluster commands on a real three-node Ray cluster with its run directory on an S3-compatible store.
+"""docs/cluster.md's cluster commands on a real three-node Ray cluster with the run directory on an S3-compatible store.
 
 Run alone with `python -m pytest -m cluster`. The cluster is Ray's own multi-node test cluster (`tests/ray_nodes.py`):
 a head with the job server and two worker nodes, each its own raylet; one carries the `lean` resource, so the Lean
@@ -27,7 +27,7 @@ from pipelines.runtime.progress import lost_node_lines
 pytestmark = [pytest.mark.ray, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+CLUSTER_DOC = REPO / "docs" / "cluster.md"
 MARKER = "<!-- cluster-commands:"
 BUCKET = "folklore-night"
 LEAN_NODE = "lean-node"
@@ -36,9 +36,9 @@ JOB_TIMEOUT_S = 600
 POLL_S = 0.5
 
 
-def readme_commands() -> list[str]:
-    """The `ray job` lines of the README's cluster block, in order."""
-    text = README.read_text()
+def documented_commands() -> list[str]:
+    """The `ray job` lines of docs/cluster.md's cluster block, in order."""
+    text = CLUSTER_DOC.read_text()
     block = text[text.index(MARKER):].split("```bash\n", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.startswith("ray job ")]
 
@@ -96,7 +96,7 @@ def job_status(job_id: str, environment: dict[str, str]) -> str:
 @pytest.mark.timeout(1200)
 def test_submitted_stopped_and_resubmitted_run_matches_a_local_run(cluster: RayNodes, object_store: ObjectStore,
                                                                     local_rows, capsys):
-    submit_first, logs, stop, submit_again = readme_commands()
+    submit_first, logs, stop, submit_again = documented_commands()
     run_dir = f"{object_store.create_bucket(BUCKET)}/folklore/demo"
     environment = {**cluster.environment(), "RUN_DIR": run_dir}
 

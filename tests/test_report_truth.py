@@ -1,6 +1,6 @@
 """What the report, the input reader and the README say is so: the overlap plot shows what its title says (and a
 one-prover report has none), the cost table's Lean checks add up with the replays, an unreadable JSONL line keeps
-the decoder's position, and the README's claims about the demo match its config."""
+the decoder's position, and what README.md and docs/ claim about the demo matches its config."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ from tests.handmade_run import REPO, candidate, candidates, provenance, prover_r
 
 SETTINGS = yaml.safe_load((REPO / "conf" / "report.yaml").read_text())
 README = (REPO / "README.md").read_text()
+
+
+def doc_words(page: str) -> str:
+    """docs/PAGE with its whitespace collapsed, so a claim reads the same however its lines wrap."""
+    return " ".join((REPO / "docs" / page).read_text().split())
+
 REPLAY_SECONDS = 1.5
 
 
@@ -146,15 +152,16 @@ def test_an_unreadable_jsonl_line_keeps_the_decoders_whole_message_and_position(
     ]
 
 
-def test_the_readme_says_what_the_demo_preset_sets_and_has_the_sections_it_points_to():
+def test_the_docs_say_what_the_demo_preset_sets_and_have_the_sections_they_point_to():
     preset = yaml.safe_load((REPO / "conf" / "preset" / "demo.yaml").read_text())
     mine = yaml.safe_load((REPO / "conf" / "mine.yaml").read_text())
     per_file = (preset.get("output") or {}).get("rows_per_file", mine["output"]["rows_per_file"])
-    words = " ".join(README.split())
-    assert f"The demo keeps the default ({per_file})" in words
-    assert not re.search(r"rows_per_file=\d+` on the demo", words)
-    export_row = next(line for line in README.splitlines() if line.startswith("| `python -m pipelines.export"))
-    assert "dataset card (below)" in export_row
-    section = README.split("## Exporting corpora", 1)[1].split("\n## ", 1)[0]
-    assert "Hugging Face dataset card" in section and "named nowhere in the card" in " ".join(section.split())
-    assert "line 3 is not JSON: Unterminated string starting at: line 1 column 10 (char 9)" in words
+    assert "The demo keeps the default, so its 18 candidates are one file" in doc_words("mining.md")
+    assert per_file >= 18, "docs/mining.md says the demo's 18 candidates are one file"
+    assert not re.search(r"rows_per_file=\d+` on the demo", doc_words("mining.md"))
+    export_row = next(line for line in README.splitlines() if line.startswith("| `folklore export"))
+    assert "Hugging Face dataset card" in export_row and "(docs/export.md)" in export_row
+    export_page = doc_words("export.md")
+    assert "Hugging Face dataset card" in export_page and "named nowhere in the card" in export_page
+    line_3 = "line 3 is not JSON: Unterminated string starting at: line 1 column 10 (char 9)"
+    assert line_3 in doc_words("autoformalization.md")
