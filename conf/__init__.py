@@ -62,7 +62,7 @@ def composition_error_text(message: str) -> str:
 
 @functools.cache
 def value_rules() -> dict[str, Any]:
-    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`), read once."""
+    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`), read once."""
     return yaml.safe_load(files("conf").joinpath(VALUE_RULES).read_text(encoding="utf-8"))
 
 
@@ -141,8 +141,20 @@ def _paths(node: Any, prefix: str = "") -> Iterator[str]:
         yield from _paths(_child(node, key, False, path), f"{path}.")
 
 
+def renamed_key(path: str) -> str | None:
+    """The key `path` is called now, when it is an old spelling (conf/value_rules.yaml `renamed`), else None."""
+    for old, new in value_rules()["renamed"].items():
+        if path == old or path.startswith(f"{old}."):
+            return new + path[len(old):]
+    return None
+
+
 def _unknown_key(path: str, reference: DictConfig, groups: Sequence[str]) -> ConfigError:
-    """`path` is no key of the config: the error names the nearest key or group there is, else the keys beside it."""
+    """`path` is no key of the config: the error names the key an old spelling was renamed to, else the nearest key
+    or group there is, else the keys beside it."""
+    renamed = renamed_key(path)
+    if renamed is not None:
+        return ConfigError(f"{path} is now called {renamed}; write {renamed}=...")
     nearest = difflib.get_close_matches(path, [*_paths(reference), *groups], n=1)
     if nearest:
         return ConfigError(f"{path}: no such key; did you mean {nearest[0]}?")

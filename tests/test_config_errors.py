@@ -182,6 +182,8 @@ def test_every_rule_names_keys_a_job_has_and_every_default_obeys_it():
     rules = conf.value_rules()
     for pattern in [*rules["choices"], *rules["open_mappings"], *rules["fractional"]]:
         assert any(fnmatchcase(key, pattern) for key in keys), pattern
+    for old, new in rules["renamed"].items():
+        assert new in keys and old not in keys, (old, new)
     for cfg in composed:
         for key in paths(OmegaConf.to_container(cfg)):
             allowed = conf.choices(key)
@@ -193,3 +195,14 @@ def paths(node: object, prefix: str = "") -> list[str]:
     if not isinstance(node, dict):
         return []
     return [path for key, value in node.items() for path in [f"{prefix}{key}", *paths(value, f"{prefix}{key}.")]]
+
+
+@pytest.mark.parametrize(("name", "override", "new"), [
+    ("mine", "ray.seeds_per_plan=5", "ray.seeds_per_wave"), ("mine", "ray.plans_in_flight=2", "ray.waves_in_flight"),
+    ("mine", "stages.benchmark.num_cpus=2", "stages.decontaminate.num_cpus"),
+    ("plan", "plan.defaults.lean_check_s=2", "plan.assumed.lean_check_s"), ("index", "embed.rows_per_batch=8",
+                                                                            "embed.batch_size")])
+def test_an_old_spelling_of_a_renamed_key_is_one_line_naming_the_new_one(name, override, new):
+    with pytest.raises(ConfigError) as refused:
+        compose_config(name, [override])
+    assert str(refused.value).startswith(f"{override.split('=')[0]} is now called {new}")
