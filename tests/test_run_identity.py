@@ -4,13 +4,17 @@ starts, one that changes only speed or placement resumes, and `resume.accept_cha
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import ray
+from omegaconf import OmegaConf
 
+import conf
 from conf import compose_config
+from conf.speed_tags import named_entries, speed_keys, speed_keys_under, tagged_paths
 from pipelines import autoformalize, evaluate, mine
 from pipelines.runtime.run_identity import (
     ChangedSettings,
@@ -128,3 +132,38 @@ def test_another_job_in_the_same_run_dir_is_refused(mined: Path, mathliblemma_di
     capsys.readouterr()
     assert evaluate.main([*DEMO, f"benchmark_dir={mathliblemma_dir / 'benchmark'}", f"run_dir={mined}"]) == 2
     assert "job=mine (now evaluate)" in capsys.readouterr().err
+
+
+def settings_with(cfg: dict, speed: tuple[str, ...], **lean: object) -> dict:
+    """The deciding settings of `cfg` with its `lean` section changed as given, speed keys left out."""
+    changed = {**cfg, "lean": {**cfg["lean"], **lean}}
+    return deciding_settings("mine", changed, list(speed), {})
+
+
+def test_a_new_speed_key_tagged_where_it_is_defined_resumes_and_an_untagged_one_is_refused(tmp_path):
+    """Adding a knob to conf/ with `# speed` on its line is all a resume needs; without the tag it decides."""
+    root = tmp_path / "conf"
+    shutil.copytree(Path(conf.__file__).parent, root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    sim = root / "lean" / "sim.yaml"
+    sim.write_text(sim.read_text() + "warm_spares: 2  # speed: REPLs kept ready beyond the pool's\nnew_rule: 1\n")
+    speed = speed_keys_under(root)
+    assert "lean.warm_spares" in speed and "lean.new_rule" not in speed
+    assert set(speed) >= set(speed_keys())
+    cfg = {**OmegaConf.to_container(compose_config("mine", DEMO), resolve=False)}
+    recorded = settings_with(cfg, speed, warm_spares=2, new_rule=1)
+    manifest = claim({}, ["candidates"], [], recorded, [], "t0")
+    resumed = claim(manifest, ["candidates"], ["candidates"], settings_with(cfg, speed, warm_spares=8, new_rule=1),
+                    [], "t1")
+    assert "accepted_changes" not in resumed
+    with pytest.raises(ChangedSettings) as refused:
+        claim(manifest, ["candidates"], ["candidates"], settings_with(cfg, speed, warm_spares=2, new_rule=3), [], "t1")
+    assert list(refused.value.changes) == ["lean.new_rule"]
+
+
+def test_speed_tags_read_sections_comments_and_named_entries():
+    text = ("ray:  # speed\n  address: null\nlean:\n  workers: 1  # speed: pool workers\n  timeout_s: 3 # speedy\n"
+            "  header: x  # not speed\nserve:\n  engines:\n    small:\n      replicas: 1  # speed\n")
+    assert tagged_paths(text) == ["ray", "lean.workers", "serve.engines.small.replicas"]
+    assert named_entries("llm.serve.engines.small.replicas") == "llm.serve.engines.*.replicas"
+    assert named_entries("llm.serve.engines.small.engine_kwargs.enable_prefix_caching") == \
+        "llm.serve.engines.*.engine_kwargs.enable_prefix_caching"

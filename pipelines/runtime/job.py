@@ -24,6 +24,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from conf.speed_tags import speed_keys
 from lean_pool.command_line import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
@@ -243,8 +244,8 @@ class MiningJob:
         lean = checker_provenance(self.lean_cfg)
         settings = deciding_settings(
             self.JOB, OmegaConf.to_container(self.cfg, resolve=False),
-            [*resume.speed_only, *resume.unused], {"lean.toolchain": lean["toolchain"],
-                                                   "lean.mathlib_rev": lean["mathlib_rev"]})
+            [*speed_keys(), *resume.unused], {"lean.toolchain": lean["toolchain"],
+                                              "lean.mathlib_rev": lean["mathlib_rev"]})
         manifest = self.run.read_manifest() or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
         with_rows = [table for table in self.TABLES if self.run.files(table)]
         try:

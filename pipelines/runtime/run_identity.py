@@ -3,8 +3,9 @@
 A run directory's tables hold rows made under one set of deciding settings (the job and its mode, models and
 sampling, budgets, dedup, faithfulness, seeds or input, the Lean backend and header). Rows made under others must
 never be mixed in silently, so a start compares its deciding settings with those recorded for every table that
-already holds rows, and refuses by name when they differ. Settings that change only speed or placement
-(`resume.speed_only`) and sections a job does not read (`resume.unused`) are not deciding.
+already holds rows, and refuses by name when they differ. Settings that change only speed or placement (tagged
+`# speed` where conf/ defines them: `conf.speed_tags`) and sections a job does not read (`resume.unused`) are not
+deciding.
 
 Settings are read without resolving interpolations: `${package_dir:pipelines/demo_seeds}` is the same setting on
 every node and in every unpacked copy of the project, wherever it resolves.
