@@ -58,7 +58,7 @@ PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the proce
 # The title Ray gives a worker while it executes a plan (`pipelines.runtime.stages.write` runs each plan in one of its own).
 PLAN_PROCESS_TITLE = f"ray::{execute_writing.__name__}"
 # mine's line at the end of each plan (`pipelines.runtime.waves.wave_done_line`).
-PLAN_DONE = re.compile(r"^\[plan\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")
+PLAN_DONE = re.compile(r"^\[wave\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")
 
 
 @dataclass(frozen=True)

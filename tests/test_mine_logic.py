@@ -311,44 +311,44 @@ def test_prepare_removes_partial_files_and_drops_retried_rows(tmp_path):
     assert run.prepare("discoveries", {ERROR_INFRA}) == type(repair)(0, 0)
 
 
-def test_plans_take_discovered_seeds_first_and_never_exceed_their_size():
+def test_waves_take_discovered_seeds_first_and_never_exceed_their_size():
     to_discover = [{"seed_id": f"new{i}"} for i in range(5)]
     to_split = [{"seed_id": f"old{i}"} for i in range(3)]
     waves = seed_waves(to_discover, to_split, 3)
-    assert [plan.index for plan in waves] == [0, 1, 2]
-    assert [([d["seed_id"] for d in plan.to_discover], [s["seed_id"] for s in plan.to_split]) for plan in waves] == [
+    assert [wave.index for wave in waves] == [0, 1, 2]
+    assert [([d["seed_id"] for d in wave.to_discover], [s["seed_id"] for s in wave.to_split]) for wave in waves] == [
         ([], ["old0", "old1", "old2"]), (["new0", "new1", "new2"], []), (["new3", "new4"], [])]
     assert seed_waves([], [], 3) == []
     assert len(seed_waves(to_discover, to_split, 100)) == 1
 
 
-def _plan(seeds: int, samples: int = 2, index: int = 0) -> SeedWave:
+def _wave(seeds: int, samples: int = 2, index: int = 0) -> SeedWave:
     return SeedWave(index, [{"seed_id": f"s{i}", "samples": list(range(samples))} for i in range(seeds)], [])
 
 
-def test_a_plan_starts_once_the_plans_before_it_are_discovered_and_never_beyond_the_plans_in_flight():
-    plans = [_plan(3), _plan(3), SeedWave(2, [], [{"seed_id": "old"}]), _plan(1)]
-    assert [plan.units for plan in plans] == [6, 6, 0, 2]
-    assert may_start(0, plans, running=0, discovered_units=0, in_flight=2)
-    assert not may_start(1, plans, running=1, discovered_units=5, in_flight=2)  # plan 0 still discovering
-    assert may_start(1, plans, running=1, discovered_units=6, in_flight=2)
-    assert not may_start(2, plans, running=2, discovered_units=12, in_flight=2)  # two plans already run
-    assert may_start(2, plans, running=1, discovered_units=12, in_flight=2)
-    assert may_start(3, plans, running=1, discovered_units=12, in_flight=2)  # plan 2 discovers nothing
-    assert not may_start(1, plans, running=1, discovered_units=6, in_flight=1)
+def test_a_wave_starts_once_the_waves_before_it_are_discovered_and_never_beyond_the_waves_in_flight():
+    waves = [_wave(3), _wave(3), SeedWave(2, [], [{"seed_id": "old"}]), _wave(1)]
+    assert [wave.units for wave in waves] == [6, 6, 0, 2]
+    assert may_start(0, waves, running=0, discovered_units=0, in_flight=2)
+    assert not may_start(1, waves, running=1, discovered_units=5, in_flight=2)  # wave 0 still discovering
+    assert may_start(1, waves, running=1, discovered_units=6, in_flight=2)
+    assert not may_start(2, waves, running=2, discovered_units=12, in_flight=2)  # two waves already run
+    assert may_start(2, waves, running=1, discovered_units=12, in_flight=2)
+    assert may_start(3, waves, running=1, discovered_units=12, in_flight=2)  # wave 2 discovers nothing
+    assert not may_start(1, waves, running=1, discovered_units=6, in_flight=1)
 
 
-def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_a_plans_error():
-    """Plan 1 starts while plan 0 is still running (its seeds are discovered), plan 2 only once one of them ended."""
-    plans = [_plan(1, index=index) for index in range(3)]
+def test_overlapping_waves_start_the_next_while_the_current_tail_runs_and_raise_a_waves_error():
+    """Wave 1 starts while wave 0 is still running (its seeds are discovered), wave 2 only once one of them ended."""
+    waves = [_wave(1, index=index) for index in range(3)]
     discovered = [0]
     events: list[str] = []
     release = {index: threading.Event() for index in range(3)}
 
-    def execute(plan: SeedWave) -> None:
-        index = plan.index
+    def execute(wave: SeedWave) -> None:
+        index = wave.index
         events.append(f"start {index}")
-        discovered[0] += plan.units
+        discovered[0] += wave.units
         release[index].wait(10)
         events.append(f"end {index}")
 
@@ -364,20 +364,20 @@ def test_overlapping_plans_start_the_next_while_the_current_tail_runs_and_raise_
 
     helper = threading.Thread(target=releaser)
     helper.start()
-    run_overlapping(plans, execute, lambda: discovered[0], in_flight=2, check_every_s=0.01)
+    run_overlapping(waves, execute, lambda: discovered[0], in_flight=2, check_every_s=0.01)
     helper.join()
     assert events.index("start 1") < events.index("end 0") < events.index("start 2")
     assert sorted(events) == ["end 0", "end 1", "end 2", "start 0", "start 1", "start 2"]
 
-    def failing(plan: SeedWave) -> None:
+    def failing(wave: SeedWave) -> None:
         raise RuntimeError("endpoint down")
 
     with pytest.raises(RuntimeError, match="endpoint down"):
-        run_overlapping(plans, failing, lambda: 0, in_flight=2, check_every_s=0.01)
+        run_overlapping(waves, failing, lambda: 0, in_flight=2, check_every_s=0.01)
 
 
-def test_plans_starting_at_once_share_one_lean_pool(monkeypatch):
-    """Plans that start at once (a resumed run's plans of seeds discovered before start together) ask for the pool
+def test_waves_starting_at_once_share_one_lean_pool(monkeypatch):
+    """Waves that start at once (a resumed run's waves of seeds discovered before start together) ask for the pool
     from their own threads at the same moment: one pool is started, not one each (seen: eight REPLs busy at once in
     a pool of four, which the capacity plan and the machine were not sized for)."""
     started: list[int] = []
@@ -400,16 +400,16 @@ def test_plans_starting_at_once_share_one_lean_pool(monkeypatch):
     assert len(started) == 1 and len({id(pool) for pool in pools}) == 1
 
 
-def test_a_plan_executes_in_a_process_that_exits_with_it(ray_cluster):
-    """What a plan's execution holds (Ray Data's records of its blocks, whatever its allocator kept) goes when the
-    plan ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""
+def test_a_wave_executes_in_a_process_that_exits_with_it(ray_cluster):
+    """What a wave's execution holds (Ray Data's records of its blocks, whatever its allocator kept) goes when the
+    wave ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""
     job = MiningJob.__new__(MiningJob)
     job._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     job._off_the_driver, job._off_the_driver_changed = set(), threading.Condition()
     executed_by = job.off_the_driver(lambda: os.getpid())
     assert executed_by != os.getpid()
     with contextlib.suppress(psutil.NoSuchProcess):
-        psutil.Process(executed_by).wait(timeout=30)  # psutil.TimeoutExpired: the worker outlived its plan
+        psutil.Process(executed_by).wait(timeout=30)  # psutil.TimeoutExpired: the worker outlived its wave
 
 
 def test_a_mining_jobs_ray_data_hands_rows_on_one_by_one_without_waiting_on_the_driver():

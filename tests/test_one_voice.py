@@ -107,8 +107,8 @@ def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
     assert judged and all("discovered=" not in line and "→formalize=" in line for line in judged), status
     closing = lines[lines.index(f"run_dir: {run_dir}"):]
     [wave] = [line for line in lines if line.startswith("[wave]")]
-    assert re.fullmatch(r"\[plan\] 1/1 done: 3 seeds in \d+ s; driver RSS [1-9]\d+ MiB", plan), plan
-    assert lines.index(plan) < lines.index(f"run_dir: {run_dir}")
+    assert re.fullmatch(r"\[wave\] 1/1 done: 3 seeds in \d+ s; driver RSS [1-9]\d+ MiB", wave), wave
+    assert lines.index(wave) < lines.index(f"run_dir: {run_dir}")
     candidates = pq.read_table(run_dir / "candidates", columns=["lean_checks", "proofs"]).to_pylist()
     checks = sum(row["lean_checks"] for row in candidates)
     replays = sum(1 for row in candidates for proof in row["proofs"] or [] if proof["replay"] is not None)

@@ -89,5 +89,5 @@ def test_a_killed_run_with_both_options_resumes_to_the_same_rows(finished_run, t
     assert resumed["candidate_id"].is_unique().all(), "no candidate written twice"
     assert dict(zip(resumed["candidate_id"], resumed["status"])) == dict(zip(whole["candidate_id"], whole["status"]))
     log = (tmp_path / "resumed.log").read_text()
-    assert re.search(r"^\[plan\] round 2: ", log, re.MULTILINE), log[-2000:]
+    assert re.search(r"^\[wave\] round 2: ", log, re.MULTILINE), log[-2000:]
     assert re.search(r"^  round 1 subgoal +\d+$", log, re.MULTILINE), log[-2000:]

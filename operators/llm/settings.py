@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from operators.llm.calls import LLMRequest, Sampling
 from operators.llm.errors import LLMConfigError

@@ -13,7 +13,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,31 +28,24 @@ from lean_pool.command_line import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from lean_pool.ray_start import init_ray_logging_to, limit_malloc_arenas, ray_init_options
-from operators.autoformalize.faithfulness import FaithfulnessSettings
-from operators.decontaminate import DecontaminateSettings, MatchSettings
 from operators.dedup import DedupSettings
-from operators.discover import RETRIED_STATUSES, DiscoverSettings
+from operators.discover import RETRIED_STATUSES
 from operators.discover import STAGE as DISCOVER_STAGE
-from operators.formalize import FormalizeSettings
-from operators.judge import JudgeSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.cache import stored_answers
 from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
-from operators.prove import ProveSettings
 from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, PROVED, unit_id
 from operators.rows.seeds import domain_of, seed_id, select
-from operators.split import SubgoalSettings
 from operators.storage import first_line, is_uri, join, open_location
-from operators.trivial import TrivialSettings
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.benchmarks import read_benchmarks
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
+from pipelines.runtime.step_settings import step_settings
 
 PROJECT = "folklore"
 T = TypeVar("T")
@@ -134,79 +126,6 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
         raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
                          f"with `python -m pipelines.index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
     return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}
-
-
-@dataclass(frozen=True)
-class StepSettings:
-    """Each step's typed settings, built once from the config: an operator receives its own and nothing else.
-    `dedup`, `decontaminate`, `faithfulness` and `grounding` (inside formalize and prove) are None when they are off."""
-
-    discover: DiscoverSettings
-    dedup: DedupSettings | None
-    decontaminate: DecontaminateSettings | None
-    judge: JudgeSettings
-    formalize: FormalizeSettings
-    faithfulness: FaithfulnessSettings | None
-    trivial: TrivialSettings
-    prove: ProveSettings
-    subgoals: SubgoalSettings | None
-
-
-def subgoal_settings(cfg: DictConfig) -> SubgoalSettings | None:
-    """`subgoals:` when the job has it and it is on (mining does; a benchmark's evaluation mines no sub-goals)."""
-    section = cfg.get("subgoals")
-    if section is None or not section.enabled:
-        return None
-    return SubgoalSettings(max_per_candidate=int(section.max_per_candidate), sketch_prompt=bool(section.sketch_prompt))
-
-
-def faithfulness_settings(cfg: DictConfig, prompts: Mapping[str, Any], index: IndexSettings) -> FaithfulnessSettings:
-    """The faithfulness check's settings (`faithfulness:`), its templates beside the shared system message."""
-    section = cfg.faithfulness
-    return FaithfulnessSettings(
-        alpha=float(section.alpha), minor_penalty=float(section.minor_penalty), max_terms=int(section.max_terms),
-        prove_unfaithful=bool(section.prove_unfaithful), index=index,
-        prompts={"system": prompts["system"], "decompose": str(section.decompose), "label": str(section.label),
-                 "no_definitions": str(section.no_definitions)})
-
-
-def decontaminate_settings(cfg: DictConfig) -> DecontaminateSettings | None:
-    """The decontaminate stage's settings (`decontaminate:`), its problems read here on the driver; None without
-    benchmarks."""
-    section = OmegaConf.to_container(cfg.decontaminate, resolve=True)
-    if not section["benchmarks"]:
-        return None
-    problems = tuple(problem for benchmark in read_benchmarks(section) for problem in benchmark.problems)
-    return DecontaminateSettings(problems, MatchSettings.from_config(section["matches"]),
-                                  OmegaConf.to_container(cfg.embedding, resolve=True))
-
-
-def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
-    """The steps' settings from their config sections (`discover:`, `dedup:`, ... `prompts:`, `grounding:`)."""
-    prompts = OmegaConf.to_container(cfg.prompts, resolve=True)
-    grounding = GroundingSettings(
-        k=int(cfg.grounding.k), k_missing=int(cfg.grounding.k_missing), max_missing=int(cfg.grounding.max_missing),
-        header=str(cfg.grounding.header), missing_header=str(cfg.grounding.missing_header), index=index,
-    ) if cfg.grounding.enabled else None
-    subgoals = subgoal_settings(cfg)
-    return StepSettings(
-        discover=DiscoverSettings(marker=str(cfg.discover.marker), min_lemmas=int(cfg.discover.min_lemmas),
-                                  seed_max_tokens=int(cfg.seeds.max_tokens),
-                                  chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
-        dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
-        if cfg.dedup.enabled else None,
-        decontaminate=decontaminate_settings(cfg),
-        judge=JudgeSettings(samples=int(cfg.judge.samples), prompts=prompts),
-        formalize=FormalizeSettings(max_repairs=int(cfg.formalize.max_repairs), marker=str(cfg.formalize.marker),
-                                    diagnose=bool(cfg.formalize.diagnose), prompts=prompts, grounding=grounding),
-        faithfulness=faithfulness_settings(cfg, prompts, index) if cfg.faithfulness.enabled else None,
-        trivial=TrivialSettings(tactic=str(cfg.trivial.tactic)),
-        prove=ProveSettings(max_repairs=int(cfg.prove.max_repairs), marker=str(cfg.prove.marker),
-                            env_lines=tuple(str(line) for line in cfg.prove.env_lines),
-                            include_trivial=bool(cfg.prove.include_trivial), prompts=prompts, grounding=grounding,
-                            sketch=subgoals is not None and subgoals.sketch_prompt, open_goals=subgoals is not None),
-        subgoals=subgoals,
-    )
 
 
 class MiningJob:
