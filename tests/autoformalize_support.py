@@ -15,7 +15,7 @@ from operators.llm.settings import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
 from pipelines.autoformalize import load_config
-from pipelines.runtime.job import step_settings
+from pipelines.runtime.step_settings import step_settings
 
 ERROR_MARK = "sim:error"
 

@@ -28,7 +28,8 @@ from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines import evaluate
 from pipelines.reporting.corpora import pair_rows
-from pipelines.runtime.job import load_config, step_settings
+from pipelines.runtime.job import load_config
+from pipelines.runtime.step_settings import step_settings
 from tests.loop_script import Script
 
 FORMALIZE_MARKER = "error-free code"
