@@ -1,8 +1,11 @@
-"""Shared test fixtures: where the outside data in ../shared lives, skipping cleanly without it."""
+"""Shared test fixtures: where the outside data in ../shared lives, skipping cleanly without it; and the guard that
+keeps the `ray` marker honest, so that `-m "not ray"` stays the fast tier (docs/testing.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -46,12 +49,47 @@ def ray_cluster():
 
 
 @pytest.fixture(scope="session")
+def demo_mine_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], dict[str, Any]]:
+    """One complete `mine` run over the demo seeds plus the bad ones (tests/mine_support.py), for every test that only
+    reads a finished demo run (test_mine_e2e, test_plan): a run costs minutes on 2 cores, so the session pays for one.
+    Its run directory, its overrides and the sim server's counts; read-only for its users, who copy what they change."""
+    from tests.mine_support import DEMO_RUN_SAMPLES, DEMO_RUN_SEEDS_PER_WAVE, mine_demo_run
+
+    root = tmp_path_factory.mktemp("demo-mine")
+    args, stats = mine_demo_run(root, DEMO_RUN_SAMPLES, f"ray.seeds_per_wave={DEMO_RUN_SEEDS_PER_WAVE}")
+    return root / "run", args, stats
+
+
+@pytest.fixture(scope="session")
 def object_store():
     """A local S3-compatible server (moto) for the session, with the AWS variables pointing at it."""
     from harness.object_store import running_object_store
 
     with running_object_store() as store:
         yield store
+
+
+# Where a process started by a test not marked `ray` finds Ray's temporary directory: beneath a file, so a Ray it
+# starts fails at once, and the path names the reason in the error the process prints.
+UNMARKED_RAY_TMPDIR = "/dev/null/test-not-marked-ray-must-not-start-ray"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A test not marked `ray` that starts Ray fails, from its setup (a module's Ray fixture) to its teardown: in this
+    process `ray.init` (which Ray's implicit start calls too) fails the test with `pytest.fail`, which no job's
+    `except Exception` swallows; a job or script it runs inherits a RAY_TMPDIR no Ray can start in."""
+    if item.get_closest_marker("ray") is not None:
+        return (yield)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        pytest.fail(f"{item.nodeid} starts Ray but is not marked `ray`: add @pytest.mark.ray (docs/testing.md)",
+                    pytrace=False)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ray, "init", refused)
+        patch.setenv("RAY_TMPDIR", UNMARKED_RAY_TMPDIR)
+        return (yield)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -28,6 +28,10 @@ BAD_SEEDS = {
     MISSING_SEED: ("unreadable", None),
 }
 MAX_SEED_TOKENS = 1500  # above every demo seed, below Huge.lean
+# The shared demo run (conftest's `demo_mine_run`): samples per seed, and seeds per plan so that the demo's 3 seeds and
+# 4 bad ones make 4 waves and every test reading it covers a run of several waves.
+DEMO_RUN_SAMPLES = 2
+DEMO_RUN_SEEDS_PER_WAVE = 2
 
 
 def sim_server_config(median_s: float, *overrides: str) -> dict[str, Any]:

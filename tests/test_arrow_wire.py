@@ -38,6 +38,7 @@ def job_ray():
     ray.shutdown()
 
 
+@pytest.mark.ray
 def test_wired_stages_send_their_blocks_through_ipc(job_ray):
     """A stage class on an actor and a stage function in a task, each wired, write their blocks through IPC. (Both
     are defined here so that they travel by value: workers cannot import a test module.)"""
@@ -67,6 +68,7 @@ def test_wired_stages_send_their_blocks_through_ipc(job_ray):
     assert ray.get(ray.put(piece)).equals(piece) and ray.get(ray.put(CANDIDATE_SCHEMA)) == CANDIDATE_SCHEMA
 
 
+@pytest.mark.ray
 def test_a_wired_stage_actor_runs_in_a_session_of_its_own(job_ray):
     """So the next plan's actors starting beside it share one session's part of the CPU, not each of theirs
     (`lean_pool.ray_start.start_own_session`); it still leads its process group, which Ray signals when it ends."""

@@ -21,6 +21,7 @@ from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
 from tests.mine_support import read_table, sim_server_config
 
+pytestmark = pytest.mark.ray
 PROOFNET_ROWS = 8
 # Rows written by the test: what the sim's triggers make of them.
 TRIGGERED = {

@@ -230,6 +230,7 @@ def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
         assert all(row["decontaminate_note"] is None for row in judged), corpus
 
 
+@pytest.mark.ray
 def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tmp_path) -> None:
     benchmark = tmp_path / "comm-bench"
     benchmark.mkdir()

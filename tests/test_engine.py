@@ -23,7 +23,7 @@ from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, Vl
 from lean_pool.refusals import refusal_reasons
 
 # An engine start takes 1.5-3 min on 2 cores (the first test pays for it) and a job with the real model minutes more.
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[1]
 # Small enough that a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer.

@@ -25,7 +25,7 @@ from harness.ray_nodes import free_port
 from harness.real_engine import model_dir
 
 # An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 256  # a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer

@@ -75,6 +75,7 @@ def scripted_attempt(model: str, candidate_id: str) -> int | None:
     return success_attempt(weights, unit(SIM_SEED, model, "prove", candidate_id))
 
 
+@pytest.mark.ray
 def test_every_benchmark_file_is_one_candidate_with_its_path_as_id(evaluated, benchmark_dir):
     _, table, _, _ = evaluated
     files = sorted(str(p.relative_to(benchmark_dir)) for p in benchmark_dir.rglob("*.lean"))
@@ -84,6 +85,7 @@ def test_every_benchmark_file_is_one_candidate_with_its_path_as_id(evaluated, be
     assert table["judge_verdict"].null_count() == table.height, "a benchmark is not judged"
 
 
+@pytest.mark.ray
 def test_trivial_statement_is_flagged_and_not_proved(evaluated):
     _, table, _, _ = evaluated
     trivial = table.filter(pl.col("candidate_id") == TRIVIAL_FILE).row(0, named=True)
@@ -92,6 +94,7 @@ def test_trivial_statement_is_flagged_and_not_proved(evaluated):
     assert others["trivial"].to_list() == [False] * 4
 
 
+@pytest.mark.ray
 def test_success_at_t_per_prover_and_union_is_what_the_sim_was_scripted_to_do(evaluated):
     _, table, _, _ = evaluated
     attempted = [cid for cid in table["candidate_id"].to_list() if cid != TRIVIAL_FILE]
@@ -113,6 +116,7 @@ def test_success_at_t_per_prover_and_union_is_what_the_sim_was_scripted_to_do(ev
         assert "sorry" not in row["proof"]
 
 
+@pytest.mark.ray
 def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
     run_dir, first_table, first, second = evaluated
     assert first["prove"] > 0 and second == first, "the second run found everything finished"
@@ -121,6 +125,7 @@ def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
     assert dict(zip(again["candidate_id"], again["status"])) == dict(zip(first_table["candidate_id"], first_table["status"]))
 
 
+@pytest.mark.ray
 def test_rows_are_marked_simulated(evaluated):
     _, table, _, _ = evaluated
     assert all(p["llm_simulated"] and p["lean_simulated"] for p in table["provenance"].to_list())

@@ -62,6 +62,7 @@ def test_a_budget_the_models_context_cannot_hold_is_one_line_naming_the_key_befo
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.ray
 def test_a_run_whose_every_discover_call_is_refused_stops_with_one_line(tmp_path: Path) -> None:
     done = run("-m", "pipelines.mine", "preset=demo", f"run_dir={tmp_path / 'run'}", "llm.probe.enabled=false",
                "llm.sim.max_context_tokens=4096", "llm.sampling.discover.max_tokens=8192",
@@ -77,6 +78,7 @@ def test_a_run_whose_every_discover_call_is_refused_stops_with_one_line(tmp_path
     assert "seeds:" not in done.stdout, "no closing block says the seeds went well"
 
 
+@pytest.mark.ray
 def test_answers_cut_at_max_tokens_are_counted_in_the_closing_block_and_the_report(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = run("-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}", "llm.sampling.judge.max_tokens=3",

@@ -80,6 +80,7 @@ def built(tmp_path_factory):
         ray.shutdown()
 
 
+@pytest.mark.ray
 def test_index_holds_every_declaration_with_its_place(built) -> None:
     _, out = built
     table = pq.read_table(out / "declarations.parquet").to_pylist()
@@ -96,6 +97,7 @@ def test_index_holds_every_declaration_with_its_place(built) -> None:
     assert manifest["skipped"] == {"anonymous_instance": 1, "unreadable_file": 1}
 
 
+@pytest.mark.ray
 def test_same_revision_is_reused_and_a_new_one_rebuilt(built, capsys) -> None:
     root, out = built
     capsys.readouterr()
@@ -111,6 +113,7 @@ def test_same_revision_is_reused_and_a_new_one_rebuilt(built, capsys) -> None:
         assert index_pipeline.main([f"mathlib_dir={root}", f"out={out}"]) == 0
 
 
+@pytest.mark.ray
 def test_a_stale_index_is_refused(built) -> None:
     _, out = built
     with pytest.raises(StaleIndex, match="built from Mathlib"):
@@ -143,6 +146,7 @@ def _candidates(statements: list[str]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=CANDIDATE_SCHEMA)
 
 
+@pytest.mark.ray
 def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
     _, out = built
     index = IndexSettings(dir=str(out), revision=REV_A, embedding=EMBEDDING)
@@ -163,6 +167,7 @@ def test_dedup_marks_restatements_of_mathlib_and_of_siblings(built) -> None:
     assert rows[0]["dedup_score"] == 1.0 and "Folk.my_add_comm" in rows[0]["reason"]
 
 
+@pytest.mark.ray
 def test_grounding_shows_related_declarations_and_names_near_an_unknown_one(built) -> None:
     _, out = built
     grounder = Grounder({**GROUNDING, "k": 1}, EMBEDDING, str(out), None)

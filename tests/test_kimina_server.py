@@ -30,6 +30,7 @@ from tests.mine_support import predicted_status, read_table, sibling_duplicates,
 from tests.test_cheats import CHEATS, CHEATS_DIR, _header
 from tests.test_kimina import KEY, KEY_ENV, PROOF, STATEMENT, dead_url, lean_cfg
 
+pytestmark = pytest.mark.kimina
 FAST_SIM = ["lean=sim", "lean.sim.import_s=0", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "ray.num_cpus=4"]
 # What a file's JSON line must say alike through the server and through `lean=sim` (provenance names the checker).
 VERDICT_KEYS = ("path", "status", "compiles", "verified", "reasons", "messages", "axioms")
@@ -202,6 +203,7 @@ def test_timeouts_and_crashed_repls_are_infra_failures_and_the_next_check_runs(s
     assert check(pool, PROOF, statement=STATEMENT).status == "passed"
 
 
+@pytest.mark.ray
 def test_the_api_key_is_honoured(server, monkeypatch, tmp_path):
     monkeypatch.setenv(KEY_ENV, "wrong")
     with pytest.raises(LeanSetupError, match="HTTP 401.*Invalid API key"):
@@ -221,6 +223,7 @@ def test_the_api_key_is_honoured(server, monkeypatch, tmp_path):
     assert server.checks_answered() == before
 
 
+@pytest.mark.ray
 def test_a_dead_server_is_one_error_line_before_the_run(tmp_path):
     (tmp_path / "a.lean").write_text(PROOF)
     dead = dead_url()

@@ -21,10 +21,10 @@ from operators.llm.sim.server import SimServer
 from operators.rows.candidates import STATUSES
 from tests.mine_support import (
     BAD_SEEDS,
+    DEMO_RUN_SAMPLES,
     REPO,
     calls_by_stage,
     make_seeds,
-    mine_demo_run,
     overrides,
     predicted_status,
     read_table,
@@ -33,8 +33,7 @@ from tests.mine_support import (
 )
 
 pytestmark = pytest.mark.ray
-SAMPLES = 2
-SEEDS_PER_PLAN = 2  # the demo's 3 seeds and 4 bad ones in 4 plans
+SAMPLES = DEMO_RUN_SAMPLES
 RUN_TIMEOUT_S = 240
 KILLED_RUN_LATENCY_S = 0.2  # slow enough that the kill lands while candidates are still in flight
 WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (the first block written)
@@ -45,12 +44,11 @@ DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """One complete run over the demo seeds plus bad seeds, as a sequence of plans of two seeds each (so every test
-    on it covers a run of several plans); the run dir and the sim's counts."""
-    root = tmp_path_factory.mktemp("mine")
-    _, stats = mine_demo_run(root, SAMPLES, f"ray.seeds_per_wave={SEEDS_PER_PLAN}")
-    return root / "run", stats
+def finished_run(demo_mine_run):
+    """One complete run over the demo seeds plus bad seeds, as a sequence of waves of two seeds each (so every test
+    on it covers a run of several waves; conftest's `demo_mine_run`); the run dir and the sim's counts."""
+    run_dir, _, stats = demo_mine_run
+    return run_dir, stats
 
 
 def test_every_candidate_has_exactly_one_final_status(finished_run):

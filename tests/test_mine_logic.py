@@ -400,6 +400,7 @@ def test_waves_starting_at_once_share_one_lean_pool(monkeypatch):
     assert len(started) == 1 and len({id(pool) for pool in pools}) == 1
 
 
+@pytest.mark.ray
 def test_a_wave_executes_in_a_process_that_exits_with_it(ray_cluster):
     """What a wave's execution holds (Ray Data's records of its blocks, whatever its allocator kept) goes when the
     wave ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""

@@ -35,6 +35,7 @@ def demo_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.ray
 def test_every_cell_runs_on_a_simulated_run_and_draws_its_figures(demo_run, monkeypatch):
     monkeypatch.setenv("FOLKLORE_RUN_DIR", str(demo_run))
     notebook = nbformat.read(NOTEBOOK, as_version=4)

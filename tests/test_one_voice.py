@@ -99,6 +99,7 @@ def mined_run(mined: tuple[Path, str, str]) -> Path:
     return mined[0]
 
 
+@pytest.mark.ray
 def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
     run_dir, out, err = mined
     lines = out.splitlines()
@@ -131,6 +132,7 @@ def test_a_benchmark_without_statements_is_nothing_to_do(tmp_path: Path, capsys:
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
 
 
+@pytest.mark.ray
 def test_report_and_export_close_the_same_way(mined_run: Path, capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
     assert report.main([f"run_dir={mined_run}"]) == 0

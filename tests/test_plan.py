@@ -29,9 +29,8 @@ from pipelines.reporting.capacity import (
     workload,
 )
 from pipelines.runtime.job import load_config
-from tests.mine_support import mine_demo_run, mine_run, read_table
+from tests.mine_support import mine_run, read_table
 
-SAMPLES = 1
 TOLERANCE = 0.25  # the plan is within this share of what the run did
 DEMO = "preset=demo"
 # The forecast: costs measured on some real Mathlib files (the smallest of the fixtures, which fit the tests'
@@ -44,11 +43,11 @@ LEMMAS = 18
 
 
 @pytest.fixture(scope="module")
-def mined(tmp_path_factory):
-    """A finished sim run over the demo seeds plus bad ones; its overrides, its tables and the sim's request counts."""
-    root = tmp_path_factory.mktemp("plan")
-    args, stats = mine_demo_run(root, SAMPLES)
-    return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
+def mined(demo_mine_run):
+    """A finished sim run over the demo seeds plus bad ones (conftest's `demo_mine_run`); its overrides, its tables and
+    the sim's request counts."""
+    run_dir, args, stats = demo_mine_run
+    return args, read_table(run_dir, "candidates"), stats["received_by_stage"]
 
 
 def mathlib_run(root, mathlib_sample_dir, files: slice):
@@ -89,6 +88,7 @@ def estimate_against_actual(planned: capacity_plan.Plan, candidates, requests) -
     return {name: estimated[name] / actual[name] for name in actual}
 
 
+@pytest.mark.ray
 def test_plan_from_a_run_reproduces_that_run(mined):
     args, candidates, requests = mined
     planned = capacity_plan.make_plan([*args, f"plan.from_run={run_dir_of(args)}"])
@@ -97,6 +97,7 @@ def test_plan_from_a_run_reproduces_that_run(mined):
     assert len(planned.seed_tokens) == 3 < planned.seed_files, "bad seeds are counted but never sent"
 
 
+@pytest.mark.ray
 def test_plan_from_one_run_forecasts_another_on_other_seeds(measured, forecast):
     """The user's case: costs measured on a few seeds, a plan for other seeds at another shape, checked against what
     that other run then did."""
@@ -255,6 +256,7 @@ def test_header_switches_a_run_measured_cost_the_sim_pool_imports_and_a_real_bac
     assert resources(work, switching, shape(), CLUSTER).bounds_s == resources(work, COSTS, shape(), CLUSTER).bounds_s
 
 
+@pytest.mark.ray
 def test_a_run_counts_the_header_imports_its_checks_waited_for(mined):
     """The demo's seeds import different headers, so some checks wait for an import, and most find theirs warm; the
     plan reads the imports back per check."""

@@ -74,6 +74,7 @@ def test_claim_refuses_changes_to_tables_with_rows_and_records_accepted_ones() -
     assert "\n" not in message and "k=1 (now 2)" in message and "resume.accept_changes=[k,prompts.judge]" in message
 
 
+@pytest.mark.ray
 def test_restart_with_other_models_or_budgets_is_refused_by_name(mined: Path, capsys: pytest.CaptureFixture) -> None:
     before = candidate_ids(mined)
     capsys.readouterr()
@@ -90,6 +91,7 @@ def test_restart_with_other_models_or_budgets_is_refused_by_name(mined: Path, ca
     assert candidate_ids(mined) == before
 
 
+@pytest.mark.ray
 def test_restart_with_other_speed_settings_resumes(mined: Path, capsys: pytest.CaptureFixture) -> None:
     before = candidate_ids(mined)
     capsys.readouterr()
@@ -101,6 +103,7 @@ def test_restart_with_other_speed_settings_resumes(mined: Path, capsys: pytest.C
     assert candidate_ids(mined) == before
 
 
+@pytest.mark.ray
 def test_accepted_change_is_recorded_and_then_is_the_run_s_own(mined: Path, capsys: pytest.CaptureFixture) -> None:
     assert mine.main([*DEMO, f"run_dir={mined}", "prove.max_repairs=3",
                       "resume.accept_changes=[prove.max_repairs]"]) == 0
@@ -114,6 +117,7 @@ def test_accepted_change_is_recorded_and_then_is_the_run_s_own(mined: Path, caps
     assert "prove.max_repairs=3 (now 2)" in capsys.readouterr().err
 
 
+@pytest.mark.ray
 def test_autoformalize_modes_have_their_own_run_dirs_and_refuse_each_other(tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture) -> None:
     direct = compose_config("autoformalize", DEMO).run_dir
@@ -127,6 +131,7 @@ def test_autoformalize_modes_have_their_own_run_dirs_and_refuse_each_other(tmp_p
     assert "autoformalize.mode=direct (now got)" in line
 
 
+@pytest.mark.ray
 def test_another_job_in_the_same_run_dir_is_refused(mined: Path, mathliblemma_dir: Path,
                                                     capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
