@@ -155,7 +155,7 @@ DEFAULTS = {"candidates_per_lemma_asked": 0.5, "duplicate_share": 0.2, "judge_ac
 def test_stated_costs_follow_the_funnel_and_the_budgets():
     costs = stated_costs(DEFAULTS, shape())
     assert costs.candidates_per_unit == 5  # min_lemmas 10 x 0.5
-    assert costs.row_shares == pytest.approx({"judge": 0.8, "formalize": 0.4, "faithfulness": 0.0, "trivial": 0.2,
+    assert costs.row_shares == pytest.approx({"decontaminate": 0.0, "judge": 0.8, "formalize": 0.4, "faithfulness": 0.0, "trivial": 0.2,
                                               "prove": 0.16})
     assert costs.calls["judge"].calls_per_row == 3  # judge.samples
     assert costs.calls["formalize"].calls_per_row == 2  # 5 repairs capped at T=2
