@@ -117,7 +117,7 @@ def test_mine_speaks_like_every_job(mined: tuple[Path, str, str]) -> None:
     [calls] = [line for line in closing if line.startswith("llm calls: ")]
     assert re.match(r"llm calls: \d+ \(discover \d+, judge \d+, formalize \d+, prove \d+\); this start: \d+ "
                     r"\(0 failed, 0 answered from the run's cache\)$", calls), calls
-    assert closing[-2:] == [SIMULATED_NOTE, f"full report: python -m pipelines.report run_dir={run_dir}"]
+    assert closing[-2:] == [SIMULATED_NOTE, f"full report: folklore report run_dir={run_dir}"]
     assert not any(re.search(r"\b(INFO|WARNING)\b|UserWarning", line) for line in err.splitlines()), err
 
 

@@ -133,7 +133,7 @@ def closing_lines(closing: Closing) -> list[str]:
 
 def report_hint(run_dir: str) -> str:
     """The command that turns a run into its report (the last line of a job that writes rows)."""
-    return f"full report: python -m pipelines.report run_dir={run_dir}"
+    return f"full report: folklore report run_dir={run_dir}"
 
 
 def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUsage]) -> str:
