@@ -14,6 +14,7 @@ from typing import Any
 
 from operators import discover, formalize, judge, prove, trivial
 from operators.autoformalize import direct, faithfulness
+from operators.contribute import name, shorten
 
 Config = Mapping[str, Any]
 
@@ -85,6 +86,11 @@ MINING_STAGES = (
 AUTOFORMALIZE_STAGES = (
     StageSpec(direct.STAGE, direct.STAGE, calls_llm=True, checks_lean=True),
     StageSpec(faithfulness.STAGE, faithfulness.STAGE, calls_llm=True),
+)
+# A run's proved lemmas to Mathlib: a name by the conventions, then the shortest proof that passes (`contribute`).
+CONTRIBUTE_STAGES = (
+    StageSpec(name.STAGE, name.STAGE, calls_llm=True),
+    StageSpec(shorten.STAGE, shorten.STAGE, checks_lean=True),
 )
 # The stages that take candidates after discover, in plan order (the capacity model's rows and slots).
 CANDIDATE_STAGES = tuple(spec.name for spec in MINING_STAGES[1:] if spec.name not in (SPLIT, SPLIT_DEDUP))

@@ -4,7 +4,8 @@ Writes `pairs/`, `trajectories/` and `judge/`, each as `train.EXT` and `test.EXT
 empty is not written); `README.md`, a Hugging Face dataset card whose YAML header declares one config per
 corpus (its split files and features) and whose text names only the splits written, so
 `datasets.load_dataset(EXPORT_DIR, "pairs")` reads it without custom code; `lean/SEED.lean`, one readable file
-per seed with its proved lemmas; and `manifest.json` with the counts, the dropped duplicates and the split rule. With
+per seed with its proved lemmas; `contributions/`, once `contribute` ran, what it would offer Mathlib, lemma by
+lemma; and `manifest.json` with the counts, the dropped duplicates and the split rule. With
 `decontaminate.benchmarks=[...]`, every row of a candidate whose statement restates a benchmark problem goes to
 `excluded/` with the reason instead (`pipelines.decontaminate`), and the card names the benchmarks, their revisions,
 the rows removed and the method. A simulated run is refused unless `allow_sim=true`:
@@ -17,15 +18,18 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 from operators.decontaminate import Verdict
 from operators.rows.candidates import PROVED
+from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.storage import join
 from pipelines.runtime.benchmarks import decontaminator, method_description
 from pipelines.reporting import corpora
@@ -43,6 +47,13 @@ CARD_DTYPES = {pa.string(): "string", pa.bool_(): "bool", pa.int32(): "int32"}
 NONE = "—"
 MINING_SECTIONS = ("prompts", "formalize", "prove")
 EXCLUDED = "excluded"
+CONTRIBUTIONS = "contributions"
+# What an export ships of `contributions/` (when `contribute` ran): each lemma offered or not, where, under which
+# name, with which proof, and why; not what it cost.
+CONTRIBUTION_COLUMNS = ("candidate_id", "seed_id", "file", "line", "namespace", "section", "anchor", "old_name",
+                        "new_name", "name_ok", "name_reasons", "name_source", "statement", "proof_offered",
+                        "proof_tactic", "proof_chars", "mined_proof_chars", "faithfulness_score", "models", "status",
+                        "reason", "patch", "run_id", "simulated")
 EXCLUDED_SCHEMA = pa.schema([("id", pa.string()), ("corpus", pa.string()), ("candidate_id", pa.string()),
                              ("split", pa.string()), ("statement", pa.string()), ("benchmark", pa.string()),
                              ("benchmark_problem", pa.string()), ("match_kind", pa.string()),
@@ -256,6 +267,12 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
             manifest["corpora"][name]["benchmark_removed"] = len(removed)
     if excluded:
         put(f"{EXCLUDED}/{EXCLUDED}.{FORMATS[fmt]}", encode(excluded, EXCLUDED_SCHEMA, fmt))
+    if run.contributions is not None:
+        offered = run.contributions.filter(~pl.col("candidate_id").is_in(list(contaminated)))
+        schema = pa.schema([CONTRIBUTION_SCHEMA.field(name) for name in CONTRIBUTION_COLUMNS])
+        put(f"{CONTRIBUTIONS}/{CONTRIBUTIONS}.{FORMATS[fmt]}",
+            encode(offered.select(CONTRIBUTION_COLUMNS).to_dicts(), schema, fmt))
+        manifest[CONTRIBUTIONS] = dict(Counter(offered["status"].to_list()))
     files = lean_files(run, cfg, mining, contaminated)
     for seed_id, text in files.items():
         put(f"lean/{seed_id}.lean", text.encode())
@@ -278,6 +295,9 @@ def export_closing(run_uri: str, out_subdir: str, manifest: Mapping[str, Any]) -
         if removed:
             written[f"{EXCLUDED}/"] = (join(run_uri, out_subdir, EXCLUDED),
                                        f"{removed} rows restating a benchmark problem")
+    if CONTRIBUTIONS in manifest:
+        counts = ", ".join(f"{count} {status}" for status, count in manifest[CONTRIBUTIONS].items())
+        written[f"{CONTRIBUTIONS}/"] = (join(run_uri, out_subdir, CONTRIBUTIONS), f"lemmas: {counts or 'none'}")
     if manifest["lean_files"]:
         files = f"{len(manifest['lean_files'])} Lean files, one per seed"
         written["lean/"] = (join(run_uri, out_subdir, "lean"), files)

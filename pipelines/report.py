@@ -25,12 +25,13 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from operators.rows.candidates import CANDIDATE, MATHLIB
+from operators.rows.contributions import STATUSES as CONTRIBUTION_STATUSES
 from operators.storage import join
 from pipelines.reporting import formalization_stats as fstats
 from pipelines.reporting import plots, stats
 from pipelines.reporting.markdown import NONE, count_pct, markdown_table, number, success_markdown
 from pipelines.reporting.run_data import FormalizationRun, RunData, RunNotFound, load_any
-from pipelines.reporting.summary import Closing, closing_lines
+from pipelines.reporting.summary import Closing, closing_lines, rows_by_status
 from pipelines.runtime.cli import compose_config, run_job
 from pipelines.runtime.run_dir import RunDir
 
@@ -179,6 +180,18 @@ def _sim_marks(simulated: bool, cfg: Mapping[str, Any]) -> tuple[str | None, str
     return label, " (simulated run)", [f"> **{label}**", ""]
 
 
+def contributions_section(contributions: pl.DataFrame | None, tag: str) -> list[str]:
+    """What `contribute` would offer to Mathlib from this run (nothing before it ran): lemmas by final status, then
+    per file."""
+    if contributions is None:
+        return []
+    statuses = rows_by_status(contributions["status"].to_list(), CONTRIBUTION_STATUSES)
+    per_file = stats.contributions_by_file(contributions)
+    return [f"## What a contribution would offer{tag}", "", "From `folklore contribute`: each lemma's final status "
+            "(`contributions/`), then per Mathlib file.", "", markdown_table(["status", "lemmas"], list(statuses.items())),
+            "", markdown_table(per_file.columns, per_file.rows()), ""]
+
+
 def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     """The whole report of a run, without writing anything."""
     label, tag, banner = _sim_marks(run.simulated, cfg)
@@ -205,6 +218,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         f"## Cost per stage and per proved lemma{tag}", "", cost_markdown(cost, total), "", "![cost](cost.png)", "",
         f"## Time per stage{tag}", "", time_markdown(cost, total), "", "![time](time.png)", "",
         f"## Rejection reasons{tag}", "", reasons_markdown(reasons), "", "![rejections](rejections.png)", "",
+        *contributions_section(run.contributions, tag),
         *banner,
     ]
     overall = reasons.sort("count", descending=True).head(top)
@@ -219,6 +233,8 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         figures["overlap"] = plots.overlap_figure(overlap, size, label)
     tables = {"funnel": funnel, "origins": origins, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
               "reasons": reasons}
+    if run.contributions is not None:
+        tables["contributions"] = stats.contributions_by_file(run.contributions)
     return Report("\n".join(sections), figures, tables)
 
 

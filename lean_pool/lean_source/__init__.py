@@ -21,7 +21,15 @@ from lean_pool.lean_source.lexer import code_only, lex, strip_comments
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
-from lean_pool.lean_source.tokens import Token, code_tokens, find_tokens, identifiers, layout_free, normalize_space
+from lean_pool.lean_source.tokens import (
+    Token,
+    code_tokens,
+    find_tokens,
+    identifiers,
+    is_name,
+    layout_free,
+    normalize_space,
+)
 from lean_pool.lean_source.unknown_syntax import NOTATION_KINDS, notation_atoms, unread_command_lines
 
 __all__ = [
@@ -36,6 +44,7 @@ __all__ = [
     "find_tokens",
     "goal_theorem",
     "identifiers",
+    "is_name",
     "layout_free",
     "leading_binders",
     "leading_imports",

@@ -42,6 +42,12 @@ def plain_name(name: str) -> str:
     return name.replace("«", "").replace("»", "")
 
 
+def is_name(text: str) -> bool:
+    """Whether `text` is one Lean name and nothing else (`Nat.add_comm`, `«my name»`): what a name proposed in
+    prose must be before it is written into a file."""
+    return NAME.fullmatch(text) is not None
+
+
 def normalize_space(text: str) -> str:
     """Whitespace runs become one space, and vanish inside brackets and before commas and closers,
     so two layouts of the same statement give the same text."""

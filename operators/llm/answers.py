@@ -10,6 +10,8 @@ import json
 import re
 import textwrap
 
+from lean_pool.lean_source import is_name
+
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,})[ \t]*([^\s`]*)[^`]*")
 _FENCE_CLOSE = re.compile(r"[ \t]*(`{3,})[ \t]*")
 _ANY_FENCE = re.compile(r"^[ \t]*`{3,}", re.MULTILINE)
@@ -94,3 +96,10 @@ def extract_json(response: str) -> object | None:
         except json.JSONDecodeError:
             continue
     return None
+
+
+def proposed_name(response: str) -> str | None:
+    """The name an answer proposes: its last non-empty line, without backticks or a final period, when that is one
+    Lean name (None otherwise: prose, code, two names)."""
+    lines = [line.strip().rstrip(".").strip("`").strip() for line in response.splitlines() if line.strip()]
+    return lines[-1] if lines and is_name(lines[-1]) else None

@@ -193,3 +193,12 @@ def translate_messages(templates: Mapping[str, str], informal: str, header: str,
     """The `translate` tool's request to the translator model: one Lean statement of the informal text."""
     return _chat(templates, templates["translate"].format(informal=informal, header=header.strip(), name=name,
                                                           marker=marker))
+
+
+def name_messages(templates: Mapping[str, str], statement: str, namespace: str, name: str, reasons: Sequence[str],
+                  convention: str) -> Messages:
+    """Ask for a Mathlib-style name for a proved lemma whose name failed the naming check, the name alone on the
+    last line."""
+    return _chat(templates, templates["name"].format(statement=statement, namespace=namespace or "(the root)",
+                                                     name=name, reasons=format_reasons(reasons),
+                                                     convention=convention))

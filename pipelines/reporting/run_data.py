@@ -16,6 +16,7 @@ import pyarrow.fs as pafs
 
 from operators.discover import DISCOVERY_SCHEMA
 from operators.rows.candidates import CANDIDATE_SCHEMA
+from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.storage import open_location
 from pipelines.reporting.stats import is_simulated
@@ -34,6 +35,7 @@ class RunData:
     candidates: pl.DataFrame
     discoveries: pl.DataFrame | None
     manifest: dict[str, Any]
+    contributions: pl.DataFrame | None = None  # what `contribute` offered from it, once it ran
 
     @property
     def simulated(self) -> bool:
@@ -99,7 +101,9 @@ def _manifest(run: RunDir) -> dict[str, Any]:
 def _mining_run(run: RunDir) -> RunData:
     candidates = pl.from_arrow(run.read("candidates", CANDIDATE_SCHEMA))
     discoveries = pl.from_arrow(run.read("discoveries", DISCOVERY_SCHEMA)) if run.files("discoveries") else None
-    return RunData(run.uri, candidates, discoveries, _manifest(run))
+    contributions = (pl.from_arrow(run.read("contributions", CONTRIBUTION_SCHEMA)) if run.files("contributions")
+                     else None)
+    return RunData(run.uri, candidates, discoveries, _manifest(run), contributions)
 
 
 def _formalization_run(run: RunDir) -> FormalizationRun:

@@ -376,3 +376,20 @@ def _error_messages(attempts: pl.DataFrame) -> list[str]:
     if diagnostics.is_empty():
         return []
     return diagnostics.filter(pl.col("severity") == "error")["message"].to_list()
+
+
+def contributions_by_file(contributions: pl.DataFrame) -> pl.DataFrame:
+    """Per Mathlib file, what `contribute` would offer: lemmas looked at, offered, renamed (by the LLM or the
+    checker) and given a closing tactic for proof, then a total row."""
+    per_file = (
+        contributions.group_by("file", maintain_order=True)
+        .agg(
+            pl.len().alias("lemmas"),
+            (pl.col("status") == "offered").sum().alias("offered"),
+            (pl.col("name_source").is_in(["llm", "checker"])).sum().alias("renamed"),
+            pl.col("proof_tactic").is_not_null().sum().alias("shortened"),
+        )
+        .sort("file")
+    )
+    total = per_file.select(pl.lit("all").alias("file"), pl.all().exclude("file").sum())
+    return pl.concat([per_file, total.cast(per_file.schema)])

@@ -34,6 +34,8 @@ _LABEL_TRIGGERS = ((f"sim:{MAJOR}", MAJOR), (f"sim:{MINOR}", MINOR))
 _SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+|\n[ \t]*\n")
 # Declarations whose names the scripted discover answer builds on.
 _SEED_KINDS = frozenset({"theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive"})
+# The tag the scripted discover answer puts in its lemma names.
+_SIM_NAME_TAG = re.compile(r"_sim_[0-9]+_[0-9]+$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
 
 
@@ -330,6 +332,14 @@ def agent_tool_call(messages: list[Mapping[str, Any]], key: tuple[object, ...], 
     return f"Next step (simulated): {name}.", call
 
 
+def name_reply(statement: str) -> str:
+    """A scripted name proposal: the statement's theorem name without the sim's `_sim_<digits>_<index>` tag (the sim
+    knows no naming convention, so the checker often refuses these and falls back to its own suggestion)."""
+    theorem = next((c for c in read_commands(statement) if c.kind in ("theorem", "lemma")), None)
+    name = _SIM_NAME_TAG.sub("", theorem.written_name) if theorem is not None else ""
+    return f"A name by the conventions (simulated):\n\n`{name or 'folklore'}`\n"
+
+
 def scripted_reply(
     messages: list[Mapping[str, Any]], meta: RequestMeta, model: str, digest: str, sim: Mapping[str, Any]
 ) -> str:
@@ -368,6 +378,8 @@ def scripted_reply(
                             script["concept_graph"])
     if meta.stage == "define":
         return define_reply(last_block(prompt, "json"), unit(seed, model, "define", subject, digest), script)
+    if meta.stage == "name":
+        return name_reply(last_lean_block(prompt))
     if meta.stage == "decompose":
         return decompose_reply(last_block(prompt, "text"))
     if meta.stage == "faithfulness":

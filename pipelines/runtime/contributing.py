@@ -1,0 +1,200 @@
+"""What `contribute` needs besides its plan: the job (a mining job that reads a finished run instead of claiming
+one), the Mathlib files and names it works against, the Lean check of a patched file, and where its outputs go.
+
+The job reads the run's candidates and writes its own `contributions/` table into the run whole, each start
+replacing the last: what it offers depends on the checkout and settings of that start alone, so nothing of an
+earlier start is mixed in. Patches and descriptions go under `out` (default `<run_dir>/contribute`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from omegaconf import DictConfig, OmegaConf
+
+from lean_pool.pool import checker_provenance
+from operators.contribute.description import file_description
+from operators.contribute.name import NameOperator, NameSettings
+from operators.contribute.naming import naming_rules
+from operators.contribute.patches import changed_declarations, claim_names, declared_names, placed
+from operators.contribute.placement import unified_diff
+from operators.contribute.shorten import ShortenOperator, ShortenSettings
+from operators.retrieval.declaration_index import TABLE_FILE, node_local
+from operators.rows.contributions import ERROR_INFRA, FILE_REJECTED, OFFERED, PENDING
+from operators.stages import CONTRIBUTE_STAGES, running
+from operators.storage import join, open_location
+from pipelines.runtime.cli import SetupError
+from pipelines.runtime.job import MiningJob, index_location
+from pipelines.runtime.stages import Stage
+
+TABLE = "contributions"
+# Where patches and descriptions go under `out`, and their suffixes after the Mathlib file's path.
+PATCHES, DESCRIPTIONS = "patches", "descriptions"
+PATCH_SUFFIX, DESCRIPTION_SUFFIX = ".patch", ".md"
+# `out` when the command line names none: inside the run.
+DEFAULT_OUT = "contribute"
+
+
+class ContributeJob(MiningJob):
+    """A mining job's backends, Ray and pool, over a run that already exists: it claims nothing in the run's manifest
+    (its table is rebuilt whole by every start) and refuses a directory that holds no mining run."""
+
+    JOB = "contribute"
+    TABLES = (TABLE,)
+
+    def claim_run_dir(self) -> dict[str, Any]:
+        manifest = self.run.read_manifest()
+        if manifest is None or not self.run.files("candidates"):
+            raise SetupError(f"run_dir={self.run.uri} holds no mining run (no run.json or no candidates/ table)")
+        return manifest
+
+    def find_inputs(self) -> None:
+        """Nothing to list: the run's candidates are read once the job has started."""
+
+    @property
+    def out(self) -> str:
+        """Where patches and descriptions go."""
+        return str(self.cfg.out) if self.cfg.out is not None else join(self.run.uri, DEFAULT_OUT)
+
+    def mathlib_dir(self) -> str:
+        """The checkout the patches are against: `mathlib_dir`, else the run's own `seeds.root`."""
+        if self.cfg.mathlib_dir is not None:
+            return str(self.cfg.mathlib_dir)
+        root = ((self.manifest.get("config") or {}).get("seeds") or {}).get("root")
+        if root is None:
+            raise SetupError(f"run_dir={self.run.uri} does not say which seeds.root it mined: give mathlib_dir=")
+        return str(root)
+
+    def checker(self) -> str:
+        """The Lean that checks here, as a description says it."""
+        lean = checker_provenance(self.lean_cfg)
+        return f"Lean {lean['toolchain']}, Mathlib {lean['mathlib_rev']}"
+
+    def stages(self) -> list[Stage]:
+        """The name and shorten stages, in plan order."""
+        contribute = self.cfg.contribute
+        naming = NameSettings(role=str(contribute.name.role), prompts=dict(self.cfg.prompts),
+                              rules=naming_rules(OmegaConf.to_container(self.cfg.naming, resolve=True)))
+        shorten = ShortenSettings(tactics=tuple(contribute.shorten.tactics),
+                                  timeout_s=float(contribute.shorten.timeout_s))
+        builders = {
+            "name": lambda spec: Stage(spec.name, NameOperator, self.llm_options(spec.name, name=naming)),
+            "shorten": lambda spec: Stage(spec.name, ShortenOperator,
+                                          self.operator_options(spec.name, shorten=shorten, pool=self.pool)),
+        }
+        return [builders[spec.name](spec) for spec in running(CONTRIBUTE_STAGES, self.cfg)]
+
+
+@dataclass(frozen=True)
+class MathlibFiles:
+    """Read access to a Mathlib checkout, local or on object storage."""
+
+    root: str
+
+    def read(self, relative: str) -> str | None:
+        """The text of a file of the checkout, None when it is not there or not readable as UTF-8."""
+        filesystem, path = open_location(self.root)
+        try:
+            with filesystem.open_input_stream(f"{path}/{relative}") as stream:
+                return stream.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def check(self) -> None:
+        """A `SetupError` when the checkout is not a directory."""
+        filesystem, path = open_location(self.root)
+        if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+            raise SetupError(f"mathlib_dir={self.root} is not a directory (a Mathlib checkout, the parent of Mathlib/)")
+
+
+def index_names(cfg: DictConfig) -> frozenset[str]:
+    """Every declaration name of the declaration index at `index.dir` (empty without one)."""
+    if cfg.index.dir is None:
+        return frozenset()
+    local = node_local(index_location(str(cfg.index.dir)))
+    return frozenset(pq.read_table(local / TABLE_FILE, columns=["name"]).column("name").to_pylist())
+
+
+def write_text(location: str, relative: str, text: str) -> str:
+    """Write `text` to `relative` under `location` (local or a URI), replacing it; its full location."""
+    filesystem, path = open_location(location)
+    target = f"{path}/{relative}"
+    filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(target) as stream:
+        stream.write(text.encode("utf-8"))
+    return join(location, relative)
+
+
+def clear(location: str, folders: Sequence[str]) -> None:
+    """Remove what an earlier start wrote into these folders of `location`, so this start's outputs stand alone."""
+    filesystem, path = open_location(location)
+    for folder in folders:
+        if filesystem.get_file_info(f"{path}/{folder}").type == pafs.FileType.Directory:
+            filesystem.delete_dir(f"{path}/{folder}")
+
+
+def patch_paths(file: str) -> Mapping[str, str]:
+    """Where a Mathlib file's patch and description go under `out`."""
+    return {PATCHES: f"{PATCHES}/{file}{PATCH_SUFFIX}", DESCRIPTIONS: f"{DESCRIPTIONS}/{file}{DESCRIPTION_SUFFIX}"}
+
+
+
+@dataclass
+class FileOutcome:
+    """What one Mathlib file came to: its patch and description (None when no lemma of it is offered)."""
+
+    file: str
+    patch: str | None = None
+    description: str | None = None
+
+
+async def finish_file(job: ContributeJob, file: str, seed_text: str, rows: list[dict[str, Any]],
+                      index: frozenset[str]) -> FileOutcome:
+    """Place a file's named and shortened lemmas, check the patched file (read back, then through the pool, replay
+    included), and on success mark its rows `offered` with where they went; the rows say why otherwise. The file's
+    checks are counted on its first lemma."""
+    cfg = job.cfg.contribute
+    claim_names(rows, declared_names(seed_text), index)
+    pending = [row for row in rows if row["status"] == PENDING]
+    if not pending:
+        return FileOutcome(file)
+    result = placed(seed_text, pending, list(cfg.dropped_context))
+    names = {placement.candidate_id: placement for placement in result.placements}
+    added = [names[row["candidate_id"]].full_name for row in pending]
+    problems = changed_declarations(seed_text, result.text, added)
+    if problems:
+        return reject(file, pending, FILE_REJECTED, "the patch would change the file: " + "; ".join(problems))
+    check = await job.pool.check(result.text, timeout=float(cfg.file_timeout_s), mode="proof", names=added)
+    pending[0]["lean_checks"] += 1
+    if check.infra_failure:
+        return reject(file, pending, ERROR_INFRA, f"file check: Lean gave no verdict ({check.status})")
+    if not check.ok:
+        return reject(file, pending, FILE_REJECTED, "the patched file does not pass: " + "; ".join(check.reasons))
+    replay = await job.pool.replay(result.text, names=added)
+    if replay is not None:
+        pending[0]["lean_checks"] += 1
+        if replay.infra_failure:
+            return reject(file, pending, ERROR_INFRA, f"file replay: no verdict ({replay.summary})")
+        if not replay.accepted:
+            return reject(file, pending, FILE_REJECTED, "the patched file fails its replay: "
+                          + "; ".join(replay.reasons))
+    paths = patch_paths(file)
+    for row in pending:
+        placement = names[row["candidate_id"]]
+        row.update(status=OFFERED, namespace=placement.namespace, section=placement.section, anchor=placement.anchor,
+                   line=placement.line, new_name=placement.full_name, patch=paths[PATCHES],
+                   declaration=placement.text)
+    description = file_description(job.cfg.description, file, job.manifest["run_id"], job.checker(), job.simulated,
+                                   pending)
+    return FileOutcome(file, unified_diff(file, seed_text, result.text), description)
+
+
+def reject(file: str, rows: Sequence[dict[str, Any]], status: str, reason: str) -> FileOutcome:
+    """Every pending lemma of a file with `status` and `reason`: nothing of the file is offered."""
+    for row in rows:
+        row.update(status=status, reason=reason)
+    return FileOutcome(file)

@@ -1,0 +1,162 @@
+"""contribute's own decisions, without Ray: which candidates are offered, how a name is chosen when the mined one
+fails, which proof is offered, which names are free, what a patch may change, and what a description says. The
+whole job on a demo run is `tests/test_contribute_e2e.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from conf import compose_config
+from operators.contribute.description import file_description
+from operators.contribute.name import kept, relative_name, renamed
+from operators.contribute.naming import check_name, naming_rules
+from operators.contribute.patches import changed_declarations, claim_names, declared_names, mined_name, placed
+from operators.contribute.shorten import candidate_tactics, mined_proof
+from operators.llm.answers import proposed_name
+from operators.llm.calls import LLMResult
+from operators.llm.sim.scripts import name_reply
+from operators.rows.contributions import (
+    ERROR_INFRA,
+    PENDING,
+    PROPOSED,
+    SUGGESTED,
+    UNNAMED,
+    new_contribution,
+    offer_refusal,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+MATHLIB = FIXTURES / "mathlib-sample"
+LEMMAS = FIXTURES / "mathliblemma-sample"
+SPECTRUM = "abstract/Algebra/Algebra/Spectrum/Basic/65.lean"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return compose_config("contribute", ["preset=demo", "run_dir=unused"])
+
+
+@pytest.fixture(scope="module")
+def rules(cfg):
+    return naming_rules(OmegaConf.to_container(cfg.naming, resolve=True))
+
+
+def candidate(**changes):
+    row = {"candidate_id": "Mathlib.Order.Basic/s0/c1", "seed_id": "Mathlib.Order.Basic",
+           "seed_path": "Mathlib/Order/Basic.lean", "status": "proved", "trivial": False,
+           "statement": "import Mathlib\n\ntheorem x_sim_1 (a b : ℕ) : a + b = b + a := by sorry\n",
+           "proof": "import Mathlib\n\ntheorem x_sim_1 (a b : ℕ) : a + b = b + a := by\n  rw [Nat.add_comm]\n",
+           "faithfulness_score": None, "proved_by": ["prover"],
+           "provenance": {"models": '{"prover": "sim/prover"}'}}
+    return {**row, **changes}
+
+
+def test_only_proved_untrivial_faithful_candidates_are_offered():
+    statuses, threshold = ["proved"], 0.9
+    assert offer_refusal(candidate(), statuses, threshold) is None
+    assert offer_refusal(candidate(status="duplicate"), statuses, threshold) == "status duplicate"
+    assert offer_refusal(candidate(status="contaminated"), statuses, threshold) == "status contaminated"
+    assert offer_refusal(candidate(trivial=True), statuses, threshold) == "trivial"
+    assert offer_refusal(candidate(faithfulness_score=0.5), statuses, threshold) == "faithfulness 0.50 < 0.9"
+    assert offer_refusal(candidate(faithfulness_score=0.95), statuses, threshold) is None
+
+
+def test_a_new_contribution_says_who_proved_it_and_is_pending():
+    row = new_contribution(candidate(), "run1", True, None)
+    assert row["status"] == PENDING and row["models"] == "prover (sim/prover)"
+    assert row["file"] == "Mathlib/Order/Basic.lean" and row["simulated"] is True
+
+
+def test_a_name_is_read_from_the_last_line_of_an_answer():
+    assert proposed_name("It adds.\n\n`Nat.add_comm'`.") == "Nat.add_comm'"
+    assert proposed_name("The name could be add_comm or comm_add") is None
+    assert proposed_name("```lean\ntheorem foo : True := trivial\n```") is None
+    assert relative_name("Nat.add_comm", "Nat") == "add_comm" and relative_name("add_comm", "Nat") == "add_comm"
+
+
+def pending(statement: str, old_name: str, namespace: str = "") -> dict:
+    return {"candidate_id": "c", "statement": statement, "old_name": old_name, "namespace": namespace,
+            "status": PENDING, "llm_calls": [], "name_reasons": []}
+
+
+ADD_COMM = "import Mathlib\n\ntheorem clamp_sim_916304_1 (a b : ℕ) : a + b = b + a := by sorry\n"
+
+
+def test_a_mined_name_that_fails_goes_to_the_llm_and_a_good_proposal_is_taken(rules):
+    row = kept(pending(ADD_COMM, "clamp_sim_916304_1"), rules)
+    assert row["name_ok"] is False and row["name_reasons"] and row["new_name"] is None
+    answer = LLMResult(text="By the convention:\n`add_comm_of_nat`", error_kind=None)
+    good = check_name(ADD_COMM, "add_comm", rules).ok
+    taken = renamed(row, LLMResult(text="`add_comm`", error_kind=None), rules)
+    assert good and taken["new_name"] == "add_comm" and taken["name_source"] == PROPOSED
+    fallback = renamed(row, LLMResult(text="`tendsto_nhds_unique`", error_kind=None), rules)
+    assert fallback["name_source"] == SUGGESTED or fallback["status"] == UNNAMED
+    if fallback["name_source"] == SUGGESTED:
+        assert check_name(ADD_COMM, fallback["new_name"], rules).ok
+    assert renamed(row, answer, rules)["name_answer"] == answer.text
+
+
+def test_an_llm_call_without_an_answer_is_infrastructure_not_a_bad_name(rules):
+    row = kept(pending(ADD_COMM, "clamp_sim_916304_1"), rules)
+    failed = renamed(row, LLMResult(text=None, error_kind="timeout", error="no answer in 60 s"), rules)
+    assert failed["status"] == ERROR_INFRA and "timeout" in failed["reason"]
+
+
+def test_the_sim_proposes_the_mined_name_without_its_tag():
+    assert name_reply(ADD_COMM).strip().endswith("`clamp`")
+
+
+def test_the_mined_proof_is_measured_without_the_prover_environment():
+    statement = (LEMMAS / "benchmark" / SPECTRUM).read_text()
+    proof = (LEMMAS / "lemma" / SPECTRUM).read_text()
+    mined = mined_proof(statement, proof)
+    assert mined.startswith("by\n  have h_set_compl") and mined.endswith("exact h_main")
+    tactics = candidate_tactics(["aesop", "simp", "linarith", "omega"], mined)
+    assert [t for t, _ in tactics] == ["simp", "omega", "aesop", "linarith"]
+    assert candidate_tactics(["simp", "aesop"], "by simp") == []
+
+
+def test_names_taken_by_the_file_the_index_or_another_lemma_are_refused():
+    seed = (MATHLIB / "Mathlib/Order/Basic.lean").read_text()
+    taken = declared_names(seed)
+    assert "le_trans'" in taken
+    rows = [{"status": PENDING, "namespace": "", "new_name": name} for name in ("le_trans'", "Foo.bar", "baz", "baz")]
+    claim_names(rows, taken, {"Foo.bar"})
+    assert [row["status"] for row in rows] == [UNNAMED, UNNAMED, PENDING, UNNAMED]
+    assert "this file" in rows[0]["reason"] and "declaration index" in rows[1]["reason"]
+    assert "another lemma" in rows[3]["reason"]
+
+
+def test_a_patch_may_only_add_what_it_offers():
+    seed = (MATHLIB / "Mathlib/Order/Basic.lean").read_text()
+    assert changed_declarations(seed, seed, []) == []
+    altered = seed.replace("flip le_trans", "fun h₁ h₂ => le_trans h₂ h₁", 1)
+    assert any("le_trans'" in problem for problem in changed_declarations(seed, altered, []))
+    assert changed_declarations(seed, seed, ["missing_lemma"]) == ["`missing_lemma` is not declared in the patched file"]
+
+
+def test_placing_a_demo_lemma_keeps_the_file_and_adds_it_once():
+    seed = (MATHLIB / "Mathlib/Order/Basic.lean").read_text()
+    row = {"candidate_id": "c1", "statement": ADD_COMM, "proof": ADD_COMM.replace("sorry", "omega"),
+           "new_name": "add_comm_demo", "old_name": mined_name(ADD_COMM), "proof_tactic": None}
+    result = placed(seed, [row], ["set_option maxHeartbeats"])
+    (placement,) = result.placements
+    assert changed_declarations(seed, result.text, [placement.full_name]) == []
+    assert result.text.count("add_comm_demo") == 1 and "omega" in placement.text
+    assert "maxHeartbeats" not in placement.text
+
+
+def test_a_description_names_each_lemma_its_provenance_and_a_simulated_run(cfg):
+    row = {"new_name": "Order.add_comm_demo", "declaration": "theorem add_comm_demo (a b : ℕ) : a + b = b + a := by omega",
+           "candidate_id": "Mathlib.Order.Basic/s0/c1", "seed_id": "Mathlib.Order.Basic", "models": "prover (sim/prover)",
+           "name_source": SUGGESTED, "old_name": "clamp_sim_916304_1", "name_reasons": ["`clamp` names nothing"],
+           "proof_tactic": "omega", "proof_chars": 8, "mined_proof_chars": 20, "faithfulness_score": None}
+    text = file_description(cfg.description, "Mathlib/Order/Basic.lean", "run1", "Lean sim, Mathlib sim", True, [row])
+    assert "`Order.add_comm_demo`" in text and "by omega" in text and "Mathlib.Order.Basic/s0/c1" in text
+    assert "`omega` closes it (8 characters; the mined proof had 20)" in text
+    assert "Simulated run" in text and "not scored" in text
+    plain = file_description(cfg.description, "Mathlib/Order/Basic.lean", "run1", "Lean 4", False, [row])
+    assert "Simulated run" not in plain

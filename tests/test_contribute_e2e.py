@@ -1,0 +1,109 @@
+"""`contribute` on a finished demo run, as a user runs it: a patch per Mathlib file that `git apply` takes, a
+description beside it, a contributions/ table that report counts and export ships, and a second start that replaces
+the first's outputs instead of adding to them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from conf import compose_config
+from lean_pool.lean_source import DECLARATION_KINDS, read_commands
+from operators.contribute.naming import check_name, naming_rules
+from operators.rows.contributions import OFFERED, STATUSES
+from pipelines import contribute, export, report
+
+pytestmark = pytest.mark.ray
+CONTRIBUTE_TIMEOUT_S = 300
+FAST_LEAN = ["lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+
+
+def run_contribute(run_dir: Path, capsys) -> list[str]:
+    assert contribute.main(["preset=demo", f"run_dir={run_dir}", *FAST_LEAN]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.fixture(scope="module")
+def contributed(demo_mine_run, tmp_path_factory):
+    """A copy of the shared demo run (the fixture is read-only) after `contribute`; its run dir, the closing block,
+    and the Mathlib checkout it was made against."""
+    source, _, _ = demo_mine_run
+    run_dir = tmp_path_factory.mktemp("contribute") / "run"
+    shutil.copytree(source, run_dir)
+    completed = subprocess.run(["folklore", "contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN],
+                               capture_output=True, text=True, timeout=CONTRIBUTE_TIMEOUT_S)
+    assert completed.returncode == 0, completed.stderr
+    checkout = Path(json.loads((run_dir / "run.json").read_text())["config"]["seeds"]["root"])
+    return run_dir, completed.stdout.splitlines(), checkout
+
+
+def table(run_dir: Path, name: str) -> pl.DataFrame:
+    return pl.read_parquet(run_dir / name / "*.parquet")
+
+
+def test_every_proved_candidate_gets_one_row_and_the_closing_block_says_what_happened(contributed):
+    run_dir, lines, _ = contributed
+    candidates = table(run_dir, "candidates")
+    rows = table(run_dir, "contributions")
+    proved = candidates.filter((pl.col("status") == "proved") & ~pl.col("trivial").fill_null(False))
+    assert sorted(rows["candidate_id"].to_list()) == sorted(proved["candidate_id"].to_list())
+    assert set(rows["status"].to_list()) <= set(STATUSES)
+    assert f"contributions: {rows.height}" in lines
+    assert any(line.startswith("names: ") for line in lines) and any(line.startswith("not offered: ") for line in lines)
+    assert any(line.startswith("SIMULATED run") for line in lines)
+    assert lines[-1].startswith("apply: git -C ")
+
+
+def test_each_patch_applies_to_the_checkout_and_adds_only_the_offered_lemmas(contributed, tmp_path):
+    run_dir, _, checkout = contributed
+    rows = table(run_dir, "contributions").filter(pl.col("status") == OFFERED)
+    assert rows.height > 0, "the demo run offers some lemma"
+    repo = tmp_path / "mathlib"
+    shutil.copytree(checkout, repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "checkout"], check=True)
+    for file, lemmas in rows.group_by("file"):
+        patch = run_dir / "contribute" / lemmas["patch"][0]
+        assert (run_dir / "contribute" / "descriptions" / f"{file[0]}.md").exists()
+        subprocess.run([*git, "apply", "--check", str(patch)], check=True)
+        subprocess.run([*git, "apply", str(patch)], check=True)
+        before = [(c.name, c.text) for c in read_commands((checkout / file[0]).read_text())
+                  if c.kind in DECLARATION_KINDS]
+        after = read_commands((repo / file[0]).read_text())
+        names = [c.name for c in after]
+        assert [(c.name, c.text) for c in after if (c.name, c.text) in before] == before
+        for row in lemmas.iter_rows(named=True):
+            assert names.count(row["new_name"]) == 1
+            placed = after[names.index(row["new_name"])]
+            assert placed.line == row["line"]
+
+
+def test_every_offered_name_passes_the_naming_check(contributed):
+    run_dir, _, _ = contributed
+    rules = naming_rules(OmegaConf.to_container(compose_config("contribute", ["run_dir=x"]).naming, resolve=True))
+    for row in table(run_dir, "contributions").filter(pl.col("status") == OFFERED).iter_rows(named=True):
+        relative = row["new_name"][len(row["namespace"]) + 1:] if row["namespace"] else row["new_name"]
+        assert check_name(row["statement"], relative, rules, row["namespace"]).ok, row
+
+
+def test_a_second_start_replaces_the_first_and_report_and_export_see_the_table(contributed, capsys):
+    run_dir, _, _ = contributed
+    first = table(run_dir, "contributions").sort("candidate_id")
+    patches = sorted(p.relative_to(run_dir) for p in (run_dir / "contribute").rglob("*") if p.is_file())
+    run_contribute(run_dir, capsys)
+    second = table(run_dir, "contributions").sort("candidate_id")
+    assert second.drop("contributed_at").equals(first.drop("contributed_at"))
+    assert sorted(p.relative_to(run_dir) for p in (run_dir / "contribute").rglob("*") if p.is_file()) == patches
+    assert report.main([f"run_dir={run_dir}"]) == 0
+    assert "## What a contribution would offer" in (run_dir / "report" / "report.md").read_text()
+    assert export.main([f"run_dir={run_dir}", "allow_sim=true", "format=jsonl"]) == 0
+    shipped = (run_dir / "export" / "contributions" / "contributions.jsonl").read_text().splitlines()
+    assert len(shipped) == second.height
