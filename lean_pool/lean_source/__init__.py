@@ -11,13 +11,24 @@ statement is. Code outside this package imports from this module only; its parts
 - `statements`: statements up to layout, binder grouping and bound names (dedup); `statement_keys`: up to the
   order and names of hypotheses too (decontamination); `references`: the constants a statement names;
 - `unknown_syntax`: commands this reader does not know, and the symbols a notation adds;
-- `goals`: the proof states the REPL prints, read back as statements.
+- `goals`: the proof states the REPL prints, read back as statements;
+- `placement_reading`: the declarations a lemma's text may refer to, names looked up as Lean resolves them.
 """
 
-from lean_pool.lean_source.commands import DECLARATION_KINDS, THEOREM_KINDS, Command, read_commands
+from lean_pool.lean_source.commands import (
+    DECLARATION_KINDS,
+    THEOREM_KINDS,
+    Command,
+    Scope,
+    body_start,
+    namespace_of,
+    read_commands,
+    scopes_at_end,
+)
 from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
+from lean_pool.lean_source.placement_reading import constants_meant, namespace_prefixes, resolve_name
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
@@ -37,10 +48,13 @@ __all__ = [
     "NOTATION_KINDS",
     "THEOREM_KINDS",
     "Command",
+    "Scope",
     "Token",
+    "body_start",
     "canonical_statement",
     "code_only",
     "code_tokens",
+    "constants_meant",
     "find_tokens",
     "goal_theorem",
     "identifiers",
@@ -49,12 +63,16 @@ __all__ = [
     "leading_binders",
     "leading_imports",
     "lex",
+    "namespace_of",
+    "namespace_prefixes",
     "normalize_space",
     "notation_atoms",
     "opened_namespaces",
     "read_commands",
     "read_goal",
     "referenced_constants",
+    "resolve_name",
+    "scopes_at_end",
     "signature_type",
     "sorry_goal",
     "statement_key",

@@ -246,3 +246,21 @@ def _update_scopes(scopes: list[Scope], command: Command) -> None:
     elif command.kind in CONTEXT_KINDS:
         top = scopes[-1]
         scopes[-1] = Scope(top.kind, top.name, top.opener, top.context + (command,))
+
+
+def body_start(command: Command) -> int:
+    """Offset in `command.text` where a declaration's body begins (its top-level `:=`, `where` or first equation),
+    the text's length when it has none: what a statement is cut at to give it another proof."""
+    scan = scan_text(lex(command.text))
+    written_end = command.name_at + len(command.written_name) if command.name_at >= 0 else command.keyword_end
+    return _body_start(scan, written_end - command.start, len(scan), command.kind in _INDUCTIVE_KINDS)
+
+
+def scopes_at_end(text: str) -> tuple[Scope, ...]:
+    """The scopes still open after the last command of `text`, outermost first: where text appended to it stands."""
+    scopes = [Scope("file", "", "", ())]
+    commands = read_commands(text)
+    if commands:
+        scopes = list(commands[-1].scopes)
+        _update_scopes(scopes, commands[-1])
+    return tuple(scopes)

@@ -1,0 +1,312 @@
+"""Placing proved lemmas into the Mathlib file they were mined from, and the patch that does it (issue 44).
+
+A lemma goes inside the namespace its statement was written in, right after the last declaration of the file it
+uses, with the context commands it relied on supplied by a wrapping `section` when the file does not have them in
+force there. Every line of the file stays as it was: a reviewer reads only the lemmas added.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lean_pool.lean_source import (
+    DECLARATION_KINDS,
+    THEOREM_KINDS,
+    Command,
+    Scope,
+    body_start,
+    constants_meant,
+    identifiers,
+    layout_free,
+    namespace_of,
+    normalize_space,
+    opened_namespaces,
+    read_commands,
+    scopes_at_end,
+)
+
+# Blocks stand apart from their neighbours by one blank line.
+_BLANK_LINE = "\n\n"
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A proved lemma offered for its seed file: the compiled statement file, the accepted proof file, and the name
+    it gets, relative to the statement's namespace."""
+
+    candidate_id: str
+    statement: str
+    proof: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one lemma went in the patched file: its full name and namespace, the innermost enclosing section's name,
+    the seed declaration it follows (None at the end of the file), its `theorem` line and the block inserted."""
+
+    candidate_id: str
+    full_name: str
+    namespace: str
+    section: str
+    anchor: str | None
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class PlacedFile:
+    """A seed file with lemmas placed into it, and where each one went, in file order."""
+
+    text: str
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True)
+class _Lemma:
+    """An offer read: its theorem in the statement and in the proof file, the helpers the proof defines before it,
+    its context commands worth carrying, the namespace it was written in and its full name."""
+
+    offer: Offer
+    statement: Command
+    proof: Command
+    helpers: tuple[Command, ...]
+    context: tuple[Command, ...]
+    namespace: str
+    full_name: str
+
+
+@dataclass(frozen=True)
+class _Spot:
+    """Where a lemma goes: the seed declaration it follows (None: the end of the file) and the scopes there."""
+
+    anchor: Command | None
+    scopes: tuple[Scope, ...]
+
+    @property
+    def offset(self) -> int:
+        return self.anchor.end if self.anchor is not None else -1
+
+
+def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Sequence[str] = ()) -> PlacedFile:
+    """The seed file with each offered lemma placed after the last seed declaration it uses, inside its namespace,
+    with the context it needs: the change to Mathlib a run's results amount to, for one file."""
+    declarations = {command.name: command for command in read_commands(seed_text) if command.kind in DECLARATION_KINDS and command.name}
+    end_scopes = scopes_at_end(seed_text)
+    placed = []
+    for index, offer in enumerate(offers):
+        lemma = _read_lemma(offer, dropped_context)
+        spot = _spot(lemma, declarations, end_scopes)
+        placed.append((spot, index, lemma))
+    placed.sort(key=lambda item: (item[0].anchor is None, item[0].offset, item[1]))
+    return _assemble(seed_text, [(spot, lemma) for spot, _, lemma in placed])
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    """The change from `old` to `new` of the file at `path` as a git-style patch that `git apply` takes: the form a
+    Mathlib contribution is reviewed and applied in. Empty when nothing changed."""
+    if old == new:
+        return ""
+    hunks = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    lines = [f"diff --git a/{path} b/{path}\n"]
+    for line in hunks:
+        lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(lines)
+
+
+def _read_lemma(offer: Offer, dropped_context: Sequence[str]) -> _Lemma:
+    statement_commands = read_commands(offer.statement)
+    theorems = [command for command in statement_commands if command.kind in THEOREM_KINDS]
+    if not theorems:
+        raise ValueError(f"offer {offer.candidate_id}: its statement declares no theorem")
+    statement = theorems[-1]
+    proof_commands = read_commands(offer.proof)
+    proved = [command for command in proof_commands if command.kind in THEOREM_KINDS]
+    if not proved:
+        raise ValueError(f"offer {offer.candidate_id}: its proof declares no theorem")
+    proof = next((command for command in proved if command.name == statement.name), proved[-1])
+    stated = {command.name for command in statement_commands}
+    before = [command for command in proof_commands[: proof_commands.index(proof)]
+              if command.kind in DECLARATION_KINDS and command.name and command.name not in stated]
+    namespace = namespace_of(statement.scopes)
+    return _Lemma(
+        offer=offer, statement=statement, proof=proof, helpers=_helpers_used(proof, before),
+        context=_context(statement, proof, dropped_context), namespace=namespace,
+        full_name=_joined(namespace, offer.name),
+    )
+
+
+def _helpers_used(proof: Command, before: list[Command]) -> tuple[Command, ...]:
+    """The declarations before the proved theorem that it uses, directly or through one another."""
+    used: list[Command] = []
+    mentioned = identifiers(proof.text)
+    for helper in reversed(before):
+        if helper.name.rsplit(".", 1)[-1] in mentioned:
+            used.insert(0, helper)
+            mentioned |= identifiers(helper.text)
+    return tuple(used)
+
+
+def _context(statement: Command, proof: Command, dropped_context: Sequence[str]) -> tuple[Command, ...]:
+    """The context commands in force at the lemma in its statement and proof files, each once, without those that
+    never go into Mathlib."""
+    dropped = tuple(normalize_space(prefix) for prefix in dropped_context)
+    kept: dict[str, Command] = {}
+    for command in [*statement.context(), *proof.context()]:
+        if not normalize_space(command.text).startswith(dropped):
+            kept.setdefault(layout_free(command.text), command)
+    return tuple(kept.values())
+
+
+def _spot(lemma: _Lemma, declarations: dict[str, Command], end_scopes: tuple[Scope, ...]) -> _Spot:
+    """After the last seed declaration the lemma uses; with none, after the last one in its namespace; with none,
+    at the end of the file."""
+    texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
+    texts += [helper.text for helper in lemma.helpers]
+    texts += [command.text for command in lemma.context if command.kind == "variable"]
+    namespaces = [lemma.namespace, _parent(lemma.full_name), _parent(lemma.statement.name)]
+    opened = [*opened_namespaces(lemma.offer.statement), *opened_namespaces(lemma.offer.proof)]
+    used = {name for text in texts for name in constants_meant(text, namespaces, opened, declarations)}
+    candidates = [declarations[name] for name in used]
+    if not candidates:
+        home = _parent(lemma.full_name)
+        candidates = [command for command in declarations.values() if _parent(command.name) == home]
+    if not candidates:
+        return _Spot(None, end_scopes)
+    anchor = max(candidates, key=lambda command: command.start)
+    return _Spot(anchor, anchor.scopes)
+
+
+def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
+    """The seed text with each lemma's block inserted at its spot, and the placements read off the result."""
+    groups: dict[tuple[bool, int], list[tuple[_Spot, _Lemma]]] = {}
+    for spot, lemma in placed:
+        at = len(seed_text) if spot.anchor is None else spot.anchor.end
+        groups.setdefault((spot.anchor is None, at), []).append((spot, lemma))
+    pieces: list[str] = []
+    written = cursor = 0
+    located: list[tuple[int, _Spot, _Lemma, str]] = []
+    for (at_end, at), members in groups.items():
+        pieces.append(seed_text[cursor:at])
+        written += at - cursor
+        cursor = at
+        opening, closing = _eof_separators(seed_text) if at_end else _anchor_separators(seed_text, at)
+        blocks = []
+        written += len(opening)
+        for spot, lemma in members:
+            block, keyword_at = _block(lemma, spot.scopes)
+            located.append((written + keyword_at, spot, lemma, block))
+            blocks.append(block)
+            written += len(block) + len(_BLANK_LINE)
+        written += len(closing) - len(_BLANK_LINE)
+        pieces.append(opening + _BLANK_LINE.join(blocks) + closing)
+    pieces.append(seed_text[cursor:])
+    text = "".join(pieces)
+    placements = tuple(
+        Placement(
+            candidate_id=lemma.offer.candidate_id, full_name=lemma.full_name, namespace=_parent(lemma.full_name),
+            section=_section(spot.scopes, bool(_missing_context(lemma, spot.scopes))),
+            anchor=spot.anchor.name if spot.anchor is not None else None,
+            line=text.count("\n", 0, keyword) + 1, text=block,
+        )
+        for keyword, spot, lemma, block in located
+    )
+    return PlacedFile(text, placements)
+
+
+def _anchor_separators(seed_text: str, at: int) -> tuple[str, str]:
+    """What goes before and after the blocks inserted at the end of a declaration's last line: a blank line on
+    each side, the one after only when the line that follows is not blank already."""
+    if at >= len(seed_text):
+        return _BLANK_LINE, ""
+    if seed_text[at] != "\n":
+        return _BLANK_LINE, _BLANK_LINE
+    next_end = seed_text.find("\n", at + 1)
+    following = seed_text[at + 1 : len(seed_text) if next_end < 0 else next_end]
+    return _BLANK_LINE, "\n" if following.strip() else ""
+
+
+def _eof_separators(seed_text: str) -> tuple[str, str]:
+    """What goes before and after the blocks appended to a file: one blank line before, a newline after."""
+    if not seed_text or seed_text.endswith(_BLANK_LINE):
+        return "", "\n"
+    return ("\n" if seed_text.endswith("\n") else _BLANK_LINE), "\n"
+
+
+def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
+    """The text inserted for a lemma where `scopes` are open, and the offset of its theorem's keyword in it: its
+    missing context in a `section`, its helpers, the theorem with its new name and proof, in a `namespace` when
+    it was written inside one the spot is not in. Trailing spaces go: Mathlib's linter refuses them."""
+    here = namespace_of(scopes)
+    extension = _extension(lemma.namespace, here)
+    inner = _joined(here, extension)
+    missing = _missing_context(lemma, scopes)
+    opening = [f"namespace {extension}"] if extension else []
+    closing = [f"end {extension}"] if extension else []
+    if missing:
+        opening.append("section")
+        opening.append("\n".join(command.text for command in missing))
+        closing.insert(0, "end")
+    helpers = [_renamed(helper.text, helper, helper.name, inner) for helper in lemma.helpers]
+    head = lemma.statement.text[: body_start(lemma.statement)]
+    theorem = _renamed(head, lemma.statement, lemma.full_name, inner).rstrip()
+    theorem += " " + lemma.proof.text[body_start(lemma.proof) :]
+    before = _BLANK_LINE.join([*opening, *helpers, ""])
+    keyword_at = len(before) + lemma.statement.keyword_at - lemma.statement.start
+    block = _BLANK_LINE.join([*opening, *helpers, theorem, *closing])
+    return "\n".join(line.rstrip() for line in block.split("\n")), keyword_at
+
+
+def _missing_context(lemma: _Lemma, scopes: tuple[Scope, ...]) -> list[Command]:
+    """The lemma's context commands not in force where `scopes` are open: same text up to layout, or for an `open`,
+    namespaces all opened there already."""
+    in_force = [command for scope in scopes for command in scope.context]
+    texts = {layout_free(command.text) for command in in_force}
+    opened = set(opened_namespaces("\n".join(command.text for command in in_force if command.kind == "open")))
+    return [command for command in lemma.context if layout_free(command.text) not in texts
+            and not (command.kind == "open" and set(opened_namespaces(command.text)) <= opened)]
+
+
+def _renamed(text: str, command: Command, full_name: str, namespace: str) -> str:
+    """`text`, which starts where `command` does, with the name it declares written for `full_name` inside
+    `namespace`."""
+    at = command.name_at - command.start
+    return text[:at] + _written_for(full_name, namespace) + text[at + len(command.written_name) :]
+
+
+def _written_for(full_name: str, namespace: str) -> str:
+    """How a declaration named `full_name` is written inside `namespace`: relative to it when it lies inside,
+    from the root (`_root_.`) when it does not."""
+    if not namespace:
+        return full_name
+    if full_name.startswith(namespace + "."):
+        return full_name[len(namespace) + 1 :]
+    return f"_root_.{full_name}"
+
+
+def _extension(namespace: str, here: str) -> str:
+    """The part `X` of `namespace` = `here.X` (all of it when `here` is the root), "" when it does not extend
+    `here`."""
+    if namespace == here:
+        return ""
+    if not here:
+        return namespace
+    return namespace[len(here) + 1 :] if namespace.startswith(here + ".") else ""
+
+
+def _section(scopes: tuple[Scope, ...], wrapped: bool) -> str:
+    """The name of the innermost section around the lemma: the anonymous wrapper when there is one."""
+    if wrapped:
+        return ""
+    sections = [scope.name for scope in scopes if scope.kind == "section"]
+    return sections[-1] if sections else ""
+
+
+def _parent(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _joined(namespace: str, name: str) -> str:
+    return f"{namespace}.{name}" if namespace and name else namespace or name
