@@ -93,7 +93,8 @@ class _Spot:
 def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Sequence[str] = ()) -> PlacedFile:
     """The seed file with each offered lemma placed after the last seed declaration it uses, inside its namespace,
     with the context it needs: the change to Mathlib a run's results amount to, for one file."""
-    declarations = {command.name: command for command in read_commands(seed_text) if command.kind in DECLARATION_KINDS and command.name}
+    declarations = {command.name: command for command in read_commands(seed_text)
+                    if command.kind in DECLARATION_KINDS and command.name}
     end_scopes = scopes_at_end(seed_text)
     placed = []
     for index, offer in enumerate(offers):
@@ -187,7 +188,7 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
         groups.setdefault((spot.anchor is None, at), []).append((spot, lemma))
     pieces: list[str] = []
     written = cursor = 0
-    located: list[tuple[int, _Spot, _Lemma, str]] = []
+    located: list[tuple[int, int, _Spot, _Lemma, str]] = []
     for (at_end, at), members in groups.items():
         pieces.append(seed_text[cursor:at])
         written += at - cursor
@@ -196,8 +197,8 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
         blocks = []
         written += len(opening)
         for spot, lemma in members:
-            block, keyword_at = _block(lemma, spot.scopes)
-            located.append((written + keyword_at, spot, lemma, block))
+            block, keyword_line = _block(lemma, spot.scopes)
+            located.append((written, keyword_line, spot, lemma, block))
             blocks.append(block)
             written += len(block) + len(_BLANK_LINE)
         written += len(closing) - len(_BLANK_LINE)
@@ -209,9 +210,9 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
             candidate_id=lemma.offer.candidate_id, full_name=lemma.full_name, namespace=_parent(lemma.full_name),
             section=_section(spot.scopes, bool(_missing_context(lemma, spot.scopes))),
             anchor=spot.anchor.name if spot.anchor is not None else None,
-            line=text.count("\n", 0, keyword) + 1, text=block,
+            line=text.count("\n", 0, start) + 1 + keyword_line, text=block,
         )
-        for keyword, spot, lemma, block in located
+        for start, keyword_line, spot, lemma, block in located
     )
     return PlacedFile(text, placements)
 
@@ -236,7 +237,7 @@ def _eof_separators(seed_text: str) -> tuple[str, str]:
 
 
 def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
-    """The text inserted for a lemma where `scopes` are open, and the offset of its theorem's keyword in it: its
+    """The text inserted for a lemma where `scopes` are open, and the line of its theorem's keyword in it (0 first): its
     missing context in a `section`, its helpers, the theorem with its new name and proof, in a `namespace` when
     it was written inside one the spot is not in. Trailing spaces go: Mathlib's linter refuses them."""
     here = namespace_of(scopes)
@@ -254,9 +255,10 @@ def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
     theorem = _renamed(head, lemma.statement, lemma.full_name, inner).rstrip()
     theorem += " " + lemma.proof.text[body_start(lemma.proof) :]
     before = _BLANK_LINE.join([*opening, *helpers, ""])
-    keyword_at = len(before) + lemma.statement.keyword_at - lemma.statement.start
+    statement = lemma.statement
+    keyword_line = before.count("\n") + statement.text.count("\n", 0, statement.keyword_at - statement.start)
     block = _BLANK_LINE.join([*opening, *helpers, theorem, *closing])
-    return "\n".join(line.rstrip() for line in block.split("\n")), keyword_at
+    return "\n".join(line.rstrip() for line in block.split("\n")), keyword_line
 
 
 def _missing_context(lemma: _Lemma, scopes: tuple[Scope, ...]) -> list[Command]:
