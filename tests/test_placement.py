@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from lean_pool.lean_source import DECLARATION_KINDS, Command, body_start, namespace_of, read_commands
+from lean_pool.lean_source import (
+    DECLARATION_KINDS,
+    Command,
+    body_start,
+    constants_meant,
+    namespace_of,
+    read_commands,
+    resolve_name,
+)
 from operators.contribute.placement import Offer, PlacedFile, place_lemmas, unified_diff
 
 MAX = "Mathlib/Data/Finset/Max.lean"
@@ -249,3 +257,13 @@ def test_the_patch_of_any_change_applies(tmp_path: Path, old: str, new: str) -> 
     header = "diff --git a/Mathlib/X.lean b/Mathlib/X.lean\n--- a/Mathlib/X.lean\n+++ b/Mathlib/X.lean\n"
     assert patch.startswith(header)
     assert _applied(tmp_path, "Mathlib/X.lean", old, new) == new
+
+
+def test_names_resolve_as_lean_reads_them_at_the_place_they_were_written() -> None:
+    known = {"Finset.max'_mem", "Finset.max'", "Set.inclusion", "max'_mem"}
+    assert resolve_name("max'_mem", ["Finset.Nonempty"], [], known) == "Finset.max'_mem"
+    assert resolve_name("max'_mem", [""], [], known) == "max'_mem"
+    assert resolve_name("inclusion", [""], ["Set"], known) == "Set.inclusion"
+    assert resolve_name("inclusion", [""], [], known) is None
+    # A field of a local (`s.max'`) may be a constant of the file: its tail is looked up too.
+    assert constants_meant("(s.max' hs) -- max'_mem", ["Finset"], [], known) == ["Finset.max'"]

@@ -80,14 +80,12 @@ class _Lemma:
 
 @dataclass(frozen=True)
 class _Spot:
-    """Where a lemma goes: the seed declaration it follows (None: the end of the file) and the scopes there."""
+    """Where a lemma goes: the seed declaration it follows (None: the end of the file), the scopes there, and the
+    offset of the seed text it is inserted at."""
 
     anchor: Command | None
     scopes: tuple[Scope, ...]
-
-    @property
-    def offset(self) -> int:
-        return self.anchor.end if self.anchor is not None else -1
+    at: int
 
 
 def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Sequence[str] = ()) -> PlacedFile:
@@ -95,13 +93,12 @@ def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Seque
     with the context it needs: the change to Mathlib a run's results amount to, for one file."""
     declarations = {command.name: command for command in read_commands(seed_text)
                     if command.kind in DECLARATION_KINDS and command.name}
-    end_scopes = scopes_at_end(seed_text)
+    file_end = _Spot(None, scopes_at_end(seed_text), len(seed_text))
     placed = []
     for index, offer in enumerate(offers):
         lemma = _read_lemma(offer, dropped_context)
-        spot = _spot(lemma, declarations, end_scopes)
-        placed.append((spot, index, lemma))
-    placed.sort(key=lambda item: (item[0].anchor is None, item[0].offset, item[1]))
+        placed.append((_spot(lemma, declarations, file_end), index, lemma))
+    placed.sort(key=lambda item: (item[0].anchor is None, item[0].at, item[1]))
     return _assemble(seed_text, [(spot, lemma) for spot, _, lemma in placed])
 
 
@@ -118,6 +115,8 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 
 def _read_lemma(offer: Offer, dropped_context: Sequence[str]) -> _Lemma:
+    """The offer's theorem in both files (in the proof, the one of the same name, else the last), its helpers and
+    context, the namespace its statement declares it in and its full name."""
     statement_commands = read_commands(offer.statement)
     theorems = [command for command in statement_commands if command.kind in THEOREM_KINDS]
     if not theorems:
@@ -161,7 +160,7 @@ def _context(statement: Command, proof: Command, dropped_context: Sequence[str])
     return tuple(kept.values())
 
 
-def _spot(lemma: _Lemma, declarations: dict[str, Command], end_scopes: tuple[Scope, ...]) -> _Spot:
+def _spot(lemma: _Lemma, declarations: dict[str, Command], file_end: _Spot) -> _Spot:
     """After the last seed declaration the lemma uses; with none, after the last one in its namespace; with none,
     at the end of the file."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
@@ -175,17 +174,16 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], end_scopes: tuple[Sco
         home = _parent(lemma.full_name)
         candidates = [command for command in declarations.values() if _parent(command.name) == home]
     if not candidates:
-        return _Spot(None, end_scopes)
+        return file_end
     anchor = max(candidates, key=lambda command: command.start)
-    return _Spot(anchor, anchor.scopes)
+    return _Spot(anchor, anchor.scopes, anchor.end)
 
 
 def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
     """The seed text with each lemma's block inserted at its spot, and the placements read off the result."""
     groups: dict[tuple[bool, int], list[tuple[_Spot, _Lemma]]] = {}
     for spot, lemma in placed:
-        at = len(seed_text) if spot.anchor is None else spot.anchor.end
-        groups.setdefault((spot.anchor is None, at), []).append((spot, lemma))
+        groups.setdefault((spot.anchor is None, spot.at), []).append((spot, lemma))
     pieces: list[str] = []
     written = cursor = 0
     located: list[tuple[int, int, _Spot, _Lemma, str]] = []
