@@ -80,27 +80,25 @@ class _Lemma:
 
 @dataclass(frozen=True)
 class _Spot:
-    """Where a lemma goes: the seed declaration it follows (None: the end of the file) and the scopes there."""
+    """Where a lemma goes: the seed declaration it follows (None: the end of the file), the scopes there, and the
+    offset of the seed text it is inserted at."""
 
     anchor: Command | None
     scopes: tuple[Scope, ...]
-
-    @property
-    def offset(self) -> int:
-        return self.anchor.end if self.anchor is not None else -1
+    at: int
 
 
 def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Sequence[str] = ()) -> PlacedFile:
     """The seed file with each offered lemma placed after the last seed declaration it uses, inside its namespace,
     with the context it needs: the change to Mathlib a run's results amount to, for one file."""
-    declarations = {command.name: command for command in read_commands(seed_text) if command.kind in DECLARATION_KINDS and command.name}
-    end_scopes = scopes_at_end(seed_text)
+    declarations = {command.name: command for command in read_commands(seed_text)
+                    if command.kind in DECLARATION_KINDS and command.name}
+    file_end = _Spot(None, scopes_at_end(seed_text), len(seed_text))
     placed = []
     for index, offer in enumerate(offers):
         lemma = _read_lemma(offer, dropped_context)
-        spot = _spot(lemma, declarations, end_scopes)
-        placed.append((spot, index, lemma))
-    placed.sort(key=lambda item: (item[0].anchor is None, item[0].offset, item[1]))
+        placed.append((_spot(lemma, declarations, file_end), index, lemma))
+    placed.sort(key=lambda item: (item[0].anchor is None, item[0].at, item[1]))
     return _assemble(seed_text, [(spot, lemma) for spot, _, lemma in placed])
 
 
@@ -117,6 +115,8 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 
 def _read_lemma(offer: Offer, dropped_context: Sequence[str]) -> _Lemma:
+    """The offer's theorem in both files (in the proof, the one of the same name, else the last), its helpers and
+    context, the namespace its statement declares it in and its full name."""
     statement_commands = read_commands(offer.statement)
     theorems = [command for command in statement_commands if command.kind in THEOREM_KINDS]
     if not theorems:
@@ -160,7 +160,7 @@ def _context(statement: Command, proof: Command, dropped_context: Sequence[str])
     return tuple(kept.values())
 
 
-def _spot(lemma: _Lemma, declarations: dict[str, Command], end_scopes: tuple[Scope, ...]) -> _Spot:
+def _spot(lemma: _Lemma, declarations: dict[str, Command], file_end: _Spot) -> _Spot:
     """After the last seed declaration the lemma uses; with none, after the last one in its namespace; with none,
     at the end of the file."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
@@ -174,20 +174,19 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], end_scopes: tuple[Sco
         home = _parent(lemma.full_name)
         candidates = [command for command in declarations.values() if _parent(command.name) == home]
     if not candidates:
-        return _Spot(None, end_scopes)
+        return file_end
     anchor = max(candidates, key=lambda command: command.start)
-    return _Spot(anchor, anchor.scopes)
+    return _Spot(anchor, anchor.scopes, anchor.end)
 
 
 def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
     """The seed text with each lemma's block inserted at its spot, and the placements read off the result."""
     groups: dict[tuple[bool, int], list[tuple[_Spot, _Lemma]]] = {}
     for spot, lemma in placed:
-        at = len(seed_text) if spot.anchor is None else spot.anchor.end
-        groups.setdefault((spot.anchor is None, at), []).append((spot, lemma))
+        groups.setdefault((spot.anchor is None, spot.at), []).append((spot, lemma))
     pieces: list[str] = []
     written = cursor = 0
-    located: list[tuple[int, _Spot, _Lemma, str]] = []
+    located: list[tuple[int, int, _Spot, _Lemma, str]] = []
     for (at_end, at), members in groups.items():
         pieces.append(seed_text[cursor:at])
         written += at - cursor
@@ -196,8 +195,8 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
         blocks = []
         written += len(opening)
         for spot, lemma in members:
-            block, keyword_at = _block(lemma, spot.scopes)
-            located.append((written + keyword_at, spot, lemma, block))
+            block, keyword_line = _block(lemma, spot.scopes)
+            located.append((written, keyword_line, spot, lemma, block))
             blocks.append(block)
             written += len(block) + len(_BLANK_LINE)
         written += len(closing) - len(_BLANK_LINE)
@@ -209,9 +208,9 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
             candidate_id=lemma.offer.candidate_id, full_name=lemma.full_name, namespace=_parent(lemma.full_name),
             section=_section(spot.scopes, bool(_missing_context(lemma, spot.scopes))),
             anchor=spot.anchor.name if spot.anchor is not None else None,
-            line=text.count("\n", 0, keyword) + 1, text=block,
+            line=text.count("\n", 0, start) + 1 + keyword_line, text=block,
         )
-        for keyword, spot, lemma, block in located
+        for start, keyword_line, spot, lemma, block in located
     )
     return PlacedFile(text, placements)
 
@@ -236,7 +235,7 @@ def _eof_separators(seed_text: str) -> tuple[str, str]:
 
 
 def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
-    """The text inserted for a lemma where `scopes` are open, and the offset of its theorem's keyword in it: its
+    """The text inserted for a lemma where `scopes` are open, and the line of its theorem's keyword in it (0 first): its
     missing context in a `section`, its helpers, the theorem with its new name and proof, in a `namespace` when
     it was written inside one the spot is not in. Trailing spaces go: Mathlib's linter refuses them."""
     here = namespace_of(scopes)
@@ -254,9 +253,10 @@ def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
     theorem = _renamed(head, lemma.statement, lemma.full_name, inner).rstrip()
     theorem += " " + lemma.proof.text[body_start(lemma.proof) :]
     before = _BLANK_LINE.join([*opening, *helpers, ""])
-    keyword_at = len(before) + lemma.statement.keyword_at - lemma.statement.start
+    statement = lemma.statement
+    keyword_line = before.count("\n") + statement.text.count("\n", 0, statement.keyword_at - statement.start)
     block = _BLANK_LINE.join([*opening, *helpers, theorem, *closing])
-    return "\n".join(line.rstrip() for line in block.split("\n")), keyword_at
+    return "\n".join(line.rstrip() for line in block.split("\n")), keyword_line
 
 
 def _missing_context(lemma: _Lemma, scopes: tuple[Scope, ...]) -> list[Command]:

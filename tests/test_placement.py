@@ -1,0 +1,269 @@
+"""Placing proved lemmas into their Mathlib seed file: on real Mathlib files (a namespace with nested sections and
+variables ending in `end Finset`, a root file of named sections, one of nested sections), with offers made of real
+text (MathlibLemma's statements and proofs, or a theorem of the file restated under a new name). The patch must
+apply with `git apply`, keep every original declaration as it was, and put each lemma where it can compile."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lean_pool.lean_source import (
+    DECLARATION_KINDS,
+    Command,
+    body_start,
+    constants_meant,
+    namespace_of,
+    read_commands,
+    resolve_name,
+)
+from operators.contribute.placement import Offer, PlacedFile, place_lemmas, unified_diff
+
+MAX = "Mathlib/Data/Finset/Max.lean"
+LATTICE = "Mathlib/Order/Lattice.lean"
+LOGIC = "Mathlib/Logic/Basic.lean"
+MAX_LEMMAS = "foundational/Data/Finset/Max"
+DROPPED = ("set_option maxHeartbeats",)
+# The prover's environment lines, as MathlibLemma's proofs carry them.
+PROVER_ENVIRONMENT = "import Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n"
+GIT = ("git", "-c", "user.name=folklore", "-c", "user.email=folklore@example.invalid")
+
+
+def _seed(mathlib_sample_dir: Path, path: str) -> str:
+    return (mathlib_sample_dir / path).read_text()
+
+
+def _mined(mathliblemma_dir: Path, number: int, name: str) -> Offer:
+    """MathlibLemma's statement and proof number `number` mined from Finset/Max, offered under `name`."""
+    statement = (mathliblemma_dir / "benchmark" / MAX_LEMMAS / f"{number}.lean").read_text()
+    proof = (mathliblemma_dir / "lemma" / MAX_LEMMAS / f"{number}.lean").read_text()
+    return Offer(f"max-{number}", statement, proof, name)
+
+
+def _declaration(text: str, name: str) -> Command:
+    return next(command for command in read_commands(text) if command.name == name)
+
+
+def _restated(seed_text: str, name: str, new_name: str, *, context: tuple[str, ...] = (), helpers: str = "",
+              namespace: str | None = None) -> Offer:
+    """The seed theorem `name` restated as `candidate` in a statement file written in its namespace (or `namespace`)
+    with its context commands and `context`, proved by its own proof in a proof file with the prover's environment and
+    `helpers` before it; offered as `new_name`."""
+    theorem = _declaration(seed_text, name)
+    written_in = namespace_of(theorem.scopes) if namespace is None else namespace
+    lines = [command.text for command in theorem.context()] + list(context)
+    opener, closer = (f"namespace {written_in}\n\n", f"\n\nend {written_in}\n") if written_in else ("", "\n")
+    stated = f"theorem candidate {theorem.signature}"
+    body = theorem.text[body_start(theorem) :]
+    header = "\n".join(lines)
+    statement = f"import Mathlib\n\n{opener}{header}\n\n{stated} := by\n  sorry{closer}"
+    proof = f"import Mathlib\n{PROVER_ENVIRONMENT}\n{opener}{header}\n\n{helpers}{stated} {body}{closer}"
+    return Offer(f"restated-{name}", statement, proof, new_name)
+
+
+def _applied(tmp_path: Path, path: str, old: str, new: str) -> str:
+    """`new` as `git apply` makes it from `old` and the patch, after `git apply --check` accepted the patch."""
+    repository = tmp_path / "mathlib"
+    (repository / path).parent.mkdir(parents=True)
+    (repository / path).write_text(old)
+    subprocess.run([*GIT, "init", "-q"], cwd=repository, check=True)
+    subprocess.run([*GIT, "add", "."], cwd=repository, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "seed"], cwd=repository, check=True)
+    patch = tmp_path / "placement.patch"
+    patch.write_text(unified_diff(path, old, new))
+    subprocess.run([*GIT, "apply", "--check", str(patch)], cwd=repository, check=True)
+    subprocess.run([*GIT, "apply", str(patch)], cwd=repository, check=True)
+    return (repository / path).read_text()
+
+
+def _declarations(text: str) -> list[Command]:
+    return [command for command in read_commands(text) if command.kind in DECLARATION_KINDS]
+
+
+def _innermost_section(command: Command) -> str:
+    sections = [scope.name for scope in command.scopes if scope.kind == "section"]
+    return sections[-1] if sections else ""
+
+
+def _check_read_back(seed_text: str, placed: PlacedFile) -> dict[str, Command]:
+    """Every original declaration is unchanged and in order, each lemma stands where its placement says, after its
+    anchor with nothing of the seed in between; the lemmas read back, by full name."""
+    new_names = {placement.full_name for placement in placed.placements}
+    original = [(c.name, c.signature, c.text) for c in _declarations(seed_text)]
+    patched = _declarations(placed.text)
+    kept = [(c.name, c.signature, c.text) for c in patched if c.name not in new_names]
+    assert [entry for entry in kept if entry in original] == original
+    patched_lines = iter(placed.text.splitlines())
+    assert all(line in patched_lines for line in seed_text.splitlines()), "an original line changed or moved"
+    read_back = {c.name: c for c in patched if c.name in new_names}
+    assert list(read_back) == [placement.full_name for placement in placed.placements]
+    seed_names = {c.name for c in _declarations(seed_text)}
+    for placement in placed.placements:
+        lemma = read_back[placement.full_name]
+        assert lemma.line == placement.line
+        assert lemma.name == f"{placement.namespace}.{lemma.name.rsplit('.', 1)[-1]}".lstrip(".")
+        assert _innermost_section(lemma) == placement.section
+        assert "sorry" not in lemma.text
+        if placement.anchor is not None:
+            between = patched[[c.name for c in patched].index(placement.anchor) + 1 : patched.index(lemma)]
+            assert not [c.name for c in between if c.name in seed_names]
+    return read_back
+
+
+def test_mined_lemmas_go_after_the_declaration_they_use_and_the_patch_applies(
+        tmp_path: Path, mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, MAX)
+    offers = [_mined(mathliblemma_dir, 0, "Finset.max_eq_coe_max''"),
+              _mined(mathliblemma_dir, 10, "Finset.max'_filter_le'"),
+              _mined(mathliblemma_dir, 19, "Finset.min'_eq_of_mem'")]
+    placed = place_lemmas(seed_text, offers, DROPPED)
+    assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
+    read_back = _check_read_back(seed_text, placed)
+    assert [p.candidate_id for p in placed.placements] == ["max-19", "max-10", "max-0"]
+    assert [p.anchor for p in placed.placements] == ["Finset.min'", "Finset.max'_mem", "Finset.coe_max'"]
+    assert all(p.namespace == "Finset" for p in placed.placements)
+    # The proof of 19 carries no prover environment: nothing to supply, so it stays in the file's section.
+    assert [p.section for p in placed.placements] == ["MaxMin", "", ""]
+    mined = read_back["Finset.max'_filter_le'"]
+    assert mined.written_name == "max'_filter_le'" and namespace_of(mined.scopes) == "Finset"
+    assert "section MaxMin" in [scope.opener for scope in mined.scopes]
+    assert "maxHeartbeats" not in placed.text
+    assert "open BigOperators Real Nat Topology Rat" in placed.placements[1].text
+    assert "apply Finset.max'_mem" in mined.text
+
+
+def test_a_lemma_using_nothing_of_the_file_follows_the_last_declaration_of_its_namespace(
+        tmp_path: Path, mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, MAX)
+    placed = place_lemmas(seed_text, [_mined(mathliblemma_dir, 20, "Finset.eq_of_forall_le_iff")], DROPPED)
+    assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
+    placement = placed.placements[0]
+    assert placement.anchor == _declarations(seed_text)[-1].name == "Finset.isLUB_mem"
+    lemma = _check_read_back(seed_text, placed)["Finset.eq_of_forall_le_iff"]
+    assert placed.text.rstrip().endswith("end Finset")
+    assert lemma.written_name == "eq_of_forall_le_iff"
+
+
+def test_a_restated_theorem_goes_right_after_the_declaration_near_the_top_it_uses(
+        tmp_path: Path, mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LATTICE)
+    later = _restated(seed_text, "lt_sup_of_lt_right", "lt_sup_of_lt_right'")
+    early = _restated(seed_text, "le_sup_of_le_left", "le_sup_of_le_left'")
+    placed = place_lemmas(seed_text, [later, early], (*DROPPED, "open BigOperators"))
+    assert _applied(tmp_path, LATTICE, seed_text, placed.text) == placed.text
+    _check_read_back(seed_text, placed)
+    first, second = placed.placements
+    assert (first.full_name, first.anchor) == ("le_sup_of_le_left'", "le_sup_left")
+    assert (second.full_name, second.anchor) == ("lt_sup_of_lt_right'", "le_sup_right")
+    assert first.line < second.line and first.section == second.section == "SemilatticeSup"
+    assert first.text.startswith("theorem le_sup_of_le_left' (h : c ≤ a) : c ≤ a ⊔ b :=")
+    assert "variable" not in first.text and "section" not in first.text
+
+
+def test_missing_context_comes_in_a_section_and_context_in_force_is_not_repeated(
+        tmp_path: Path, mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LATTICE)
+    offer = _restated(seed_text, "le_sup_of_le_left", "le_sup_of_le_left'",
+                      context=("open OrderDual", "variable (e : α)"))
+    placed = place_lemmas(seed_text, [offer], DROPPED)
+    assert _applied(tmp_path, LATTICE, seed_text, placed.text) == placed.text
+    _check_read_back(seed_text, placed)
+    block = placed.placements[0].text
+    assert block.startswith("section\n\nopen OrderDual\nvariable (e : α)\nopen BigOperators Real Nat Topology Rat\n")
+    assert block.endswith("\n\nend")
+    assert "SemilatticeSup α" not in block and "maxHeartbeats" not in placed.text
+    assert placed.placements[0].section == ""
+
+
+def test_an_open_already_in_force_is_not_repeated(mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, MAX)
+    mined = _mined(mathliblemma_dir, 10, "Finset.max'_filter_le'")
+    offer = Offer(mined.candidate_id, mined.statement.replace("import Mathlib\n", "import Mathlib\nopen Function\n"),
+                  mined.proof, mined.name)
+    placed = place_lemmas(seed_text, [offer], (*DROPPED, "open BigOperators"))
+    assert not placed.placements[0].text.startswith("section")
+    assert placed.placements[0].section == "MaxMin"
+
+
+def test_helpers_the_proof_defines_come_before_the_lemma(tmp_path: Path, mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LOGIC)
+    helpers = ("theorem unused_helper : True := trivial\n\n"
+               "theorem imp3_helper {p q : ∀ a b, γ a b → Prop} (h : ∀ a b c, p a b c → q a b c) (a : α) :\n"
+               "    (∀ b c, p a b c) → ∀ b c, q a b c :=\n  forall₂_imp <| h a\n\n")
+    offer = _restated(seed_text, "forall₃_imp", "forall₃_imp'", helpers=helpers)
+    proof = offer.proof.replace("forall_imp fun a ↦ forall₂_imp <| h a", "forall_imp (imp3_helper h)")
+    offer = Offer(offer.candidate_id, offer.statement, proof, offer.name)
+    placed = place_lemmas(seed_text, [offer], (*DROPPED, "open BigOperators"))
+    assert _applied(tmp_path, LOGIC, seed_text, placed.text) == placed.text
+    _check_read_back(seed_text, placed)
+    placement = placed.placements[0]
+    assert (placement.anchor, placement.section) == ("forall₂_imp", "Dependent")
+    assert "unused_helper" not in placement.text
+    assert placement.text.startswith("theorem imp3_helper")
+    assert placement.text.index("theorem imp3_helper") < placement.text.index("theorem forall₃_imp'")
+    assert "forall_imp (imp3_helper h)" in placement.text
+
+
+def test_a_lemma_using_nothing_of_a_root_file_follows_its_last_root_declaration(mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LOGIC)
+    placed = place_lemmas(seed_text, [_restated(seed_text, "forall_swap", "forall_swap'")], DROPPED)
+    placement = placed.placements[0]
+    assert placement.anchor == _declarations(seed_text)[-1].name == "lawful_beq_subsingleton"
+    assert "variable {α β : Sort*} {p : α → Prop}" in placement.text
+    _check_read_back(seed_text, placed)
+
+
+def test_a_lemma_of_a_deeper_namespace_is_wrapped_and_one_of_another_is_written_from_the_root(
+        tmp_path: Path, mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, MAX)
+    deeper = _mined(mathliblemma_dir, 0, "max_eq_coe_max'")
+    deeper = Offer("deeper", deeper.statement.replace("theorem Finset.max_eq_coe_max'",
+                                                      "namespace Finset.Nonempty\n\ntheorem max_eq_coe_max'")
+                   + "\nend Finset.Nonempty\n", deeper.proof, deeper.name)
+    other = _mined(mathliblemma_dir, 10, "Multiset.max'_filter_le")
+    placed = place_lemmas(seed_text, [deeper, other], DROPPED)
+    assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
+    read_back = _check_read_back(seed_text, placed)
+    wrapped = next(p for p in placed.placements if p.candidate_id == "deeper")
+    assert wrapped.full_name == "Finset.Nonempty.max_eq_coe_max'" and wrapped.namespace == "Finset.Nonempty"
+    assert wrapped.text.startswith("namespace Nonempty\n") and wrapped.text.endswith("end Nonempty")
+    assert namespace_of(read_back[wrapped.full_name].scopes) == "Finset.Nonempty"
+    rooted = read_back["Multiset.max'_filter_le"]
+    assert rooted.written_name == "_root_.Multiset.max'_filter_le" and namespace_of(rooted.scopes) == "Finset"
+
+
+def test_a_lemma_with_no_place_in_the_file_goes_to_its_end_in_its_namespace(
+        tmp_path: Path, mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LATTICE)
+    logic_text = _seed(mathlib_sample_dir, LOGIC)
+    offer = _restated(logic_text, "forall_swap", "forall_swap", namespace="Folklore.Logic")
+    placed = place_lemmas(seed_text, [offer], DROPPED)
+    assert _applied(tmp_path, LATTICE, seed_text, placed.text) == placed.text
+    _check_read_back(seed_text, placed)
+    placement = placed.placements[0]
+    assert placement.anchor is None and placement.full_name == "Folklore.Logic.forall_swap"
+    assert placed.text.startswith(seed_text) and placed.text.endswith(placement.text + "\n")
+    assert placement.text.startswith("namespace Folklore.Logic\n\nsection\n\nopen Function\nvariable {α β : Sort*}")
+
+
+@pytest.mark.parametrize("old, new", [("a\nb\n", "a\nb\nc\n"), ("a\nb", "a\nb\n\nc"), ("a", "a")])
+def test_the_patch_of_any_change_applies(tmp_path: Path, old: str, new: str) -> None:
+    if old == new:
+        assert unified_diff("Mathlib/X.lean", old, new) == ""
+        return
+    patch = unified_diff("Mathlib/X.lean", old, new)
+    header = "diff --git a/Mathlib/X.lean b/Mathlib/X.lean\n--- a/Mathlib/X.lean\n+++ b/Mathlib/X.lean\n"
+    assert patch.startswith(header)
+    assert _applied(tmp_path, "Mathlib/X.lean", old, new) == new
+
+
+def test_names_resolve_as_lean_reads_them_at_the_place_they_were_written() -> None:
+    known = {"Finset.max'_mem", "Finset.max'", "Set.inclusion", "max'_mem"}
+    assert resolve_name("max'_mem", ["Finset.Nonempty"], [], known) == "Finset.max'_mem"
+    assert resolve_name("max'_mem", [""], [], known) == "max'_mem"
+    assert resolve_name("inclusion", [""], ["Set"], known) == "Set.inclusion"
+    assert resolve_name("inclusion", [""], [], known) is None
+    # A field of a local (`s.max'`) may be a constant of the file: its tail is looked up too.
+    assert constants_meant("(s.max' hs) -- max'_mem", ["Finset"], [], known) == ["Finset.max'"]
