@@ -22,7 +22,7 @@ from typing import Any
 import ray
 
 from lean_pool.launch import LeanSetupError
-from operators.contribute.patches import mined_name, placed
+from operators.contribute.patches import home_namespace, mined_name, placed
 from operators.llm.errors import LLMConfigError
 from operators.rows.contributions import (
     NOT_PLACED,
@@ -73,11 +73,10 @@ def locate(rows: list[dict[str, Any]], seeds: dict[str, str | None], dropped_con
             for row in file_rows:
                 row.update(status=NOT_PLACED, reason=f"{file} is not in the Mathlib checkout (or not UTF-8)")
             continue
-        for row in file_rows:
-            row["old_name"] = mined_name(row["statement"])
         where = {p.candidate_id: p for p in placed(seeds[file], file_rows, dropped_context, renamed=False).placements}
         for row in file_rows:
-            row["namespace"] = where[row["candidate_id"]].namespace
+            spot = where[row["candidate_id"]]
+            row.update(old_name=mined_name(row["statement"])[0], namespace=home_namespace(spot.namespace, spot.anchor))
 
 
 def by_file(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

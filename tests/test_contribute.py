@@ -141,7 +141,7 @@ def test_a_patch_may_only_add_what_it_offers():
 def test_placing_a_demo_lemma_keeps_the_file_and_adds_it_once():
     seed = (MATHLIB / "Mathlib/Order/Basic.lean").read_text()
     row = {"candidate_id": "c1", "statement": ADD_COMM, "proof": ADD_COMM.replace("sorry", "omega"),
-           "new_name": "add_comm_demo", "old_name": mined_name(ADD_COMM), "proof_tactic": None}
+           "new_name": "add_comm_demo", "namespace": "", "old_name": mined_name(ADD_COMM)[0], "proof_tactic": None}
     result = placed(seed, [row], ["set_option maxHeartbeats"])
     (placement,) = result.placements
     assert changed_declarations(seed, result.text, [placement.full_name]) == []

@@ -53,9 +53,10 @@ def relative_name(name: str, namespace: str) -> str:
 def kept(row: Mapping[str, Any], rules: NamingRules) -> dict[str, Any]:
     """The row after the mined name was checked where the lemma will live: kept when it passes, else with the
     checker's reasons (and no name yet)."""
-    check = check_name(row["statement"], row["old_name"], rules, row["namespace"])
+    mined = relative_name(row["old_name"], row["namespace"])
+    check = check_name(row["statement"], mined, rules, row["namespace"])
     done = {**row, "name_ok": check.ok, "name_reasons": list(check.reasons)}
-    return {**done, "new_name": row["old_name"], "name_source": ORIGINAL} if check.ok else done
+    return {**done, "new_name": mined, "name_source": ORIGINAL} if check.ok else done
 
 
 def renamed(row: Mapping[str, Any], answer: LLMResult, rules: NamingRules) -> dict[str, Any]:
@@ -98,7 +99,8 @@ class NameOperator(LLMOperator):
         row = kept(row, self.name.rules)
         if row["name_ok"]:
             return row
-        messages = prompts.name_messages(self.name.prompts, row["statement"], row["namespace"], row["old_name"],
+        messages = prompts.name_messages(self.name.prompts, row["statement"], row["namespace"],
+                                         relative_name(row["old_name"], row["namespace"]),
                                          row["name_reasons"], self.convention)
         answer = await self.complete(self.settings.request(self.name.role, STAGE, messages, row["candidate_id"]))
         record_llm_call(row, STAGE, 1, answer)

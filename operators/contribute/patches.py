@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from lean_pool.lean_source import DECLARATION_KINDS, THEOREM_KINDS, read_commands
+from lean_pool.lean_source import DECLARATION_KINDS, THEOREM_KINDS, namespace_of, read_commands
 from operators.contribute.placement import Offer, PlacedFile, place_lemmas
 from operators.rows.contributions import PENDING, UNNAMED
 from operators.trivial import with_tactic
@@ -21,9 +21,18 @@ def full_name(namespace: str, name: str) -> str:
     return f"{namespace}.{name}" if namespace else name
 
 
-def mined_name(statement: str) -> str:
-    """The name a statement's theorem was mined under, as written."""
-    return next((c.written_name for c in read_commands(statement) if c.kind in THEOREM_KINDS), "")
+def mined_name(statement: str) -> tuple[str, str]:
+    """The full name a statement's theorem was mined under, and the namespace its statement declares it in."""
+    target = next((c for c in read_commands(statement) if c.kind in THEOREM_KINDS), None)
+    return ("", "") if target is None else (target.name, namespace_of(target.scopes))
+
+
+def home_namespace(namespace: str, anchor: str | None) -> str:
+    """The namespace a lemma lives in: the one its name and statement give it, else (a lemma mined at the root, as the
+    discover prompt asks) the namespace of the declaration it is placed after, where a reviewer looks for it."""
+    if namespace or anchor is None or "." not in anchor:
+        return namespace
+    return anchor.rsplit(".", 1)[0]
 
 
 def declared_names(text: str) -> set[str]:
@@ -48,12 +57,17 @@ def claim_names(rows: Sequence[dict[str, Any]], taken: Collection[str], index: C
 
 
 def offer(row: Mapping[str, Any], renamed: bool) -> Offer:
-    """A row as placement takes it: under its new name (`renamed`) or its mined one, with the proof offered (a
-    closing tactic in place of `sorry`, or the mined proof)."""
+    """A row as placement takes it: under its new name in its namespace (`renamed`) or its mined one, written
+    relative to the namespace its statement opens, with the proof offered (a closing tactic in place of `sorry`, or
+    the mined proof)."""
     tactic = row.get("proof_tactic")
     proof = with_tactic(row["statement"], tactic) if tactic else row["proof"]
+    name, written_in = mined_name(row["statement"])
+    if renamed:
+        name = full_name(row["namespace"], row["new_name"])
+    prefix = f"{written_in}."
     return Offer(candidate_id=row["candidate_id"], statement=row["statement"], proof=proof,
-                 name=row["new_name"] if renamed else row["old_name"])
+                 name=name[len(prefix):] if written_in and name.startswith(prefix) else name)
 
 
 def placed(seed_text: str, rows: Sequence[Mapping[str, Any]], dropped_context: Sequence[str],
