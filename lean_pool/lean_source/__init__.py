@@ -11,13 +11,15 @@ statement is. Code outside this package imports from this module only; its parts
 - `statements`: statements up to layout, binder grouping and bound names (dedup); `statement_keys`: up to the
   order and names of hypotheses too (decontamination); `references`: the constants a statement names;
 - `unknown_syntax`: commands this reader does not know, and the symbols a notation adds;
-- `goals`: the proof states the REPL prints, read back as statements.
+- `goals`: the proof states the REPL prints, read back as statements;
+- `name_words`: a theorem's hypotheses, conclusion and the atoms they are written with, as its name describes them.
 """
 
-from lean_pool.lean_source.commands import DECLARATION_KINDS, THEOREM_KINDS, Command, read_commands
+from lean_pool.lean_source.commands import DECLARATION_KINDS, THEOREM_KINDS, Command, namespace_of, read_commands
 from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
+from lean_pool.lean_source.name_words import Atom, statement_parts, term_atoms
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
@@ -28,6 +30,7 @@ __all__ = [
     "DECLARATION_KINDS",
     "NOTATION_KINDS",
     "THEOREM_KINDS",
+    "Atom",
     "Command",
     "Token",
     "canonical_statement",
@@ -39,6 +42,7 @@ __all__ = [
     "layout_free",
     "leading_binders",
     "leading_imports",
+    "namespace_of",
     "lex",
     "normalize_space",
     "notation_atoms",
@@ -49,7 +53,9 @@ __all__ = [
     "signature_type",
     "sorry_goal",
     "statement_key",
+    "statement_parts",
     "strip_comments",
+    "term_atoms",
     "unread_command_lines",
     "unsolved_goals",
     "without_imports",
