@@ -24,16 +24,23 @@ DEFAULT_MATHLIB = REPO.parent / "shared/fixtures/mathlib-sample"
 RULES_FILE = REPO / "conf/naming/mathlib.yaml"
 SEED = 0
 EXAMPLES = 6
+VARIABLE = frozenset({"variable"})
 
 
 @dataclass(frozen=True)
 class Theorem:
-    """One theorem of the sample: its file, namespace, written name and source."""
+    """One theorem of the sample: its file, namespace, written name, source, and the `variable` commands in force."""
 
     path: str
     namespace: str
     name: str
     text: str
+    variables: str
+
+    @property
+    def statement(self) -> str:
+        """What the checker reads: the variables in force, then the theorem."""
+        return f"{self.variables}\n{self.text}"
 
 
 def read_theorems(mathlib: Path, prefixes: list[str]) -> list[Theorem]:
@@ -45,7 +52,9 @@ def read_theorems(mathlib: Path, prefixes: list[str]) -> list[Theorem]:
             continue
         for command in read_commands(path.read_text(encoding="utf-8")):
             if command.kind in THEOREM_KINDS and command.balanced and command.written_name:
-                theorems.append(Theorem(relative, namespace_of(command.scopes), command.written_name, command.text))
+                variables = "\n".join(v.text for v in command.context(VARIABLE))
+                theorems.append(Theorem(relative, namespace_of(command.scopes), command.written_name, command.text,
+                                        variables))
     return theorems
 
 
@@ -84,10 +93,10 @@ def main() -> None:
     theorems = read_theorems(args.mathlib_dir, args.include)
     real_misses, swapped_passes = [], []
     for theorem, swapped in zip(theorems, swapped_names(theorems)):
-        real = check_name(theorem.text, theorem.name, rules, theorem.namespace)
+        real = check_name(theorem.statement, theorem.name, rules, theorem.namespace)
         if not real.ok:
             real_misses.append((theorem, theorem.name, real))
-        other = check_name(theorem.text, swapped, rules, theorem.namespace)
+        other = check_name(theorem.statement, swapped, rules, theorem.namespace)
         if other.ok:
             swapped_passes.append((theorem, swapped, other))
     count = len(theorems)

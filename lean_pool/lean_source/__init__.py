@@ -19,7 +19,7 @@ from lean_pool.lean_source.commands import DECLARATION_KINDS, THEOREM_KINDS, Com
 from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
-from lean_pool.lean_source.name_words import Atom, statement_parts, term_atoms
+from lean_pool.lean_source.name_words import Atom, first_theorem, statement_parts, term_atoms
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
@@ -37,13 +37,14 @@ __all__ = [
     "code_only",
     "code_tokens",
     "find_tokens",
+    "first_theorem",
     "goal_theorem",
     "identifiers",
     "layout_free",
     "leading_binders",
     "leading_imports",
-    "namespace_of",
     "lex",
+    "namespace_of",
     "normalize_space",
     "notation_atoms",
     "opened_namespaces",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from lean_pool.lean_source.commands import THEOREM_KINDS, read_commands
 from lean_pool.lean_source.statements import BINDER_GROUP, statement_binders
 from lean_pool.lean_source.tokens import CLOSERS, OPENERS, code_tokens, normalize_space, plain_name
 
@@ -102,3 +103,13 @@ def _name_atoms(name: str, symbols: Collection[str], depth: int) -> list[Atom]:
     if piece.strip("."):
         atoms.append(Atom(piece.strip("."), "name", depth))
     return atoms
+
+
+def first_theorem(text: str) -> tuple[str, str]:
+    """The signature of the first `theorem`/`lemma` of `text` (the text itself when it holds none) and the binders
+    of the `variable` commands in force there, one text: a section's variables are hypotheses its name may use."""
+    theorem = next((c for c in read_commands(text) if c.kind in THEOREM_KINDS), None)
+    if theorem is None:
+        return text, ""
+    variables = [v.text[v.keyword_end - v.start :] for v in theorem.context(frozenset({"variable"}))]
+    return theorem.signature, " ".join(variables)

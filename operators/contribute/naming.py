@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lean_pool.lean_source import (
-    THEOREM_KINDS,
     Atom,
-    read_commands,
+    first_theorem,
     referenced_constants,
     statement_parts,
     term_atoms,
@@ -93,13 +92,8 @@ class _Reading:
     conclusion: tuple[Atom, ...]
     head: str
     left_side: tuple[Atom, ...]
+    context: tuple[Atom, ...]
     constants: frozenset[str]
-
-
-def _first_signature(statement: str) -> str:
-    """The signature of the first theorem of `statement`, or the text itself when it holds no theorem command."""
-    theorem = next((c for c in read_commands(statement) if c.kind in THEOREM_KINDS), None)
-    return theorem.signature if theorem else statement
 
 
 def _head(atoms: tuple[Atom, ...], rules: NamingRules) -> tuple[str, int]:
@@ -116,7 +110,7 @@ def _head(atoms: tuple[Atom, ...], rules: NamingRules) -> tuple[str, int]:
 
 
 def _read(statement: str, rules: NamingRules) -> _Reading:
-    signature = _first_signature(statement)
+    signature, variables = first_theorem(statement)
     hypotheses, conclusion = statement_parts(signature)
     conclusion_atoms = tuple(term_atoms(conclusion, rules.symbols))
     head, at = _head(conclusion_atoms, rules)
@@ -125,6 +119,7 @@ def _read(statement: str, rules: NamingRules) -> _Reading:
         conclusion=conclusion_atoms,
         head=head,
         left_side=conclusion_atoms[:at] if head == rules.iff_symbol else conclusion_atoms,
+        context=tuple(term_atoms(variables, rules.symbols)),
         constants=frozenset(referenced_constants(signature)),
     )
 
@@ -179,8 +174,8 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
     *name_space, last = name.split(".")
     words = [_plain_word(word) for word in last.split(_WORD_SEPARATOR)]
     everything = [atom for hypothesis in reading.hypotheses for atom in hypothesis] + list(reading.conclusion)
-    vocabulary = _atom_words(everything, rules) | rules.property_words
-    case_kept = {part for atom in everything if atom.kind == "name" for part in atom.text.split(".")}
+    vocabulary = _atom_words([*everything, *reading.context], rules) | rules.property_words
+    case_kept = {part for atom in [*everything, *reading.context] if atom.kind == "name" for part in atom.text.split(".")}
     reasons: list[str] = []
     if not all(words):
         reasons.append(f"`{last}` has an empty word: words are joined by single underscores")
