@@ -20,6 +20,8 @@ from lean_pool.lean_source import (
 
 _ANY_ATOM = "_"
 _OF = "of"
+# The word a suggestion stands on when the conclusion offers none (a property word of every convention).
+_OF_FALLBACK = "eq"
 _WORD_SEPARATOR = "_"
 # A name's word up to the marks that make a variant of a lemma (`le_trans'`, `inv₀`, `mul_le_mul!`).
 _VARIANT_MARKS = "'₀₁₂₃₄₅₆₇₈₉!?"
@@ -52,6 +54,7 @@ class NamingRules:
     max_conclusion_words: int
     max_hypothesis_words: int
     max_hypotheses: int
+    min_constant_length: int
 
 
 def naming_rules(section: Mapping[str, Any]) -> NamingRules:
@@ -72,6 +75,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         max_conclusion_words=int(suggestion["max_conclusion_words"]),
         max_hypothesis_words=int(suggestion["max_hypothesis_words"]),
         max_hypotheses=int(suggestion["max_hypotheses"]),
+        min_constant_length=int(suggestion["min_constant_length"]),
     )
 
 
@@ -200,3 +204,65 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
             reasons.append(f"the conclusion is an `{rules.iff_symbol}` but the name has no `{rules.iff_word}`, "
                            f"and {listed} describe(s) its right side, not its left")
     return NameCheck(not reasons, tuple(reasons))
+
+
+def _describe(atoms: Iterable[Atom], reading: _Reading, rules: NamingRules, limit: int) -> list[str]:
+    """Up to `limit` words for a term, in the order it is written: each symbol's first dictionary word (`=` left
+    out, as Mathlib does), numerals by name, and the constants it names in lowerCamel form (shorter names are taken
+    for variables of the section)."""
+    words: list[str] = []
+    for atom in atoms:
+        if atom.text == "=":
+            continue
+        if atom.text in rules.symbols:
+            candidates = rules.symbols[atom.text][:1]
+        elif atom.kind == "name":
+            head, *fields = atom.text.split(".")
+            named = [atom.text] if head in reading.constants or atom.text in reading.constants else fields
+            candidates = [_lower_camel(_plain_word(name.split(".")[-1])) for name in named[-1:]
+                          if len(_plain_word(name.split(".")[-1])) >= rules.min_constant_length]
+        else:
+            candidates = []
+        for word in candidates:
+            if _SNAKE_WORD.fullmatch(word) and (not words or words[-1] != word):
+                words.append(word)
+    return words[:limit]
+
+
+def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> str:
+    """A name built from the dictionary alone (the conclusion's words, then `of` and the words of its first
+    hypotheses), deterministic and accepted by `check_name` whenever the statement offers words: the fallback
+    when a proposed name fails."""
+    reading = _read(statement, rules)
+    words = _describe(reading.conclusion, reading, rules, rules.max_conclusion_words)
+    propositions = [h for h in reading.hypotheses if any(atom.text in rules.head_order for atom in h)]
+    for hypothesis in propositions[: rules.max_hypotheses]:
+        described = _describe(hypothesis, reading, rules, rules.max_hypothesis_words)
+        if described:
+            words += [_OF, *described]
+    spaces = [part for part in namespace.split(".") if part]
+    while words and spaces and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()}:
+        words.pop(0)
+    if words and words[0] == _OF:
+        words.insert(0, rules.iff_word if reading.head == rules.iff_symbol else _OF_FALLBACK)
+    return _WORD_SEPARATOR.join(words or [_OF_FALLBACK])
+
+
+def rules_text(rules: NamingRules) -> str:
+    """The convention and its dictionary in plain text, for a prompt asking an LLM to name a theorem."""
+    dictionary = "; ".join(f"{symbol} {'/'.join(words)}" for symbol, words in rules.symbols.items())
+    forms = "; ".join(f"{' '.join(form.atoms)} {'/'.join(form.words)}" for form in rules.special_forms)
+    return "\n".join([
+        "Name the theorem the way Mathlib does:",
+        "- snake_case words joined by `_`; a constant keeps its lowerCamelCase form (`isUnit`, `toFinset`) or its "
+        "written case (`Icc`).",
+        "- Describe the conclusion's symbols in the order they are written, by the dictionary below; `=` is usually "
+        "left out.",
+        f"- A conclusion with `{rules.iff_symbol}` says `{rules.iff_word}`, or is named after its left side alone.",
+        f"- Hypotheses come after `{_OF}` (`le_of_lt : a < b → a ≤ b`).",
+        "- Do not repeat the namespace (`Nat.succ_le`, not `Nat.nat_succ_le`).",
+        "- Every word must name a symbol, a constant or a field of the statement, or be one of these property "
+        f"words: {', '.join(sorted(rules.property_words))}.",
+        f"Dictionary: {dictionary}.",
+        f"Special forms: {forms}.",
+    ])
