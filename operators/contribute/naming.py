@@ -177,9 +177,9 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
     reading = _read(statement, rules)
     *name_space, last = name.split(".")
     words = [_plain_word(word) for word in last.split(_WORD_SEPARATOR)]
-    everything = [atom for hypothesis in reading.hypotheses for atom in hypothesis] + list(reading.conclusion)
-    vocabulary = _atom_words([*everything, *reading.context], rules) | rules.property_words
-    case_kept = {part for atom in [*everything, *reading.context] if atom.kind == "name" for part in atom.text.split(".")}
+    terms = [*reading.hypotheses, reading.conclusion, reading.context]
+    vocabulary = set().union(*(_atom_words(term, rules) for term in terms)) | rules.property_words
+    case_kept = {part for term in terms for atom in term if atom.kind == "name" for part in atom.text.split(".")}
     reasons: list[str] = []
     if not all(words):
         reasons.append(f"`{last}` has an empty word: words are joined by single underscores")
