@@ -12,7 +12,8 @@ statement is. Code outside this package imports from this module only; its parts
   order and names of hypotheses too (decontamination); `references`: the constants a statement names;
 - `unknown_syntax`: commands this reader does not know, and the symbols a notation adds;
 - `goals`: the proof states the REPL prints, read back as statements;
-- `placement_reading`: the declarations a lemma's text may refer to, names looked up as Lean resolves them.
+- `placement_reading`: the declarations a lemma's text may refer to, names looked up as Lean resolves them;
+- `name_words`: a theorem's hypotheses, conclusion and the atoms they are written with, as its name describes them.
 """
 
 from lean_pool.lean_source.commands import (
@@ -28,6 +29,7 @@ from lean_pool.lean_source.commands import (
 from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
+from lean_pool.lean_source.name_words import Atom, first_theorem, statement_parts, term_atoms
 from lean_pool.lean_source.placement_reading import constants_meant, namespace_prefixes, resolve_name
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
@@ -47,6 +49,7 @@ __all__ = [
     "DECLARATION_KINDS",
     "NOTATION_KINDS",
     "THEOREM_KINDS",
+    "Atom",
     "Command",
     "Scope",
     "Token",
@@ -56,6 +59,7 @@ __all__ = [
     "code_tokens",
     "constants_meant",
     "find_tokens",
+    "first_theorem",
     "goal_theorem",
     "identifiers",
     "is_name",
@@ -76,7 +80,9 @@ __all__ = [
     "signature_type",
     "sorry_goal",
     "statement_key",
+    "statement_parts",
     "strip_comments",
+    "term_atoms",
     "unread_command_lines",
     "unsolved_goals",
     "without_imports",
