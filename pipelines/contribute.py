@@ -49,6 +49,7 @@ from pipelines.runtime.contributing import (
     write_text,
 )
 from pipelines.runtime.stages import streamed
+from pipelines.runtime.waves import execute_collecting
 
 
 def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]]:
@@ -99,7 +100,7 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
     pending = [row for row in rows if row["status"] == PENDING]
     if pending:
         ds = ray.data.from_arrow(contributions_table(pending))
-        done = {row["candidate_id"]: row for row in streamed(ds, job.stages(), job.board).take_all()}
+        done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, streamed(ds, job.stages(), job.board), job.ray_log)}
         rows = [done.get(row["candidate_id"], row) for row in rows]
     index = index_names(job.cfg)
 
@@ -138,7 +139,8 @@ def summary(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileO
                f"checker; proofs: {sum(bool(row['proof_tactic']) for row in rows)} replaced by a closing tactic",
                "not offered: " + (", ".join(f"{why} {count}" for why, count in refused.most_common()) or "none")]
     cost = job.cost_lines(written_cost([contributions_table(rows).select(["llm_calls", "lean_checks"])]))
-    hint = (f"apply: git -C {job.mathlib_dir()} apply {job.out}/{PATCHES}/<file>.patch" if patches else None)
+    hint = (f"next: git -C {job.mathlib_dir()} apply --check {job.out}/{PATCHES}/<file>.patch, then without --check"
+            if patches else None)
     return closing_lines(Closing(job.run.uri, written, {TABLE: rows_by_status([r["status"] for r in rows], STATUSES)},
                                  details, cost, simulated=job.simulated, next_step=hint))
 

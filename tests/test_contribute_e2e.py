@@ -57,7 +57,7 @@ def test_every_proved_candidate_gets_one_row_and_the_closing_block_says_what_hap
     assert f"contributions: {rows.height}" in lines
     assert any(line.startswith("names: ") for line in lines) and any(line.startswith("not offered: ") for line in lines)
     assert any(line.startswith("SIMULATED run") for line in lines)
-    assert lines[-1].startswith("apply: git -C ")
+    assert lines[-1].startswith("next: git -C ") and "apply --check" in lines[-1]
 
 
 def test_each_patch_applies_to_the_checkout_and_adds_only_the_offered_lemmas(contributed, tmp_path):

@@ -36,6 +36,7 @@ JOBS = {
     "decontaminate": "pipelines.decontaminate",
     "index": "pipelines.index",
     "check": "lean_pool.check",
+    "contribute": "pipelines.contribute",
 }
 MODULE_JOBS = {module: job for job, module in JOBS.items()}
 # Modules a fenced block may run that are not jobs: setting up and testing.

@@ -17,7 +17,7 @@ from pipelines import command
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY_MODULES = {"pipelines.mine", "pipelines.plan", "pipelines.report", "pipelines.export",
-                 "pipelines.autoformalize", "pipelines.evaluate", "pipelines.decontaminate", "pipelines.index",
+                 "pipelines.autoformalize", "pipelines.evaluate", "pipelines.decontaminate", "pipelines.index", "pipelines.contribute",
                  "lean_pool.check"}
 
 

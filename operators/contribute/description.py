@@ -30,7 +30,7 @@ def proof_note(row: Mapping[str, Any]) -> str:
     if row["proof_tactic"]:
         return (f"`{row['proof_tactic']}` closes it ({row['proof_chars']} characters; the mined proof had "
                 f"{row['mined_proof_chars']})")
-    return f"the mined proof ({row['proof_chars']} characters); no closing tactic tried passed"
+    return f"the mined proof ({row['proof_chars']} characters); no shorter closing tactic passed"
 
 
 def file_description(templates: Mapping[str, str], file: str, run_id: str, checker: str, simulated: bool,
