@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -36,7 +37,7 @@ def contributed(demo_mine_run, tmp_path_factory):
     source, _, _ = demo_mine_run
     run_dir = tmp_path_factory.mktemp("contribute") / "run"
     shutil.copytree(source, run_dir)
-    completed = subprocess.run(["folklore", "contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN],
+    completed = subprocess.run([sys.executable, "-m", "pipelines.contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN],
                                capture_output=True, text=True, timeout=CONTRIBUTE_TIMEOUT_S)
     assert completed.returncode == 0, completed.stderr
     checkout = Path(json.loads((run_dir / "run.json").read_text())["config"]["seeds"]["root"])
