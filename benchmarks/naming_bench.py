@@ -9,21 +9,25 @@ name of a theorem of another file (it should fail). The last line prints both sh
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
+from multiprocessing import Pool
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from lean_pool.lean_source import THEOREM_KINDS, namespace_of, read_commands
-from operators.contribute.naming import NameCheck, check_name, naming_rules
+from operators.contribute.naming import NameCheck, NamingRules, check_name, naming_rules
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MATHLIB = REPO.parent / "shared/fixtures/mathlib-sample"
 RULES_FILE = REPO / "conf/naming/mathlib.yaml"
 SEED = 0
 EXAMPLES = 6
+CHUNK = 200
 VARIABLE = frozenset({"variable"})
 
 
@@ -82,6 +86,20 @@ def show_misses(title: str, misses: list[tuple[Theorem, str, NameCheck]]) -> Non
         print(f"  - {name} [{theorem.namespace}] {theorem.path}\n      {conclusion}\n      {'; '.join(check.reasons)}")
 
 
+@cache
+def mathlib_rules() -> NamingRules:
+    """The rules of conf/naming/mathlib.yaml, read once per process."""
+    return naming_rules(OmegaConf.to_container(OmegaConf.load(RULES_FILE)))
+
+
+def judge(pair: tuple[Theorem, str]) -> tuple[NameCheck, NameCheck]:
+    """The verdicts on a theorem's own name and on the swapped one (run in a worker process)."""
+    theorem, swapped = pair
+    rules = mathlib_rules()
+    return (check_name(theorem.statement, theorem.name, rules, theorem.namespace),
+            check_name(theorem.statement, swapped, rules, theorem.namespace))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mathlib-dir", type=Path, default=DEFAULT_MATHLIB)
@@ -89,16 +107,12 @@ def main() -> None:
     args = parser.parse_args()
     if not args.mathlib_dir.is_dir():
         parser.error(f"no Mathlib checkout at {args.mathlib_dir} (pass --mathlib-dir)")
-    rules = naming_rules(OmegaConf.to_container(OmegaConf.load(RULES_FILE)))
     theorems = read_theorems(args.mathlib_dir, args.include)
-    real_misses, swapped_passes = [], []
-    for theorem, swapped in zip(theorems, swapped_names(theorems)):
-        real = check_name(theorem.statement, theorem.name, rules, theorem.namespace)
-        if not real.ok:
-            real_misses.append((theorem, theorem.name, real))
-        other = check_name(theorem.statement, swapped, rules, theorem.namespace)
-        if other.ok:
-            swapped_passes.append((theorem, swapped, other))
+    pairs = list(zip(theorems, swapped_names(theorems)))
+    with Pool(os.cpu_count()) as pool:
+        verdicts = pool.map(judge, pairs, chunksize=CHUNK)
+    real_misses = [(theorem, theorem.name, real) for (theorem, _), (real, _) in zip(pairs, verdicts) if not real.ok]
+    swapped_passes = [(theorem, swapped, other) for (theorem, swapped), (_, other) in zip(pairs, verdicts) if other.ok]
     count = len(theorems)
     print(f"files={len({t.path for t in theorems})} theorems={count}")
     show_misses("real names rejected", real_misses)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lean_pool.lean_source.commands import THEOREM_KINDS, read_commands
 from lean_pool.lean_source.statements import BINDER_GROUP, statement_binders
@@ -105,9 +106,11 @@ def _name_atoms(name: str, symbols: Collection[str], depth: int) -> list[Atom]:
     return atoms
 
 
+@lru_cache(maxsize=1)
 def first_theorem(text: str) -> tuple[str, str]:
     """The signature of the first `theorem`/`lemma` of `text` (the text itself when it holds none) and the binders
-    of the `variable` commands in force there, one text: a section's variables are hypotheses its name may use."""
+    of the `variable` commands in force there, one text: a section's variables are hypotheses its name may use.
+    The last text is remembered: a statement is often judged under several names in a row."""
     theorem = next((c for c in read_commands(text) if c.kind in THEOREM_KINDS), None)
     if theorem is None:
         return text, ""
