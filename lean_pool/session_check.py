@@ -15,8 +15,11 @@ from lean_pool.session import LeanSession, RunOutcome
 
 # "sketch" is a proof check whose `sorry`s go to Lean instead of being refused on sight, so its answer carries the goals
 # they leave open (sub-goal mining); it is judged exactly as a proof.
-CheckMode = Literal["proof", "sketch", "statement"]
-PROOF_MODES = ("proof", "sketch")
+CheckMode = Literal["proof", "sketch", "statement", "file"]
+# "file" is a proof check of a whole source file the user trusts (a Mathlib checkout's file, `contribute`'s patched
+# file): Lean must accept it and the declarations `names` must be sorry-free and axiom-clean, but the refusal rules
+# for model-written code do not apply to it; the caller refuses the text it added itself.
+PROOF_MODES = ("proof", "sketch", "file")
 
 # RunOutcome kinds that are not Lean's answer about the snippet, mapped to the verdict status they give.
 INFRA_STATUS = {"timeout": "timeout", "crashed": "crashed", "malformed": "infra_error", "repl_error": "infra_error"}

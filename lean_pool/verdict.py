@@ -287,15 +287,18 @@ def precheck(code: str, mode: str, reference: str | None = None) -> Verdict | No
     Every mode refuses what `refusal_reasons` finds. In "proof" mode also: textual sorry (status
     "sorry"), and given a reference statement, a missing target, a changed statement or a context
     that changes its meaning ("error"). "sketch" mode is "proof" mode that leaves the sorries to Lean, which
-    reports the goals they stand for.
+    reports the goals they stand for. "file" mode, a whole file the user trusts, leaves everything to Lean
+    (`session_check.CheckMode`).
     """
+    if mode == "file":
+        return None
     refused = refusal_reasons(code)
     if refused:
         return Verdict("refused", False, tuple(refused))
     if mode == "statement":
         return None
     if mode not in ("proof", "sketch"):
-        raise ValueError(f"mode must be 'proof', 'sketch' or 'statement', not {mode!r}")
+        raise ValueError(f"mode must be 'proof', 'sketch', 'statement' or 'file', not {mode!r}")
     sorries = textual_sorry_reasons(code) if mode == "proof" else []
     if sorries:
         return Verdict(SORRY, False, tuple(sorries))

@@ -13,7 +13,16 @@ from conf import compose_config
 from operators.contribute.description import file_description
 from operators.contribute.name import kept, relative_name, renamed
 from operators.contribute.naming import check_name, naming_rules
-from operators.contribute.patches import changed_declarations, claim_names, declared_names, mined_name, placed
+from lean_pool.refusals import refusal_reasons
+from lean_pool.verdict import precheck
+from operators.contribute.patches import (
+    changed_declarations,
+    claim_names,
+    declared_names,
+    mined_name,
+    placed,
+    refused_blocks,
+)
 from operators.contribute.shorten import candidate_tactics, mined_proof
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
@@ -160,3 +169,16 @@ def test_a_description_names_each_lemma_its_provenance_and_a_simulated_run(cfg):
     assert "Simulated run" in text and "not scored" in text
     plain = file_description(cfg.description, "Mathlib/Order/Basic.lean", "run1", "Lean 4", False, [row])
     assert "Simulated run" not in plain
+
+
+def test_what_a_patch_adds_is_held_to_the_refusal_rules_and_the_file_itself_is_not():
+    seed = (MATHLIB / "Mathlib/Order/Lattice.lean").read_text()
+    assert refusal_reasons(seed), "a real Mathlib file uses commands model-written code may not (alias, meta code)"
+    assert precheck(seed, "file") is None
+    sneaky = ADD_COMM.replace("sorry", "exact (Lean.Elab.Term.elabTerm)")
+    rows = [{"candidate_id": cid, "statement": ADD_COMM, "proof": proof, "new_name": name, "namespace": "",
+             "old_name": mined_name(ADD_COMM)[0], "proof_tactic": None}
+            for cid, proof, name in (("fine", ADD_COMM.replace("sorry", "omega"), "add_comm_demo"),
+                                     ("sneaky", sneaky, "add_comm_meta"))]
+    refused = refused_blocks(placed(seed, rows, []))
+    assert list(refused) == ["sneaky"] and "Lean.Elab" in " ".join(refused["sneaky"])

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from lean_pool.lean_source import DECLARATION_KINDS, THEOREM_KINDS, namespace_of, read_commands
+from lean_pool.refusals import refusal_reasons
 from operators.contribute.placement import Offer, PlacedFile, place_lemmas
 from operators.rows.contributions import PENDING, UNNAMED
 from operators.trivial import with_tactic
@@ -74,6 +75,14 @@ def placed(seed_text: str, rows: Sequence[Mapping[str, Any]], dropped_context: S
            renamed: bool = True) -> PlacedFile:
     """The seed file with these rows' lemmas placed in it."""
     return place_lemmas(seed_text, [offer(row, renamed) for row in rows], dropped_context)
+
+
+def refused_blocks(result: PlacedFile) -> dict[str, list[str]]:
+    """Candidate id -> why the block placed for it must not reach Lean: what a patch adds was written by a model, and
+    is held to the refusal rules of any model's code, while the rest of the file is the user's checkout, checked by
+    Lean as it is (`session_check` mode "file")."""
+    refused = {placement.candidate_id: refusal_reasons(placement.text) for placement in result.placements}
+    return {candidate: reasons for candidate, reasons in refused.items() if reasons}
 
 
 def changed_declarations(original: str, patched: str, added: Collection[str]) -> list[str]:

@@ -20,7 +20,7 @@ from lean_pool.pool import checker_provenance
 from operators.contribute.description import file_description
 from operators.contribute.name import NameOperator, NameSettings
 from operators.contribute.naming import naming_rules
-from operators.contribute.patches import changed_declarations, claim_names, declared_names, placed
+from operators.contribute.patches import changed_declarations, claim_names, declared_names, placed, refused_blocks
 from operators.contribute.placement import unified_diff
 from operators.contribute.shorten import ShortenOperator, ShortenSettings
 from operators.retrieval.declaration_index import TABLE_FILE, node_local
@@ -160,15 +160,22 @@ async def finish_file(job: ContributeJob, file: str, seed_text: str, rows: list[
     cfg = job.cfg.contribute
     claim_names(rows, declared_names(seed_text), index)
     pending = [row for row in rows if row["status"] == PENDING]
+    result = placed(seed_text, pending, list(cfg.dropped_context))
+    refused = refused_blocks(result)
+    for row in pending:
+        if row["candidate_id"] in refused:
+            row.update(status=FILE_REJECTED, reason="refused before Lean: " + "; ".join(refused[row["candidate_id"]]))
+    if refused:
+        pending = [row for row in pending if row["candidate_id"] not in refused]
+        result = placed(seed_text, pending, list(cfg.dropped_context))
     if not pending:
         return FileOutcome(file)
-    result = placed(seed_text, pending, list(cfg.dropped_context))
     names = {placement.candidate_id: placement for placement in result.placements}
     added = [names[row["candidate_id"]].full_name for row in pending]
     problems = changed_declarations(seed_text, result.text, added)
     if problems:
         return reject(file, pending, FILE_REJECTED, "the patch would change the file: " + "; ".join(problems))
-    check = await job.pool.check(result.text, timeout=float(cfg.file_timeout_s), mode="proof", names=added)
+    check = await job.pool.check(result.text, timeout=float(cfg.file_timeout_s), mode="file", names=added)
     pending[0]["lean_checks"] += 1
     if check.infra_failure:
         return reject(file, pending, ERROR_INFRA, f"file check: Lean gave no verdict ({check.status})")
