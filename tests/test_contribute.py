@@ -4,6 +4,7 @@ whole job on a demo run is `tests/test_contribute_e2e.py`."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from operators.contribute.description import file_description
 from operators.contribute.name import kept, relative_name, renamed
 from operators.contribute.naming import check_name, naming_rules
 from lean_pool.refusals import refusal_reasons
+from lean_pool.replay import ReplayResult
+from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
 from operators.contribute.patches import (
     changed_declarations,
@@ -23,7 +26,7 @@ from operators.contribute.patches import (
     placed,
     refused_blocks,
 )
-from operators.contribute.shorten import candidate_tactics, mined_proof
+from operators.contribute.shorten import ShortenOperator, ShortenSettings, candidate_tactics, mined_proof
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
@@ -182,3 +185,54 @@ def test_what_a_patch_adds_is_held_to_the_refusal_rules_and_the_file_itself_is_n
                                      ("sneaky", sneaky, "add_comm_meta"))]
     refused = refused_blocks(placed(seed, rows, []))
     assert list(refused) == ["sneaky"] and "Lean.Elab" in " ".join(refused["sneaky"])
+
+
+class ScriptedPool:
+    """A stand-in for the Lean pool that answers each tactic as scripted, recording what it was asked: the shorten
+    step's order and stopping rules, without Lean (the pool's own verdicts are tests/test_pool.py's)."""
+
+    def __init__(self, checks: dict[str, CheckResult], replays: dict[str, ReplayResult]) -> None:
+        self.checks, self.replays, self.asked = checks, replays, []
+
+    async def check(self, code: str, timeout: float, mode: str, statement: str) -> CheckResult:
+        tactic = code.rsplit("by ", 1)[1].split()[0]
+        self.asked.append(("check", tactic, mode, statement))
+        return self.checks[tactic]
+
+    async def replay(self, code: str, statement: str) -> ReplayResult:
+        tactic = code.rsplit("by ", 1)[1].split()[0]
+        self.asked.append(("replay", tactic))
+        return self.replays.get(tactic, ReplayResult("accepted", []))
+
+
+LONG_PROOF = ADD_COMM.replace("by sorry", "by\n  induction b with\n  | zero => simp\n  | succ n ih => omega")
+PASSED = CheckResult(status="passed", ok=True, reasons=[])
+FAILED = CheckResult(status="error", ok=False, reasons=["simp made no progress"])
+TIMED_OUT = CheckResult(status="timeout", ok=False, reasons=["timeout: 60 s"])
+
+
+def shortened(pool: ScriptedPool, tactics=("simp", "omega", "linarith")) -> dict:
+    operator = ShortenOperator(shorten=ShortenSettings(tactics=tactics, timeout_s=60.0), pool=pool)
+    row = {**pending(ADD_COMM, "x"), "proof": LONG_PROOF, "lean_checks": 0, "reason": None, "proof_tactic": None}
+    return asyncio.run(operator.process_row(row))
+
+
+def test_the_shortest_closing_tactic_that_passes_check_and_replay_is_offered():
+    pool = ScriptedPool({"simp": FAILED, "omega": PASSED, "linarith": PASSED}, {})
+    row = shortened(pool)
+    assert row["proof_tactic"] == "omega" and row["proof_offered"] == "by omega" and row["proof_chars"] == 8
+    assert row["mined_proof_chars"] == len(mined_proof(ADD_COMM, LONG_PROOF)) > 8
+    assert pool.asked == [("check", "simp", "proof", ADD_COMM), ("check", "omega", "proof", ADD_COMM),
+                          ("replay", "omega")]
+    assert row["lean_checks"] == 3
+
+
+def test_a_tactic_the_replay_rejects_is_not_offered_and_no_verdict_keeps_the_mined_proof():
+    rejected = shortened(ScriptedPool({"simp": PASSED, "omega": PASSED, "linarith": PASSED},
+                                      {"simp": ReplayResult("rejected", ["kernel: declaration rejected"])}))
+    assert rejected["proof_tactic"] == "omega"
+    kept_mined = shortened(ScriptedPool({"simp": TIMED_OUT, "omega": PASSED, "linarith": PASSED}, {}))
+    assert kept_mined["proof_tactic"] is None and kept_mined["proof_offered"] == mined_proof(ADD_COMM, LONG_PROOF)
+    assert "no verdict" in kept_mined["reason"] and kept_mined["status"] == PENDING
+    none = shortened(ScriptedPool({"simp": FAILED, "omega": FAILED, "linarith": FAILED}, {}))
+    assert none["proof_tactic"] is None and none["reason"] is None
