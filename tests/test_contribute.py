@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from omegaconf import OmegaConf
 
@@ -30,6 +32,8 @@ from operators.contribute.shorten import ShortenOperator, ShortenSettings, candi
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
+from pipelines.runtime.contributing import index_names
+from operators.retrieval.declaration_index import TABLE_FILE
 from operators.rows.contributions import (
     ERROR_INFRA,
     PENDING,
@@ -236,3 +240,10 @@ def test_a_tactic_the_replay_rejects_is_not_offered_and_no_verdict_keeps_the_min
     assert "no verdict" in kept_mined["reason"] and kept_mined["status"] == PENDING
     none = shortened(ScriptedPool({"simp": FAILED, "omega": FAILED, "linarith": FAILED}, {}))
     assert none["proof_tactic"] is None and none["reason"] is None
+
+
+def test_the_declaration_index_names_every_declaration_a_lemma_may_not_take(tmp_path):
+    names = ["Nat.add_comm", "Finset.card_le_card"]
+    pq.write_table(pa.table({"name": names, "kind": ["theorem"] * 2}), tmp_path / TABLE_FILE)
+    assert index_names(compose_config("contribute", ["run_dir=x", f"index.dir={tmp_path}"])) == frozenset(names)
+    assert index_names(compose_config("contribute", ["run_dir=x"])) == frozenset()
