@@ -99,8 +99,8 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
     locate(rows, seeds, list(job.cfg.contribute.dropped_context))
     pending = [row for row in rows if row["status"] == PENDING]
     if pending:
-        ds = ray.data.from_arrow(contributions_table(pending))
-        done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, streamed(ds, job.stages(), job.board), job.ray_log)}
+        plan = streamed(ray.data.from_arrow(contributions_table(pending)), job.stages(), job.board)
+        done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, plan, job.ray_log)}
         rows = [done.get(row["candidate_id"], row) for row in rows]
     index = index_names(job.cfg)
 

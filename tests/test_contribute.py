@@ -5,6 +5,7 @@ whole job on a demo run is `tests/test_contribute_e2e.py`."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -81,7 +82,7 @@ def test_only_proved_untrivial_faithful_candidates_are_offered():
 
 
 def test_a_new_contribution_says_who_proved_it_and_is_pending():
-    row = new_contribution(candidate(), "run1", True, None)
+    row = new_contribution(candidate(), "run1", True, datetime.now(timezone.utc))
     assert row["status"] == PENDING and row["models"] == "prover (sim/prover)"
     assert row["file"] == "Mathlib/Order/Basic.lean" and row["simulated"] is True
 
@@ -151,7 +152,8 @@ def test_a_patch_may_only_add_what_it_offers():
     assert changed_declarations(seed, seed, []) == []
     altered = seed.replace("flip le_trans", "fun h₁ h₂ => le_trans h₂ h₁", 1)
     assert any("le_trans'" in problem for problem in changed_declarations(seed, altered, []))
-    assert changed_declarations(seed, seed, ["missing_lemma"]) == ["`missing_lemma` is not declared in the patched file"]
+    missing = changed_declarations(seed, seed, ["missing_lemma"])
+    assert missing == ["`missing_lemma` is not declared in the patched file"]
 
 
 def test_placing_a_demo_lemma_keeps_the_file_and_adds_it_once():
@@ -166,8 +168,10 @@ def test_placing_a_demo_lemma_keeps_the_file_and_adds_it_once():
 
 
 def test_a_description_names_each_lemma_its_provenance_and_a_simulated_run(cfg):
-    row = {"new_name": "Order.add_comm_demo", "declaration": "theorem add_comm_demo (a b : ℕ) : a + b = b + a := by omega",
-           "candidate_id": "Mathlib.Order.Basic/s0/c1", "seed_id": "Mathlib.Order.Basic", "models": "prover (sim/prover)",
+    row = {"new_name": "Order.add_comm_demo",
+           "declaration": "theorem add_comm_demo (a b : ℕ) : a + b = b + a := by omega",
+           "candidate_id": "Mathlib.Order.Basic/s0/c1", "seed_id": "Mathlib.Order.Basic",
+           "models": "prover (sim/prover)",
            "name_source": SUGGESTED, "old_name": "clamp_sim_916304_1", "name_reasons": ["`clamp` names nothing"],
            "proof_tactic": "omega", "proof_chars": 8, "mined_proof_chars": 20, "faithfulness_score": None}
     text = file_description(cfg.description, "Mathlib/Order/Basic.lean", "run1", "Lean sim, Mathlib sim", True, [row])

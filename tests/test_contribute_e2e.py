@@ -37,8 +37,8 @@ def contributed(demo_mine_run, tmp_path_factory):
     source, _, _ = demo_mine_run
     run_dir = tmp_path_factory.mktemp("contribute") / "run"
     shutil.copytree(source, run_dir)
-    completed = subprocess.run([sys.executable, "-m", "pipelines.contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN],
-                               capture_output=True, text=True, timeout=CONTRIBUTE_TIMEOUT_S)
+    command = [sys.executable, "-m", "pipelines.contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=CONTRIBUTE_TIMEOUT_S)
     assert completed.returncode == 0, completed.stderr
     checkout = Path(json.loads((run_dir / "run.json").read_text())["config"]["seeds"]["root"])
     return run_dir, completed.stdout.splitlines(), checkout

@@ -8,6 +8,7 @@ chosen and its length, and a final status saying whether it is in a patch and wh
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -90,11 +91,11 @@ def provers(candidate: Mapping[str, Any]) -> str:
     return ", ".join(f"{role} ({models.get(role, 'unknown model')})" for role in candidate.get("proved_by") or [])
 
 
-def new_contribution(candidate: Mapping[str, Any], run_id: str, simulated: bool, now: Any) -> dict[str, Any]:
+def new_contribution(candidate: Mapping[str, Any], run_id: str, simulated: bool, now: datetime) -> dict[str, Any]:
     """A contribution row for a candidate offered, before naming, shortening and placement."""
     row: dict[str, Any] = {name: None for name in CONTRIBUTION_SCHEMA.names}
-    row.update(status=PENDING, candidate_id=candidate["candidate_id"], seed_id=candidate["seed_id"], file=candidate["seed_path"],
-               statement=candidate["statement"], proof=candidate["proof"],
+    row.update(status=PENDING, candidate_id=candidate["candidate_id"], seed_id=candidate["seed_id"],
+               file=candidate["seed_path"], statement=candidate["statement"], proof=candidate["proof"],
                faithfulness_score=candidate.get("faithfulness_score"), models=provers(candidate), name_reasons=[],
                llm_calls=[], prompt_tokens=0, completion_tokens=0, lean_checks=0, run_id=run_id, simulated=simulated,
                contributed_at=now)
