@@ -41,7 +41,6 @@ from pipelines.runtime.contributing import (
     TABLE,
     ContributeJob,
     FileOutcome,
-    MathlibFiles,
     clear,
     finish_file,
     index_names,
@@ -92,10 +91,8 @@ def by_file(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutcome], Counter[str]]:
     """The method: offered rows located, named and shortened (a Ray Data plan), then each file placed, checked and
     written; the rows, the files and why the other candidates were not offered."""
-    mathlib = MathlibFiles(job.mathlib_dir())
-    mathlib.check()
     rows, refused = offered_rows(job)
-    seeds = {file: mathlib.read(file) for file in {row["file"] for row in rows}}
+    seeds = {file: job.mathlib.read(file) for file in {row["file"] for row in rows}}
     locate(rows, seeds, list(job.cfg.contribute.dropped_context))
     pending = [row for row in rows if row["status"] == PENDING]
     if pending:

@@ -5,6 +5,8 @@ whole job on a demo run is `tests/test_contribute_e2e.py`."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,6 +50,8 @@ from operators.rows.contributions import (
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MATHLIB = FIXTURES / "mathlib-sample"
 LEMMAS = FIXTURES / "mathliblemma-sample"
+# A job that cannot start says so before Ray: seconds, not minutes.
+SETUP_ERROR_TIMEOUT_S = 60
 SPECTRUM = "abstract/Algebra/Algebra/Spectrum/Basic/7.lean"
 
 
@@ -251,3 +255,17 @@ def test_the_declaration_index_names_every_declaration_a_lemma_may_not_take(tmp_
     pq.write_table(pa.table({"name": names, "kind": ["theorem"] * 2}), tmp_path / TABLE_FILE)
     assert index_names(compose_config("contribute", ["run_dir=x", f"index.dir={tmp_path}"])) == frozenset(names)
     assert index_names(compose_config("contribute", ["run_dir=x"])) == frozenset()
+
+
+def contribute_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.contribute", "preset=demo", *args], capture_output=True,
+                          text=True, timeout=SETUP_ERROR_TIMEOUT_S)
+
+
+def test_a_missing_run_or_checkout_is_one_line_before_anything_starts(tmp_path):
+    missing = contribute_command(f"run_dir={tmp_path / 'no-run'}")
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
+        f"error: run_dir={tmp_path / 'no-run'} is not a directory: no mining run to contribute from"]
+    assert not (tmp_path / "no-run").exists()
+    empty = contribute_command(f"run_dir={tmp_path}")
+    assert empty.returncode == 2 and "holds no mining run" in empty.stderr and "Traceback" not in empty.stderr

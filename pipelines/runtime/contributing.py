@@ -46,10 +46,21 @@ class ContributeJob(MiningJob):
     JOB = "contribute"
     TABLES = (TABLE,)
 
+    def __init__(self, cfg: DictConfig) -> None:
+        filesystem, path = open_location(str(cfg.run_dir))
+        if filesystem.get_file_info(path).type != pafs.FileType.Directory:
+            raise SetupError(f"run_dir={cfg.run_dir} is not a directory: no mining run to contribute from")
+        super().__init__(cfg)
+
     def claim_run_dir(self) -> dict[str, Any]:
+        """The run's manifest as it is, and the checkout checked, before anything starts: a directory without a mining
+        run, or a checkout that is not a directory, is a `SetupError`."""
         manifest = self.run.read_manifest()
         if manifest is None or not self.run.files("candidates"):
             raise SetupError(f"run_dir={self.run.uri} holds no mining run (no run.json or no candidates/ table)")
+        self.manifest = manifest
+        self.mathlib = MathlibFiles(self.mathlib_dir())
+        self.mathlib.check()
         return manifest
 
     def find_inputs(self) -> None:
