@@ -19,6 +19,7 @@ from conf import compose_config
 from operators.contribute.description import file_description
 from operators.contribute.name import kept, relative_name, renamed
 from operators.contribute.naming import check_name, naming_rules
+from lean_pool.lean_source import namespace_of, read_commands
 from lean_pool.refusals import refusal_reasons
 from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
@@ -35,10 +36,12 @@ from operators.contribute.shorten import ShortenOperator, ShortenSettings, candi
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
+from pipelines.contribute import locate
 from pipelines.runtime.contributing import index_names
 from operators.retrieval.declaration_index import TABLE_FILE
 from operators.rows.contributions import (
     ERROR_INFRA,
+    NOT_PLACED,
     PENDING,
     PROPOSED,
     SUGGESTED,
@@ -269,3 +272,17 @@ def test_a_missing_run_or_checkout_is_one_line_before_anything_starts(tmp_path):
     assert not (tmp_path / "no-run").exists()
     empty = contribute_command(f"run_dir={tmp_path}")
     assert empty.returncode == 2 and "holds no mining run" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_a_lemma_whose_file_the_checkout_lacks_is_not_placed_and_one_mined_at_the_root_takes_its_anchors_namespace():
+    seed = (MATHLIB / "Mathlib/Order/Basic.lean").read_text()
+    uses = ADD_COMM.replace("theorem clamp_sim_916304_1 (a b : ℕ) : a + b = b + a",
+                            "theorem clamp_sim_916304_1 {α : Type*} [Preorder α] {a b : α} (h : a ≤ b) : b ≥ a")
+    rows = [new_contribution(candidate(candidate_id="gone", seed_path="Mathlib/Gone.lean"), "r", True, None),
+            new_contribution(candidate(candidate_id="here", statement=uses, proof=uses.replace(
+                "sorry", "LE.le.ge h")), "r", True, None)]
+    locate(rows, {"Mathlib/Gone.lean": None, "Mathlib/Order/Basic.lean": seed}, [])
+    assert rows[0]["status"] == NOT_PLACED and "Mathlib/Gone.lean" in rows[0]["reason"]
+    assert rows[1]["status"] == PENDING and rows[1]["old_name"] == "clamp_sim_916304_1"
+    anchor = next(c for c in read_commands(seed) if c.name == "LE.le.ge")
+    assert rows[1]["namespace"] == namespace_of(anchor.scopes) == "LE.le"
