@@ -63,8 +63,8 @@ def composition_error_text(message: str) -> str:
 
 @functools.cache
 def value_rules() -> dict[str, Any]:
-    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`, `ranges`, `unranged`), read
-    once."""
+    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`, `ranges`, `unranged`,
+    `introduced`), read once."""
     return yaml.safe_load(files("conf").joinpath(VALUE_RULES).read_text(encoding="utf-8"))
 
 
