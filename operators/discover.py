@@ -92,8 +92,8 @@ def seed_units(batch: pa.Table) -> pa.Table:
 @dataclass(frozen=True)
 class DiscoverSettings:
     """The discover step's config (`discover:` and the seed limits of `seeds:`): the answer's marker, the lemma
-    count the prompt asks for, the most lemmas of one answer kept, the largest seed that fits the model (estimated tokens, characters per token),
-    and the prompt templates."""
+    count the prompt asks for, the most lemmas of one answer kept, the largest seed that fits the model (estimated
+    tokens, characters per token), and the prompt templates."""
 
     marker: str
     min_lemmas: int
@@ -105,7 +105,8 @@ class DiscoverSettings:
 
 def answered(result: LLMResult, marker: str, max_lemmas: int) -> dict[str, Any]:
     """The discovery's columns given the discover model's answer: its candidate snippets (at most `max_lemmas`, the
-    rest counted as dropped), or why there are none (the endpoint failed, the seed did not fit the model, no answer, no marker, no lemma)."""
+    rest counted as dropped), or why there are none (the endpoint failed, the seed did not fit the model, no answer,
+    no marker, no lemma)."""
     out = {"llm_calls": [llm_call_entry(STAGE, 1, result)], "prompt_tokens": result.prompt_tokens,
            "completion_tokens": result.completion_tokens, "response": result.text,
            "finish_reason": result.finish_reason}
@@ -145,7 +146,8 @@ class DiscoverOperator(LLMOperator):
         messages = prompts.discover_messages(self.discover.prompts, seed.text, self.discover.marker,
                                              self.discover.min_lemmas, row["known"] or ())
         result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
-        out.update(answered(result, self.discover.marker, self.discover.max_lemmas), finished_at=datetime.now(timezone.utc))
+        out.update(answered(result, self.discover.marker, self.discover.max_lemmas),
+                   finished_at=datetime.now(timezone.utc))
         return out
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

@@ -29,8 +29,8 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 DEMO = ["preset=demo"]
 # Every job's config, with the group choices that bring keys of their own (the demo: the simulators; evaluate and
 # check: openai and repl).
-COMPOSED = [("mine", DEMO), ("mine", ["llm=vllm", "llm/engines=gpu", "lean=kimina"]), ("mine", ["llm=vllm", "llm/engines=cpu"]),
-            ("autoformalize", []), ("evaluate", []), ("export", []), ("report", []), ("index", []), ("plan", []),
+COMPOSED = [("mine", DEMO), ("mine", ["llm=vllm", "llm/engines=gpu", "lean=kimina"]),
+            ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []), ("evaluate", []), ("export", []), ("report", []), ("index", []), ("plan", []),
             ("check", []), ("contribute", []), ("decontaminate", [])]
 
 
