@@ -3,7 +3,8 @@
 `compose_config` is how every command line reads it: a mistake in an override becomes one `ConfigError` line, never
 a traceback or a setting silently ignored. Hydra's own mistakes (a choice that does not exist, a missing `=`) keep
 its hint; a key the config does not have, with or without `+`, names the nearest key there is; a value of another
-type than the key's default, or not among the values conf/value_rules.yaml lists for it, says what the key expects.
+type than the key's default, or not among the values conf/value_rules.yaml lists for it, says what the key expects;
+a number outside the range it declares for a key, given or default, names the key and the range.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def composition_error_text(message: str) -> str:
 
 @functools.cache
 def value_rules() -> dict[str, Any]:
-    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`), read once."""
+    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`, `ranges`, `unranged`,
+    `introduced`), read once."""
     return yaml.safe_load(files("conf").joinpath(VALUE_RULES).read_text(encoding="utf-8"))
 
 
@@ -73,6 +75,15 @@ def choices(key: str) -> tuple[Any, ...]:
         if fnmatchcase(key, pattern):
             return tuple(allowed)
     return ()
+
+
+def value_range(key: str) -> tuple[float, float | None] | None:
+    """The (minimum, maximum or None) conf/value_rules.yaml declares for the number at `key`, None when it declares
+    none (an id or a seed, listed under `unranged`, or not a number)."""
+    for pattern, bounds in value_rules()["ranges"].items():
+        if fnmatchcase(key, pattern):
+            return bounds[0], bounds[1] if len(bounds) > 1 else None
+    return None
 
 
 def _matches(key: str, section: str) -> bool:
@@ -254,6 +265,27 @@ def _check_value(path: str, value: Any, default: Any) -> None:
                 _check_value(inner, _child(value, key, True, inner), _child(default, key, False, inner))
 
 
+def _range_text(bounds: tuple[float, float | None]) -> str:
+    """A declared range in words: `at least 1`, `from 0 to 1`."""
+    minimum, maximum = bounds
+    return f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
+
+def _check_ranges(node: DictConfig, prefix: str = "") -> None:
+    """A `ConfigError` for the first number of the composed config outside the range declared for its key, whether
+    the command line gave it or a default did: a count of 0 or a negative budget would fail deep in a run or
+    silently do nothing."""
+    for key in node:
+        path = f"{prefix}{key}"
+        value = _child(node, key, False, path)
+        if isinstance(value, DictConfig):
+            _check_ranges(value, f"{path}.")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            bounds = value_range(path)
+            if bounds is not None and (value < bounds[0] or (bounds[1] is not None and value > bounds[1])):
+                raise ConfigError(f"{path}={_shown(value)}: out of range, expects {_range_text(bounds)}")
+
+
 def _selects_group(override: Override, groups: Sequence[str]) -> bool:
     """Whether `override` chooses a config group's option (`preset=demo`, `llm=sim`) rather than setting a key."""
     return override.package is not None or "/" in override.key_or_group or override.key_or_group in groups
@@ -293,7 +325,7 @@ def _check_setting(override: Override, cfg: DictConfig, reference: DictConfig, n
 
 def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
     """`conf/<name>.yaml` composed with command-line overrides; a `ConfigError` when they do not compose, name a key
-    the config does not have, or give a key a value it does not take.
+    the config does not have, give a key a value it does not take, or leave a number outside its declared range.
 
     The keys set are compared with the config composed with only the command line's group choices (`preset=demo`,
     `llm=sim`, `lean=repl`), so the keys those choices bring are known and their defaults' types apply."""
@@ -316,6 +348,7 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
             cfg = compose(config_name=name, overrides=list(overrides))
             for override in settings:
                 _check_setting(override, cfg, reference, name)
+            _check_ranges(cfg)
     except HydraException as error:
         raise ConfigError(composition_error_text(str(error))) from None
     return cfg

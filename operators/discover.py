@@ -53,6 +53,7 @@ DISCOVERY_SCHEMA = pa.schema(
         ("finish_reason", pa.string()),
         ("code", pa.string()),
         ("snippets", pa.list_(pa.string())),
+        ("dropped_lemmas", pa.int32()),  # lemmas of the answer beyond discover.max_lemmas; null in older runs
         ("llm_calls", pa.list_(LLM_CALL)),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
@@ -91,19 +92,21 @@ def seed_units(batch: pa.Table) -> pa.Table:
 @dataclass(frozen=True)
 class DiscoverSettings:
     """The discover step's config (`discover:` and the seed limits of `seeds:`): the answer's marker, the lemma
-    count the prompt asks for, the largest seed that fits the model (estimated tokens, characters per token),
-    and the prompt templates."""
+    count the prompt asks for, the most lemmas of one answer kept, the largest seed that fits the model (estimated
+    tokens, characters per token), and the prompt templates."""
 
     marker: str
     min_lemmas: int
+    max_lemmas: int
     seed_max_tokens: int
     chars_per_token: float
     prompts: Mapping[str, str]
 
 
-def answered(result: LLMResult, marker: str) -> dict[str, Any]:
-    """The discovery's columns given the discover model's answer: its candidate snippets, or why there are
-    none (the endpoint failed, the seed did not fit the model, no answer, no marker, no lemma)."""
+def answered(result: LLMResult, marker: str, max_lemmas: int) -> dict[str, Any]:
+    """The discovery's columns given the discover model's answer: its candidate snippets (at most `max_lemmas`, the
+    rest counted as dropped), or why there are none (the endpoint failed, the seed did not fit the model, no answer,
+    no marker, no lemma)."""
     out = {"llm_calls": [llm_call_entry(STAGE, 1, result)], "prompt_tokens": result.prompt_tokens,
            "completion_tokens": result.completion_tokens, "response": result.text,
            "finish_reason": result.finish_reason}
@@ -115,9 +118,9 @@ def answered(result: LLMResult, marker: str) -> dict[str, Any]:
                 "reason": f"the endpoint refused the prompt: {result.error}"}
     if not result.ok:
         return {**out, "status": NO_ANSWER, "reason": f"{result.error_kind}: {result.error}"}
-    split = split_answer(result.text, marker)
+    split = split_answer(result.text, marker, max_lemmas)
     return {**out, "code": split.code, "snippets": list(split.snippets), "status": split.status,
-            "reason": split.reason}
+            "reason": split.reason, "dropped_lemmas": split.dropped}
 
 
 class DiscoverOperator(LLMOperator):
@@ -143,7 +146,8 @@ class DiscoverOperator(LLMOperator):
         messages = prompts.discover_messages(self.discover.prompts, seed.text, self.discover.marker,
                                              self.discover.min_lemmas, row["known"] or ())
         result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
-        out.update(answered(result, self.discover.marker), finished_at=datetime.now(timezone.utc))
+        out.update(answered(result, self.discover.marker, self.discover.max_lemmas),
+                   finished_at=datetime.now(timezone.utc))
         return out
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

@@ -1,7 +1,8 @@
 """split: one discover answer -> its candidate statements, one self-contained Lean file each.
 
 The code after the marker is read with `lean_pool.lean_source.read_commands`; each `lemma`/`theorem`
-becomes a file with the context it needs. What went wrong with an answer (no marker, no lemma) becomes
+becomes a file with the context it needs, the first `discover.max_lemmas` of them (the rest are counted as dropped,
+so one runaway answer cannot flood the later stages). What went wrong with an answer (no marker, no lemma) becomes
 the discovery's status. Written discoveries become candidate rows a seed at a time, and the candidates
 an earlier run already finished are left out, a seed at a time too. With `subgoals` on, the goals a finished
 candidate's failed proofs left open become candidates as well, each a theorem in its parent's context.
@@ -42,23 +43,28 @@ SNIPPET_CONTEXT = frozenset({"open", "universe", "variable", "set_option", "incl
 
 @dataclass(frozen=True)
 class SplitAnswer:
-    """What one discover answer yields: a status, the Lean code after the marker, and one file per lemma."""
+    """What one discover answer yields: a status, the Lean code after the marker, one file per lemma kept, and how
+    many lemmas beyond the cap were dropped (None when the answer was not split)."""
 
     status: str
     reason: str | None
     code: str | None
     snippets: tuple[str, ...]
+    dropped: int | None
 
 
-def split_answer(response: str, marker: str) -> SplitAnswer:
-    """Extract the code after the marker and split it into one snippet per `lemma`/`theorem`."""
+def split_answer(response: str, marker: str, max_lemmas: int) -> SplitAnswer:
+    """Extract the code after the marker and split it into one snippet per `lemma`/`theorem`, keeping the first
+    `max_lemmas` and counting the rest as dropped."""
     code = extract_code(response, marker)
     if code is None:
-        return SplitAnswer(NO_MARKER, f"the answer has no `{marker}` line", None, ())
-    snippets = tuple(split_lemmas(code))
-    if not snippets:
-        return SplitAnswer(NO_LEMMAS, "no `lemma` or `theorem` after the marker", code, ())
-    return SplitAnswer(DISCOVERED, None, code, snippets)
+        return SplitAnswer(NO_MARKER, f"the answer has no `{marker}` line", None, (), None)
+    lemmas = split_lemmas(code)
+    if not lemmas:
+        return SplitAnswer(NO_LEMMAS, "no `lemma` or `theorem` after the marker", code, (), 0)
+    dropped = max(len(lemmas) - max_lemmas, 0)
+    reason = f"{dropped} of {len(lemmas)} lemmas dropped: discover.max_lemmas={max_lemmas}" if dropped else None
+    return SplitAnswer(DISCOVERED, reason, code, tuple(lemmas[:max_lemmas]), dropped)
 
 
 def split_lemmas(code: str) -> list[str]:

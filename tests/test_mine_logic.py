@@ -44,6 +44,8 @@ from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_w
 from pipelines.runtime.run_dir import RunDir
 
 MARKER = "brainstormed mathlib lemmas"
+# The cap of lemmas kept per discover answer in these tests (discover.max_lemmas).
+MAX_LEMMAS = 50
 
 
 @pytest.fixture(scope="module")
@@ -119,12 +121,21 @@ def test_decode_seed_gives_a_status_per_bad_input(data, status):
 
 
 def test_split_answer_statuses():
-    assert split_answer("no marker here", MARKER).status == NO_MARKER
-    assert split_answer(f"plan\n{MARKER}\n```lean\nimport Mathlib\ndef x := 1\n```", MARKER).status == NO_LEMMAS
+    assert split_answer("no marker here", MARKER, MAX_LEMMAS).status == NO_MARKER
+    no_lemma = f"plan\n{MARKER}\n```lean\nimport Mathlib\ndef x := 1\n```"
+    assert split_answer(no_lemma, MARKER, MAX_LEMMAS).status == NO_LEMMAS
     answer = f"plan\n{MARKER}\n```lean\nimport Mathlib\n\ntheorem a : 1 = 1 := sorry\n\nlemma b : 2 = 2 := sorry\n```"
-    split = split_answer(answer, MARKER)
-    assert split.status == DISCOVERED and len(split.snippets) == 2
+    split = split_answer(answer, MARKER, MAX_LEMMAS)
+    assert split.status == DISCOVERED and len(split.snippets) == 2 and (split.dropped, split.reason) == (0, None)
     assert all(snippet.startswith("import Mathlib") for snippet in split.snippets)
+
+
+def test_an_answer_past_the_cap_keeps_the_first_lemmas_and_counts_the_rest_dropped():
+    lemmas = "\n\n".join(f"theorem t{number} : {number} = {number} := sorry" for number in range(MAX_LEMMAS + 10))
+    split = split_answer(f"plan\n{MARKER}\n```lean\nimport Mathlib\n\n{lemmas}\n```", MARKER, MAX_LEMMAS)
+    assert (split.status, len(split.snippets), split.dropped) == (DISCOVERED, MAX_LEMMAS, 10)
+    assert "theorem t0 " in split.snippets[0] and f"theorem t{MAX_LEMMAS - 1} " in split.snippets[-1]
+    assert split.reason == f"10 of {MAX_LEMMAS + 10} lemmas dropped: discover.max_lemmas={MAX_LEMMAS}"
 
 
 def _discovery(snippets: list[str], seed: str = "Mathlib.X", sample: int = 1) -> dict:

@@ -391,8 +391,9 @@ def test_trivial_flag_follows_the_tactic_check():
      DISCOVERED),
 ])
 def test_a_discover_answer_gives_the_discovery_its_status(result, status):
-    out = answered(result, DISCOVER_MARKER)
+    out = answered(result, DISCOVER_MARKER, max_lemmas=1)
     assert out["status"] == status and (out["reason"] is None) == (status == DISCOVERED)
+    assert (out.get("dropped_lemmas") == 0) == (status == DISCOVERED)
     assert len(out.get("snippets", [])) == (1 if status == DISCOVERED else 0)
     assert ("seed_status" in out) == (status == TOO_LONG), "only a refused prompt says the seed is too long"
     assert (out.get("error") is not None) == (status == "error_infra")

@@ -100,12 +100,21 @@ class RunDir:
 
     def read(self, name: str, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
         """Table `name` (only `columns` when given) from every file; an empty table when nothing is written. Files
-        written before a struct gained a field (a resumed run's older files) read with that field null."""
+        written before a column or a struct's field existed (a resumed run's older files) read with it null."""
         wanted = list(columns) if columns is not None else schema.names
-        tables = list(self.read_by_file(name, wanted))
+        tables = [self._read_file(path, schema, wanted) for path in self.files(name)]
         if not tables:
             return pa.schema([schema.field(column) for column in wanted]).empty_table()
         return pa.concat_tables(tables, promote_options="permissive")
+
+    def _read_file(self, path: str, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+        """`columns` of one file of a table of `schema`, a column the file lacks (it came later) null."""
+        parquet = pq.ParquetFile(path, filesystem=self.filesystem)
+        table = parquet.read(columns=[column for column in columns if column in parquet.schema_arrow.names])
+        for column in columns:
+            if column not in table.column_names:
+                table = table.append_column(schema.field(column), pa.nulls(table.num_rows, schema.field(column).type))
+        return table.select(list(columns))
 
     def read_by_file(self, name: str, columns: Sequence[str]) -> Iterator[pa.Table]:
         """Table `name`'s `columns`, one file at a time, so what is made of a whole run's table need not hold it all."""

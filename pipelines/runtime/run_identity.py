@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from conf import value_rules
+
 # The key that records which job wrote a table (a `mine` table is not an `evaluate` table).
 JOB_KEY = "job"
 # Characters of a value shown in a refusal before it is cut (a prompt is long; its start tells which one it was).
@@ -60,7 +62,10 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
 
 def changed_settings(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Each key whose value differs between the recorded and the current settings: (recorded, current); a key on one
-    side only is None on the other."""
+    side only is None on the other, but a key added to conf/ since (`introduced` in conf/value_rules.yaml) counts as
+    recorded with the value the older rows were made under."""
+    introduced = {key: value for key, value in value_rules()["introduced"].items() if key in current}
+    recorded = {**introduced, **recorded}
     keys = sorted(set(recorded) | set(current))
     return {key: (recorded.get(key), current.get(key)) for key in keys if recorded.get(key) != current.get(key)}
 

@@ -81,7 +81,7 @@ def step_settings(cfg: DictConfig, index: IndexSettings) -> StepSettings:
     subgoals = subgoal_settings(cfg)
     return StepSettings(
         discover=DiscoverSettings(marker=str(cfg.discover.marker), min_lemmas=int(cfg.discover.min_lemmas),
-                                  seed_max_tokens=int(cfg.seeds.max_tokens),
+                                  max_lemmas=int(cfg.discover.max_lemmas), seed_max_tokens=int(cfg.seeds.max_tokens),
                                   chars_per_token=float(cfg.seeds.chars_per_token), prompts=prompts),
         dedup=DedupSettings(threshold=float(cfg.dedup.threshold), k=int(cfg.dedup.k), index=index)
         if cfg.dedup.enabled else None,
