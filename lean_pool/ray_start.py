@@ -29,7 +29,7 @@ from typing import Any
 
 import ray
 
-from lean_pool.command_line import SetupError
+from lean_pool.command_line import SetupError, stop_on_sigterm
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -123,7 +123,7 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
     (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local). A
     cluster that refuses this process for want of its token is a `SetupError` saying what to set
-    (`token_refused_line`), not Ray's traceback."""
+    (`token_refused_line`), not Ray's traceback. SIGTERM stops the job as Ctrl-C does, not as Ray's core would."""
     if path is not None:
         route_ray_logs(path)
     try:
@@ -132,6 +132,7 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
         if not refused_for_token(error):
             raise
         raise SetupError(token_refused_line(init_args.get("address"))) from None
+    stop_on_sigterm()
     if path is not None:
         route_ray_logs(path)
         route_rays_own_output()
