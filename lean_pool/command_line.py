@@ -1,7 +1,7 @@
 """How every command line ends, the same way for every job (`python -m pipelines.X`, `python -m lean_pool.check`):
 one `error:` line and exit 2 for anything that stops it from starting (a config mistake, a missing path or key),
-one line and the job's own status for a failure it knows mid-run, exit 130 and one line on Ctrl-C (0 when the work
-was already written).
+one line and the job's own status for a failure it knows mid-run, exit 130 and one line on Ctrl-C, 143 and the same
+line on SIGTERM (what `ray job stop`, Kubernetes and systemd send; 0 when the work was already written).
 
 It lives in lean_pool, the room the other two import, because all three rooms' command lines end through it; of the
 rest it imports only the config's `ConfigError`.
@@ -9,8 +9,11 @@ rest it imports only the config's `ConfigError`.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
+from types import FrameType
 
 from omegaconf.errors import MissingMandatoryValue
 
@@ -19,12 +22,29 @@ from conf import ConfigError
 # Exit statuses: the job could not start as configured; the user stopped it.
 SETUP_FAILED = 2
 INTERRUPTED = 130
+TERMINATED = 128 + signal.SIGTERM
 # What a Ctrl-C before the work was written leaves, for a job that resumes (its default).
 RESUMES = "rows already written are kept; run the same command again to resume"
 
 
 class SetupError(RuntimeError):
     """The run cannot start as configured; the message says what is missing."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so a job stops the same clean way whichever it received."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt. Call it again after
+    `ray.init`: Ray's C++ core replaces the handler with its own, which prints a C++ stack dump and aborts the process
+    (exit 134). Nothing changes outside the main thread, where Python cannot take a signal."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 class WorkWritten:
@@ -50,8 +70,9 @@ def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException]
                 interrupted: str = RESUMES) -> int:
     """Run a command's body: 0 when it finished; one `error:` line and 2 when it could not start (a `SetupError`, a
     config that does not compose, a mandatory value left out, or one of `setup_errors`); the line and status
-    `failed_mid_run` gives for an error it knows; on Ctrl-C, 130 with `interrupted` said, or 0 with a line saying
-    so when the job's `work` was already written."""
+    `failed_mid_run` gives for an error it knows; on Ctrl-C, 130 with `interrupted` said (on SIGTERM, 143), or 0 with
+    a line saying so when the job's `work` was already written."""
+    stop_on_sigterm()
     try:
         job()
     except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
@@ -64,10 +85,10 @@ def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException]
         message, status = known
         print(f"error: {message}", file=sys.stderr, flush=True)
         return status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         if work is not None and work.written:
             print("interrupted after the work was written: nothing is lost", file=sys.stderr, flush=True)
             return 0
         print(f"interrupted: {interrupted}", file=sys.stderr, flush=True)
-        return INTERRUPTED
+        return TERMINATED if isinstance(stop, Terminated) else INTERRUPTED
     return 0

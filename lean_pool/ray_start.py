@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import logging
 import os
 import re
@@ -27,9 +28,10 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import psutil
 import ray
 
-from lean_pool.command_line import SetupError
+from lean_pool.command_line import SetupError, stop_on_sigterm
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -50,6 +52,8 @@ AUTOSCALER_OUTPUT = "autoscaler"                                     # the `pid`
 RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor and task names, as Ray prints them
                     "initialize_remote_node", "_get_vllm_engine_config")
 WORKER_OUTPUT_LOGGER = "ray.worker_output"                           # a child of "ray": its records go where Ray's do
+# Seconds the processes a killed driver's Ray left behind get to end on SIGTERM before they are killed.
+LEFTOVERS_GRACE_S = 5
 # The terminal colours Ray puts around a line's prefix, which a log file does without.
 _TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
@@ -123,7 +127,7 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
     (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local). A
     cluster that refuses this process for want of its token is a `SetupError` saying what to set
-    (`token_refused_line`), not Ray's traceback."""
+    (`token_refused_line`), not Ray's traceback. SIGTERM stops the job as Ctrl-C does, not as Ray's core would."""
     if path is not None:
         route_ray_logs(path)
     try:
@@ -132,6 +136,7 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
         if not refused_for_token(error):
             raise
         raise SetupError(token_refused_line(init_args.get("address"))) from None
+    stop_on_sigterm()
     if path is not None:
         route_ray_logs(path)
         route_rays_own_output()
@@ -278,3 +283,56 @@ def start_own_session() -> bool:
     except OSError:
         return False
     return True
+
+
+def record_ray_session(record: Path) -> None:
+    """Write to `record` which process started the local Ray this process runs and where Ray keeps that session's
+    files, so that the next start can stop what a driver killed with -9 left running (`stop_leftovers`)."""
+    driver = psutil.Process()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"driver_pid": driver.pid, "driver_started": driver.create_time(),
+                                  "session_dir": ray._private.worker._global_node.get_session_dir_path()}))
+
+
+def stop_leftovers(record: Path) -> list[str]:
+    """Stop the processes of the Ray session `record` names (`record_ray_session`) when the driver that started it is
+    gone: a driver killed with -9 leaves Ray's node agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) running for
+    minutes. A process belongs to the session when it holds one of the session's files open; nothing else is touched,
+    nor anything while the driver still runs. The names of the processes stopped."""
+    try:
+        session = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    if _alive(int(session["driver_pid"]), float(session["driver_started"])):
+        return []
+    session_dir = str(session["session_dir"]).rstrip("/") + "/"
+    leftovers = [process for process in psutil.process_iter(["pid"]) if _holds_file_under(process, session_dir)]
+    names = []
+    for process in leftovers:
+        try:
+            names.append(process.name())
+            process.terminate()
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(leftovers, timeout=LEFTOVERS_GRACE_S)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue
+    record.unlink(missing_ok=True)
+    return names
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        return psutil.Process(pid).create_time() == started
+    except psutil.Error:
+        return False
+
+
+def _holds_file_under(process: psutil.Process, directory: str) -> bool:
+    try:
+        return process.pid != os.getpid() and any(file.path.startswith(directory) for file in process.open_files())
+    except psutil.Error:
+        return False

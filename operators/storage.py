@@ -9,6 +9,9 @@ the S3 client inside pyarrow reads on each node itself: nothing here holds a sec
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,6 +22,33 @@ SCHEME_SEPARATOR = "://"
 
 class StorageError(RuntimeError):
     """A location that cannot be used (missing bucket, refused credentials, unreachable endpoint), in one line."""
+
+
+class StorageFull(OSError):
+    """A run's storage refused a write mid-run for want of room or of the right to write, in one line."""
+
+
+# The errors of a filesystem that refuses writes (full, over quota, read-only), and how their words read in the text
+# of an error that carries only text (an error raised in a Ray worker, SQLite's own).
+REFUSED_WRITES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+_REFUSED_WRITE_WORDS = re.compile("|".join([*(re.escape(os.strerror(code)) for code in REFUSED_WRITES),
+                                            "database or disk is full"]), re.IGNORECASE)
+
+
+def refused_write(error: BaseException) -> str | None:
+    """Why the storage refused a write, when `error` or an error in its chain says it was full, over quota or
+    read-only (its words, e.g. "No space left on device"); None for any other error."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in REFUSED_WRITES:
+            return os.strerror(current.errno)
+        words = _REFUSED_WRITE_WORDS.search(str(current))
+        if words:
+            return words.group(0)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def is_uri(location: str) -> bool:

@@ -19,6 +19,7 @@ from operators.llm.errors import LLMConfigError
 from pipelines.runtime.cli import WorkWritten, run_job
 from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.mining import mine_seeds, report
+from pipelines.runtime.run_dir import refused_writes_in_one_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = WorkWritten()
 
     def run() -> None:
-        with MiningJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
+        cfg = load_config(sys.argv[1:] if argv is None else argv)
+        # Outside the job: its tables are cleaned up once it has stopped everything that writes them.
+        with refused_writes_in_one_line(str(cfg.run_dir), MiningJob.TABLES), MiningJob(cfg) as job:
             resumed = job.resume_summary()
             if resumed:
                 print(resumed, flush=True)

@@ -381,3 +381,30 @@ def test_a_second_judge_run_over_the_same_rows_is_answered_from_the_cache(ray_cl
         assert row["status"] != "error_infra"
         for column in ("status", "judge_votes", "judge_verdict", "judge_response", "prompt_tokens"):
             assert second[cid][column] == row[column], (cid, column)
+
+
+async def test_a_full_disk_costs_one_warning_and_the_cache(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """SQLite's "database or disk is full" (here: the file capped at its current pages, as a full disk would) is one
+    warning; the process stops caching, and what it stored before is still read."""
+    cache = RequestCache(str(tmp_path))
+    kept = CacheKey.of("c0", "judge", 1, PAYLOAD)
+    await cache.put(kept, ANSWER)
+    pages = cache._own.execute("PRAGMA page_count").fetchone()[0]
+    cache._own.execute(f"PRAGMA max_page_count={pages}")
+    with caplog.at_level(logging.WARNING, logger="operators.llm.cache"):
+        for index in range(3):
+            await cache.put(CacheKey.of(f"c{index + 1}", "judge", 1, PAYLOAD), {**ANSWER, "text": "x" * 10_000})
+    [warning] = [record.getMessage() for record in caplog.records]
+    assert "write failed (database or disk is full)" in warning
+    assert await RequestCache(str(tmp_path)).get(kept) == ANSWER
+    cache.close()
+
+
+def test_a_cache_that_cannot_be_created_is_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "file").write_text("")
+    with caplog.at_level(logging.WARNING, logger="operators.llm.cache"):
+        cache = RequestCache(str(tmp_path / "file" / CACHE_DIR))
+    assert asyncio.run(cache.get(CacheKey.of("c0", "judge", 1, PAYLOAD))) is None
+    asyncio.run(cache.put(CacheKey.of("c0", "judge", 1, PAYLOAD), ANSWER))
+    [warning] = [record.getMessage() for record in caplog.records]
+    assert "open failed" in warning

@@ -139,22 +139,34 @@ def open_cache(location: str) -> AnswerCache:
 
 class RequestCache:
     """One process's view of a local run's cache: its own SQLite file to write, and every file present at start to
-    read. Its coroutines answer inline: a local SQLite read or write takes microseconds, less than a thread hand-off."""
+    read. Its coroutines answer inline: a local SQLite read or write takes microseconds, less than a thread hand-off.
+    A file it cannot create or write (a full disk, a quota, a read-only filesystem) costs one warning, and the process
+    stops caching: the calls go on, and the run's writers say what the disk refuses them."""
 
     def __init__(self, directory: str) -> None:
+        self.location = directory
+        self._warned = False
         folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
         others = sorted(folder.glob(f"*{SUFFIX}"))
         self.path = folder / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SUFFIX}"
-        # Autocommit (each put is its own transaction); used from the actor's event loop, which may not be the
-        # thread that built the operator.
-        self._own = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._own.execute("PRAGMA journal_mode=WAL")
-        self._own.execute("PRAGMA synchronous=NORMAL")  # durable when the process is killed, fast per answer
-        self._own.execute(_SCHEMA)
-        self._readers = [self._own] + [
-            sqlite3.connect(f"file:{other}?mode=ro", uri=True, check_same_thread=False) for other in others
-        ]
+        self._own = self._open_own(folder)
+        self._readers = [*([self._own] if self._own else []), *(
+            sqlite3.connect(f"file:{other}?mode=ro", uri=True, check_same_thread=False) for other in others)]
+
+    def _open_own(self, folder: Path) -> sqlite3.Connection | None:
+        """This process's SQLite file, ready to write, or None (warned) when it cannot be created."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            # Autocommit (each put is its own transaction); used from the actor's event loop, which may not be the
+            # thread that built the operator.
+            own = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            own.execute("PRAGMA journal_mode=WAL")
+            own.execute("PRAGMA synchronous=NORMAL")  # durable when the process is killed, fast per answer
+            own.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            warn_once(self, "open", error)
+            return None
+        return own
 
     async def get(self, key: CacheKey) -> dict[str, Any] | None:
         """The answer stored under `key` in any file this process reads, or None."""
@@ -171,11 +183,20 @@ class RequestCache:
         return None
 
     async def put(self, key: CacheKey, answer: Mapping[str, Any]) -> None:
-        """Store a successful answer (JSON-serialisable fields) under `key`."""
-        self._own.execute(
-            "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
-            (key.candidate_id, key.stage, key.attempt, key.payload_sha256, json.dumps(answer, ensure_ascii=False)),
-        )
+        """Store a successful answer (JSON-serialisable fields) under `key`; after a write the file refused, nothing
+        more is stored."""
+        if self._own is None:
+            return
+        try:
+            self._own.execute(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
+                (key.candidate_id, key.stage, key.attempt, key.payload_sha256, json.dumps(answer, ensure_ascii=False)),
+            )
+        except (OSError, sqlite3.Error) as error:
+            warn_once(self, "write", error)
+            self._readers.remove(self._own)
+            self._own.close()
+            self._own = None
 
     def close(self) -> None:
         """Close every connection."""
@@ -202,7 +223,7 @@ class ObjectCache:
         try:
             self._filesystem, self._root = resolve(location)
         except StorageError as error:  # options it cannot parse, a bucket region it cannot look up
-            self._warn("open", error)
+            warn_once(self, "open", error)
         # An object store's PUT replaces an object whole; a local file is written aside and moved into place, so a
         # reader never sees half an answer.
         self._write_aside = isinstance(self._filesystem, pafs.LocalFileSystem)
@@ -231,7 +252,7 @@ class ObjectCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError) as error:  # unreachable, refused, or an object that is not an answer
-            self._warn("read", error)
+            warn_once(self, "read", error)
             return None
 
     def _write(self, key: CacheKey, body: bytes) -> None:
@@ -250,10 +271,13 @@ class ObjectCache:
                 stream.write(body)
             self._filesystem.move(aside, path)
         except OSError as error:
-            self._warn("write", error)
+            warn_once(self, "write", error)
 
-    def _warn(self, action: str, error: BaseException) -> None:
-        if not self._warned:
-            self._warned = True
-            logger.warning("llm cache %s: %s failed (%s); calls go on without it (further failures not logged)",
-                           self.location, action, first_line(error))
+
+def warn_once(cache: RequestCache | ObjectCache, action: str, error: BaseException) -> None:
+    """Log the first failure of `cache`'s store, and only that one: a cache is an optimisation, and a store that fails
+    fails for every answer (a full disk, an unreachable bucket)."""
+    if not cache._warned:
+        cache._warned = True
+        logger.warning("llm cache %s: %s failed (%s); calls go on without it (further failures not logged)",
+                       cache.location, action, first_line(error))

@@ -27,7 +27,13 @@ from conf.speed_tags import speed_keys
 from lean_pool.command_line import lean_checks_line
 from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
-from lean_pool.ray_start import init_ray_logging_to, limit_malloc_arenas, ray_init_options
+from lean_pool.ray_start import (
+    init_ray_logging_to,
+    limit_malloc_arenas,
+    ray_init_options,
+    record_ray_session,
+    stop_leftovers,
+)
 from operators.dedup import DedupSettings
 from operators.discover import RETRIED_STATUSES
 from operators.discover import STAGE as DISCOVER_STAGE
@@ -51,6 +57,8 @@ PROJECT = "folklore"
 T = TypeVar("T")
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
+# Beside it, which driver started the local Ray of the run's last start, and that Ray's session directory.
+RAY_SESSION = "ray_session.json"
 # Characters of the run URI's hash that name its node-local log directory when the run directory is a URI.
 NODE_LOG_DIGEST_CHARS = 16
 # Ray Data's block size target, below any row's size: each row leaves a stage in its own block as soon as its
@@ -205,13 +213,21 @@ class MiningJob:
 
     def _start_ray(self) -> None:
         """Start or join Ray as `ray:` says (unless this process already runs it), its log lines to the run's Ray log,
-        and set Ray Data up for the job."""
+        and set Ray Data up for the job. A local Ray is recorded beside the log, so that the next start of the run
+        stops what a driver killed with -9 left of it."""
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             options, note = ray_init_options(self.cfg.ray)
             if note:
                 print(note, file=sys.stderr, flush=True)
+            session_record = self.ray_log.parent / RAY_SESSION
+            stopped = stop_leftovers(session_record)
+            if stopped:
+                print(f"note: stopped {len(stopped)} processes the previous start's Ray left running "
+                      f"({', '.join(sorted(set(stopped)))})", file=sys.stderr, flush=True)
             init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
+            if "address" not in options:
+                record_ray_session(session_record)
         arrow_wire.register()
         configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
 

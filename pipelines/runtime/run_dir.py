@@ -13,6 +13,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from operators.storage import is_uri, join, location_of, open_location
+from operators.storage import StorageFull, is_uri, join, location_of, open_location, refused_write
 
 PARQUET_SUFFIX = ".parquet"
 # Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
@@ -45,9 +46,38 @@ def write_whole(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> str:
     directory, base = path.rsplit("/", 1)
     filesystem.create_dir(directory, recursive=True)
     temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, temporary, filesystem=filesystem)
+    try:
+        pq.write_table(table, temporary, filesystem=filesystem)
+    except BaseException:
+        _delete_if_there(filesystem, temporary)
+        raise
     filesystem.move(temporary, path)
     return path
+
+
+def _delete_if_there(filesystem: pafs.FileSystem, path: str) -> None:
+    try:
+        filesystem.delete_file(path)
+    except OSError:  # not written at all, or not removable either: the resume's `prepare` retries
+        return
+
+
+@contextmanager
+def refused_writes_in_one_line(location: str, tables: Sequence[str]) -> Iterator[None]:
+    """Turn a write the run directory at `location` refused (a full disk, a quota, a read-only filesystem: anywhere in
+    the job, a Ray worker's error included) into one `StorageFull` naming the run directory, once the files of
+    `tables` that the failed writes left half-written are deleted: the rows written before stay, whole."""
+    try:
+        yield
+    except Exception as error:
+        reason = refused_write(error)
+        if reason is None:
+            raise
+        run = RunDir(location)
+        removed = sum(run.remove_half_written(table) for table in tables)
+        raise StorageFull(f"{run.uri} refused a write ({reason}): the rows written before are kept and {removed} "
+                          "half-written files removed, so nothing is lost; make room (or move the run directory) "
+                          "and run the same command again to resume") from None
 
 
 def append_file(filesystem: pafs.FileSystem, directory: str, table: pa.Table, id_column: str) -> str:
@@ -157,6 +187,17 @@ class RunDir:
                 write_whole(self.filesystem, path, table.filter(pc.invert(retried)))
                 dropped += count
         return Repair(removed, dropped)
+
+    def remove_half_written(self, name: str) -> int:
+        """Delete the files of table `name` that cannot be read (cut by a write that failed); how many."""
+        removed = 0
+        for path in self.files(name):
+            try:
+                pq.read_metadata(path, filesystem=self.filesystem)
+            except (OSError, pa.ArrowInvalid):
+                self.filesystem.delete_file(path)
+                removed += 1
+        return removed
 
     def write_table(self, name: str, table: pa.Table) -> str:
         """Replace table `name` by one file holding `table` (for small tables rebuilt at the end of a run)."""

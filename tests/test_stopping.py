@@ -1,0 +1,81 @@
+"""How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a full
+disk as one line naming the run directory with no half-written file left, what a driver killed with -9 left of its
+Ray stopped by the next start; the fast parts here, the command-line runs in tests/test_stopping_e2e.py."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from lean_pool.command_line import INTERRUPTED, TERMINATED, run_command
+from operators.storage import StorageFull, refused_write
+from pipelines.runtime.cli import run_job
+from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_whole
+
+
+def test_sigterm_stops_a_job_as_ctrl_c_does(capsys):
+    def job() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # Python runs its handler before the next line
+
+    assert run_command(job) == TERMINATED == 143
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted: rows already written are kept; run the same command again to resume"]
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    assert run_command(interrupted) == INTERRUPTED
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+    OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)),
+    OSError(errno.EROFS, os.strerror(errno.EROFS)),
+    sqlite3.OperationalError("database or disk is full"),
+    RuntimeError("ray::execute_writing() ... OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] "
+                 "No space left on device"),
+])
+def test_a_refused_write_is_known_wherever_it_is_in_the_chain(error):
+    try:
+        try:
+            raise error
+        except Exception as cause:
+            raise RuntimeError("UDF failed to process a data block") from cause
+    except RuntimeError as wrapped:
+        assert refused_write(wrapped)
+    assert refused_write(OSError(errno.ENOENT, "No such file or directory")) is None
+
+
+def test_a_full_disk_leaves_no_half_written_file_and_one_error_line(tmp_path, monkeypatch, capsys):
+    """ENOSPC from the Parquet writer (monkeypatched: the writer writes part of the file, then the disk is full): no
+    temporary file of `write_whole` survives, a cut file of the table is removed, and the job's error is one line
+    naming the run directory, exit 4."""
+    run = RunDir(str(tmp_path / "run"))
+    kept = write_whole(pafs.LocalFileSystem(), f"{run.path}/candidates/kept.parquet", pa.table({"status": ["ok"]}))
+    (Path(run.path) / "candidates" / "cut.parquet").write_bytes(b"PAR1 cut by the full disk")
+
+    def full_disk(table: pa.Table, where: str, **_: object) -> None:
+        Path(where).write_bytes(b"PAR1")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pq, "write_table", full_disk)
+
+    def job() -> None:
+        with refused_writes_in_one_line(str(run.path), ["candidates"]):
+            write_whole(pafs.LocalFileSystem(), f"{run.path}/candidates/new.parquet", pa.table({"status": ["ok"]}))
+
+    assert run_job(job) == 4
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {run.uri} refused a write (No space left on device)") and "nothing is lost" in line
+    assert sorted(p.name for p in (Path(run.path) / "candidates").iterdir()) == [Path(kept).name]
+    with pytest.raises(StorageFull):
+        with refused_writes_in_one_line(str(run.path), ["candidates"]):
+            raise sqlite3.OperationalError("database or disk is full")

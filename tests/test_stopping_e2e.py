@@ -1,0 +1,127 @@
+"""`mine` stopped from outside or on a full disk, through the command line as a user runs it: SIGTERM is Ctrl-C (one
+line, exit 143), the start after a kill -9 stops what the killed driver's Ray left, a full disk is one line (exit 4)
+with nothing half-written left, and each run resumes to the end with no candidate twice."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from tests.mine_support import REPO, read_table
+
+pytestmark = pytest.mark.ray
+RUN_TIMEOUT_S = 240
+POLL_S = 0.1
+# Words of Ray's C++ core that must not reach the terminal on a stop (they go to the run's logs/ray.log).
+RAYS_CPP_DUMP = ("*** SIGTERM", "Stack trace", "core_worker")
+TINY_DISK = "size=200k"  # room for run.json and a few files, not for a run with its answer cache
+DISK_FULL_EXIT = 4
+
+
+def mine_args(run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}",
+            "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1", "lean.sim.import_s=0.05",
+            "lean.sim.check_s=0.01", "output.status_every_s=1"]
+
+
+def start(run_dir: Path, out: Path) -> subprocess.Popen:
+    with out.open("wb") as stream:
+        return subprocess.Popen(mine_args(run_dir), cwd=REPO, stdout=stream, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def once_running(driver: subprocess.Popen, out: Path) -> None:
+    """Wait until the driver printed its first `[status]` line."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while "[status]" not in out.read_text():
+        assert driver.poll() is None, out.read_text()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+
+
+def ray_agents_of(session_id: int) -> list[psutil.Process]:
+    return [process for process in psutil.process_iter(["pid", "name"])
+            if (process.info["name"] or "").endswith("Agent") and _session(process) == session_id]
+
+
+def _session(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def finish(run_dir: Path, out: Path) -> str:
+    """Run the command to its end: exit 0, every candidate once; what it printed."""
+    driver = start(run_dir, out)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 0, out.read_text()[-3000:]
+    candidates = read_table(run_dir, "candidates")
+    assert len(candidates) and candidates["candidate_id"].is_unique().all(), "no candidate written twice"
+    return out.read_text()
+
+
+def test_sigterm_is_ctrl_c_and_a_killed_drivers_ray_is_stopped_by_the_next_start(tmp_path):
+    run_dir = tmp_path / "run"
+    driver = start(run_dir, tmp_path / "terminated.log")
+    once_running(driver, tmp_path / "terminated.log")
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 143
+    text = (tmp_path / "terminated.log").read_text()
+    assert [line for line in text.splitlines() if line.startswith("interrupted")] == [
+        "interrupted: rows already written are kept; run the same command again to resume"], text
+    assert not [line for line in text.splitlines() if any(words in line for words in RAYS_CPP_DUMP)], text
+
+    killed = start(run_dir, tmp_path / "killed.log")
+    once_running(killed, tmp_path / "killed.log")
+    killed.kill()
+    killed.wait()
+    left = ray_agents_of(killed.pid)
+    assert left, "Ray's node agents outlive a driver killed with -9"
+
+    text = finish(run_dir, tmp_path / "resumed.log")
+    assert "note: stopped" in text and "the previous start's Ray left running" in text, text
+    _, alive = psutil.wait_procs(left, timeout=1)
+    assert alive == [], "the start stopped the killed driver's agents"
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A directory on a filesystem of `TINY_DISK` (a tmpfs, mounted as root can)."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", TINY_DISK, "tmpfs", str(mount_point)],
+                             capture_output=True, check=False)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_a_full_disk_is_one_line_and_the_run_resumes_on_a_bigger_one(tmp_path, tiny_disk):
+    run_dir = tiny_disk / "run"
+    out = tmp_path / "full.log"
+    driver = start(run_dir, out)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == DISK_FULL_EXIT, out.read_text()[-3000:]
+    text = out.read_text()
+    [line] = [line for line in text.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {run_dir} refused a write (No space left on device)") and "nothing is lost" in line
+    assert "Traceback" not in text and "OperationalError" not in text, text
+    warnings = [line for line in text.splitlines() if "llm cache" in line]
+    assert all("calls go on without it" in warning for warning in warnings), warnings
+    for path in run_dir.rglob("*.parquet*"):
+        pq.read_metadata(path)  # no half-written file survives
+    assert not list(run_dir.rglob(".*.tmp")), "nor a temporary one"
+    bigger = tmp_path / "bigger"
+    shutil.copytree(run_dir, bigger)
+    finish(bigger, tmp_path / "resumed.log")
