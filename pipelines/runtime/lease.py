@@ -110,7 +110,7 @@ def lost_warning(run_dir: str, holder: Holder | None) -> str:
 
 def this_holder(now: datetime) -> Holder:
     """This process as a lease names it."""
-    stamp = now.isoformat()
+    stamp = now.isoformat(timespec="seconds")
     return Holder(host=socket.gethostname(), pid=os.getpid(), job_id=ray_job_id(), started_at=stamp, renewed_at=stamp)
 
 
@@ -324,7 +324,7 @@ class Lease:
     def _renew_until_released(self) -> None:
         warned = False
         while not self._stop.wait(self.renew_s):
-            renewed = replace(self.holder, renewed_at=utc_now().isoformat())
+            renewed = replace(self.holder, renewed_at=utc_now().isoformat(timespec="seconds"))
             try:
                 tag = self.store.replace(renewed.to_bytes(), self.tag)
             except Exception as error:  # a store down a moment: the next round tries again
