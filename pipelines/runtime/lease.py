@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
-from operators.storage import is_uri, without_options
+from operators.storage import first_line, is_uri, without_options
 from pipelines.runtime.cli import SetupError
 
 LEASE = "lease.json"
@@ -329,7 +329,7 @@ class Lease:
                 tag = self.store.replace(renewed.to_bytes(), self.tag)
             except Exception as error:  # a store down a moment: the next round tries again
                 if not warned:
-                    print(f"warning: run_dir={self.run_dir}: lease not renewed ({error}); trying again",
+                    print(f"warning: run_dir={self.run_dir}: lease not renewed ({first_line(error)}); trying again",
                           file=sys.stderr, flush=True)
                     warned = True
                 continue
