@@ -48,6 +48,7 @@ from operators.storage import first_line, is_uri, join, open_location
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
+from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
@@ -158,7 +159,14 @@ class MiningJob:
         self.find_inputs()
         self.backend = LLMBackend(cfg.llm)
         self.run = RunDir(str(cfg.run_dir))
-        self.manifest = self.claim_run_dir()
+        # One driver per run: a second start on a held run directory is refused here, having written nothing.
+        self.lease = take(lease_store(self.run.uri, self.run.filesystem, self.run.path), self.run.uri,
+                          float(cfg.lease.renew_s), float(cfg.lease.stale_s))
+        try:
+            self.manifest = self.claim_run_dir()
+        except BaseException:
+            self.lease.release()
+            raise
         self._pool: LeanPool | None = None
         self._pool_lock = threading.Lock()
         self._off_the_driver: set[ray.ObjectRef] = set()
@@ -189,6 +197,14 @@ class MiningJob:
             raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 
     def __enter__(self) -> MiningJob:
+        try:
+            return self._start()
+        except BaseException:
+            self.lease.release()
+            raise
+
+    def _start(self) -> MiningJob:
+        """What `__enter__` starts; the lease is released when any of it fails."""
         limit_malloc_arenas(int(self.cfg.ray.driver_malloc_arenas))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
         # endpoint unreachable, refusing the key, not serving a role's model or a stage's max_tokens beyond its
@@ -232,15 +248,18 @@ class MiningJob:
         configure_data_context(ray.data.DataContext.get_current(), float(self.cfg.ray.no_progress_timeout_s))
 
     def __exit__(self, *exc: object) -> None:
-        self._cancel_off_the_driver()
-        self.ticker.__exit__()
-        if self._pool is not None:
-            self._pool.shutdown()
-        self.backend.__exit__(*exc)
-        if self._started_ray:
-            ray.shutdown()  # the job's actors and workers end with it, not minutes later
-            if is_uri(self.run.uri):
-                print(f"ray log: {self.run.keep_log(self.ray_log, RAY_LOG)}", flush=True)
+        try:
+            self._cancel_off_the_driver()
+            self.ticker.__exit__()
+            if self._pool is not None:
+                self._pool.shutdown()
+            self.backend.__exit__(*exc)
+            if self._started_ray:
+                ray.shutdown()  # the job's actors and workers end with it, not minutes later
+                if is_uri(self.run.uri):
+                    print(f"ray log: {self.run.keep_log(self.ray_log, RAY_LOG)}", flush=True)
+        finally:
+            self.lease.release()
 
     @property
     def ray_log(self) -> Path:

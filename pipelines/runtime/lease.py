@@ -1,0 +1,375 @@
+"""One driver per run: a lease object in the run directory that a job holds while it runs.
+
+A job writes `lease.json` (host, pid, Ray job id, start, last renewal) only if it is absent, renews it from a daemon
+thread every `lease.renew_s` and deletes it when it ends. A second job on the same run directory finds it and is
+refused, naming the holder; a lease not renewed for `lease.stale_s` (its holder was killed) is taken over with a note.
+Every write is conditional on what the writer last saw, so two drivers never both hold a run: locally an exclusive
+create (`O_CREAT|O_EXCL`) and, for a renewal, take-over or release, a compare under `flock`; on `s3://` S3's
+conditional requests (`If-None-Match: *` to create, `If-Match: <ETag>` to replace or delete), through boto3. Other
+filesystem URIs compare and write without a condition the store enforces (a race of two starts within one request's
+time is not caught there).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+import pyarrow.fs as pafs
+
+from operators.storage import first_line, is_uri, without_options
+from pipelines.runtime.cli import SetupError
+
+LEASE = "lease.json"
+S3_SCHEME = "s3"
+# Where `ray job submit` tells its entrypoint which job it is (the submission id, in the job's metadata).
+RAY_JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+RAY_JOB_ID_KEY = "job_submission_id"
+# Rounds of create, read, take over: each lost race ends in a lease another start just wrote, refused on the next round.
+TAKE_ROUNDS = 3
+# HTTP statuses of an S3 request whose condition failed, of a conditional create racing another, of an object gone.
+PRECONDITION_FAILED = 412
+CONDITIONAL_CONFLICT = 409
+NOT_FOUND = 404
+
+
+class LeaseHeld(SetupError):
+    """The run directory is held by another run whose lease is fresh."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a run: what the lease object says."""
+
+    host: str
+    pid: int
+    job_id: str | None
+    started_at: str
+    renewed_at: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+
+def parse_holder(body: bytes) -> Holder | None:
+    """The holder a lease object names, None when it is not a lease this code wrote (torn, foreign, empty)."""
+    try:
+        fields = json.loads(body.decode())
+        return Holder(host=str(fields["host"]), pid=int(fields["pid"]), job_id=fields.get("job_id"),
+                      started_at=str(fields["started_at"]), renewed_at=str(fields["renewed_at"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def is_stale(holder: Holder | None, now: datetime, stale_s: float) -> bool:
+    """Whether a lease may be taken over: not renewed for `stale_s` seconds (an unreadable one always may)."""
+    if holder is None:
+        return True
+    try:
+        renewed = datetime.fromisoformat(holder.renewed_at)
+    except ValueError:
+        return True
+    return (now - renewed).total_seconds() > stale_s
+
+
+def describe(holder: Holder | None) -> str:
+    """The holder as the lines below name it."""
+    if holder is None:
+        return "an unreadable lease"
+    job = f", ray job {holder.job_id}" if holder.job_id else ""
+    return f"host {holder.host}, pid {holder.pid}{job}, since {holder.started_at} (last renewed {holder.renewed_at})"
+
+
+def refusal(run_dir: str, holder: Holder | None, stale_s: float) -> str:
+    """The one line a second driver on a held run directory gets (after `error: `)."""
+    return (f"run_dir={run_dir} is held by another run: {describe(holder)}; one driver per run: wait for it to end or "
+            f"stop it (a lease not renewed for lease.stale_s={stale_s:g}s is taken over)")
+
+
+def takeover_note(run_dir: str, holder: Holder | None, stale_s: float) -> str:
+    """The one line a start that takes over a stale lease prints."""
+    return (f"note: run_dir={run_dir} was held by a run not heard from for over lease.stale_s={stale_s:g}s "
+            f"({describe(holder)}); taking it over")
+
+
+def lost_warning(run_dir: str, holder: Holder | None) -> str:
+    """The one line a running job prints when its lease was taken over while it ran (it was not renewed in time)."""
+    return (f"warning: run_dir={run_dir}: this run's lease was taken over by {describe(holder)}; two drivers may now "
+            "write this run: stop one")
+
+
+def this_holder(now: datetime) -> Holder:
+    """This process as a lease names it."""
+    stamp = now.isoformat(timespec="seconds")
+    return Holder(host=socket.gethostname(), pid=os.getpid(), job_id=ray_job_id(), started_at=stamp, renewed_at=stamp)
+
+
+def ray_job_id() -> str | None:
+    """The submission id of the `ray job submit` running this driver, None outside one."""
+    try:
+        return json.loads(os.environ[RAY_JOB_CONFIG_VARIABLE])["metadata"][RAY_JOB_ID_KEY]
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class LeaseStore(Protocol):
+    """One lease object and the conditional writes on it; a tag is what a write is conditional on."""
+
+    def create(self, body: bytes) -> Any | None:
+        """Write `body` if there is no lease; its tag, or None when there is one."""
+
+    def read(self) -> tuple[bytes, Any] | None:
+        """The lease and its tag, None when there is none."""
+
+    def replace(self, body: bytes, tag: Any) -> Any | None:
+        """Write `body` if the lease is still the one tagged `tag`; the new tag, or None when it is not."""
+
+    def delete(self, tag: Any) -> None:
+        """Delete the lease if it is still the one tagged `tag`."""
+
+
+class LocalLeaseStore:
+    """A lease file on a local (or NFS-mounted) directory; a tag is the file's bytes, compared under `flock`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def create(self, body: bytes) -> bytes | None:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a reader waits until the lease is whole
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return body
+
+    @contextmanager
+    def _locked(self) -> Iterator[int | None]:
+        """The lease file open and locked, None when there is none (or it was replaced meanwhile)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            yield fd if same else None
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _contents(fd: int) -> bytes:
+        return os.pread(fd, os.fstat(fd).st_size, 0)
+
+    def read(self) -> tuple[bytes, bytes] | None:
+        with self._locked() as fd:
+            if fd is None:
+                return None
+            body = self._contents(fd)
+            return body, body
+
+    def replace(self, body: bytes, tag: bytes) -> bytes | None:
+        with self._locked() as fd:
+            if fd is None or self._contents(fd) != tag:
+                return None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, body, 0)
+            os.fsync(fd)
+            return body
+
+    def delete(self, tag: bytes) -> None:
+        with self._locked() as fd:
+            if fd is not None and self._contents(fd) == tag:
+                os.unlink(self.path)
+
+
+class S3LeaseStore:
+    """A lease object on S3 (or a store speaking its conditional requests, like MinIO); a tag is the object's ETag.
+    The endpoint and region come from the run's URI options (`endpoint_override`, `scheme`, `region`) or the AWS
+    variables, as pyarrow reads them."""
+
+    def __init__(self, location: str) -> None:
+        import boto3  # only runs on s3:// pay for its import
+
+        parts = urlsplit(location)
+        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        endpoint = options.get("endpoint_override")
+        if endpoint is not None and "://" not in endpoint:
+            endpoint = f"{options.get('scheme', 'https')}://{endpoint}"
+        self.client = boto3.client(S3_SCHEME, endpoint_url=endpoint, region_name=options.get("region"))
+        self.bucket = parts.netloc
+        self.key = parts.path.strip("/")
+        self.failed = self.client.exceptions.ClientError
+
+    @staticmethod
+    def _condition_failed(error: Exception) -> bool:
+        """Whether a request failed because its condition did not hold or the object is gone."""
+        status = getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return status in (PRECONDITION_FAILED, CONDITIONAL_CONFLICT, NOT_FOUND)
+
+    def create(self, body: bytes) -> str | None:
+        try:
+            return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=body, IfNoneMatch="*")["ETag"]
+        except self.failed as error:
+            if self._condition_failed(error):
+                return None
+            raise
+
+    def read(self) -> tuple[bytes, str] | None:
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
+        except self.failed as error:
+            if self._condition_failed(error):
+                return None
+            raise
+        return answer["Body"].read(), answer["ETag"]
+
+    def replace(self, body: bytes, tag: str) -> str | None:
+        try:
+            return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=body, IfMatch=tag)["ETag"]
+        except self.failed as error:
+            if self._condition_failed(error):
+                return None
+            raise
+
+    def delete(self, tag: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=tag)
+        except self.failed as error:
+            if not self._condition_failed(error):
+                raise
+
+
+class FilesystemLeaseStore:
+    """A lease file on any other pyarrow filesystem: the same steps, with the condition checked just before each
+    write rather than by the store."""
+
+    def __init__(self, filesystem: pafs.FileSystem, path: str) -> None:
+        self.filesystem = filesystem
+        self.path = path
+
+    def create(self, body: bytes) -> bytes | None:
+        if self.read() is not None:
+            return None
+        with self.filesystem.open_output_stream(self.path) as stream:
+            stream.write(body)
+        return body
+
+    def read(self) -> tuple[bytes, bytes] | None:
+        if self.filesystem.get_file_info(self.path).type != pafs.FileType.File:
+            return None
+        with self.filesystem.open_input_stream(self.path) as stream:
+            body = stream.read()
+        return body, body
+
+    def replace(self, body: bytes, tag: bytes) -> bytes | None:
+        current = self.read()
+        if current is None or current[1] != tag:
+            return None
+        with self.filesystem.open_output_stream(self.path) as stream:
+            stream.write(body)
+        return body
+
+    def delete(self, tag: bytes) -> None:
+        current = self.read()
+        if current is not None and current[1] == tag:
+            self.filesystem.delete_file(self.path)
+
+
+def lease_store(uri: str, filesystem: pafs.FileSystem, run_path: str) -> LeaseStore:
+    """The store of the lease of the run directory `uri` (`filesystem` and `run_path`: where `RunDir` resolved it)."""
+    if not is_uri(uri):
+        return LocalLeaseStore(f"{run_path}/{LEASE}")
+    if urlsplit(uri).scheme == S3_SCHEME:
+        parts = urlsplit(uri)
+        return S3LeaseStore(parts._replace(path=f"{parts.path.rstrip('/')}/{LEASE}").geturl())
+    return FilesystemLeaseStore(filesystem, f"{run_path}/{LEASE}")
+
+
+class Lease:
+    """A held lease: renewed from a daemon thread until `release`."""
+
+    def __init__(self, store: LeaseStore, run_dir: str, holder: Holder, tag: Any, renew_s: float) -> None:
+        self.store = store
+        self.run_dir = run_dir
+        self.holder = holder
+        self.tag = tag
+        self.renew_s = renew_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew_until_released, name="lease-renewal", daemon=True)
+        self._thread.start()
+
+    def _renew_until_released(self) -> None:
+        warned = False
+        while not self._stop.wait(self.renew_s):
+            renewed = replace(self.holder, renewed_at=utc_now().isoformat(timespec="seconds"))
+            try:
+                tag = self.store.replace(renewed.to_bytes(), self.tag)
+            except Exception as error:  # a store down a moment: the next round tries again
+                if not warned:
+                    print(f"warning: run_dir={self.run_dir}: lease not renewed ({first_line(error)}); trying again",
+                          file=sys.stderr, flush=True)
+                    warned = True
+                continue
+            if tag is None:
+                current = self.store.read()
+                print(lost_warning(self.run_dir, None if current is None else parse_holder(current[0])),
+                      file=sys.stderr, flush=True)
+                return
+            self.holder, self.tag = renewed, tag
+
+    def release(self) -> None:
+        """Stop renewing and delete the lease (unless another run took it over meanwhile); idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        self.store.delete(self.tag)
+
+
+def take(store: LeaseStore, run_dir: str, renew_s: float, stale_s: float) -> Lease:
+    """Hold the run directory's lease: create it, or take over a stale one (printing a note); a fresh lease of
+    another run is `LeaseHeld`, naming it."""
+    if not 0 < renew_s < stale_s:
+        raise SetupError(f"lease.renew_s={renew_s:g} must be above 0 and below lease.stale_s={stale_s:g}")
+    shown = without_options(run_dir)
+    holder = this_holder(utc_now())
+    body = holder.to_bytes()
+    seen: Holder | None = None
+    for _ in range(TAKE_ROUNDS):
+        tag = store.create(body)
+        if tag is not None:
+            return Lease(store, shown, holder, tag, renew_s)
+        current = store.read()
+        if current is None:
+            continue
+        seen = parse_holder(current[0])
+        if not is_stale(seen, utc_now(), stale_s):
+            break
+        tag = store.replace(body, current[1])
+        if tag is not None:
+            print(takeover_note(shown, seen, stale_s), file=sys.stderr, flush=True)
+            return Lease(store, shown, holder, tag, renew_s)
+    raise LeaseHeld(refusal(shown, seen, stale_s))

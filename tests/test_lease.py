@@ -1,0 +1,106 @@
+"""One driver per run: a second start on a held run directory is one `error:` line naming the holder, exit 2 and
+nothing written; a lease whose holder stopped renewing is taken over with a `note:`; on S3 the lease object is
+created only if absent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from pipelines.runtime.lease import (LEASE, Holder, LeaseHeld, LocalLeaseStore, S3LeaseStore, is_stale, parse_holder,
+                                     refusal, take)
+
+REPO = Path(__file__).resolve().parents[1]
+# A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.
+RUN_TIMEOUT_S = 600
+STALE_S = 180.0
+RENEW_S = 30.0
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
+
+
+def holder_at(renewed: datetime, host: str = "elsewhere", pid: int = 4242) -> Holder:
+    started = (renewed - timedelta(hours=1)).isoformat(timespec="seconds")
+    return Holder(host=host, pid=pid, job_id="raysubmit_abc", started_at=started,
+                  renewed_at=renewed.isoformat(timespec="seconds"))
+
+
+def mine(run_dir: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}", *more],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=run_dir.parent,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_a_lease_renewed_within_stale_s_is_held_and_one_older_or_unreadable_is_stale() -> None:
+    assert not is_stale(holder_at(NOW - timedelta(seconds=STALE_S - 1)), NOW, STALE_S)
+    assert is_stale(holder_at(NOW - timedelta(seconds=STALE_S + 1)), NOW, STALE_S)
+    assert is_stale(parse_holder(b"{not json"), NOW, STALE_S)
+    assert parse_holder(holder_at(NOW).to_bytes()) == holder_at(NOW)
+
+
+def test_the_refusal_names_the_holders_host_pid_job_and_start() -> None:
+    line = refusal("runs/mine", holder_at(NOW), STALE_S)
+    assert line.startswith("run_dir=runs/mine is held by another run: host elsewhere, pid 4242, ray job raysubmit_abc, "
+                           "since 2026-11-27T11:00:00+00:00 (last renewed 2026-11-27T12:00:00+00:00)")
+    assert "lease.stale_s=180s" in line and "\n" not in line
+
+
+def test_a_second_local_taker_is_refused_until_the_first_releases(tmp_path: Path) -> None:
+    store = LocalLeaseStore(str(tmp_path / LEASE))
+    first = take(store, str(tmp_path), RENEW_S, STALE_S)
+    with pytest.raises(LeaseHeld, match=f"pid {os.getpid()}"):
+        take(store, str(tmp_path), RENEW_S, STALE_S)
+    first.release()
+    assert not (tmp_path / LEASE).exists()
+    take(store, str(tmp_path), RENEW_S, STALE_S).release()
+
+
+def test_a_second_mine_on_a_held_run_dir_is_one_line_naming_the_holder_and_writes_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    lease = holder_at(datetime.now(timezone.utc)).to_bytes()
+    (run_dir / LEASE).write_bytes(lease)
+    done = mine(run_dir)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert errors[0].startswith(f"error: run_dir={run_dir} is held by another run: host elsewhere, pid 4242, "
+                                "ray job raysubmit_abc, since ")
+    assert sorted(path.name for path in run_dir.iterdir()) == [LEASE]
+    assert (run_dir / LEASE).read_bytes() == lease
+
+
+@pytest.mark.ray
+def test_a_stale_lease_is_taken_over_with_a_note_and_released_at_the_end(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / LEASE).write_bytes(holder_at(datetime.now(timezone.utc) - timedelta(hours=1)).to_bytes())
+    done = mine(run_dir, "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1")
+    takeovers = [line for line in done.stderr.splitlines() if line.startswith("note:") and "taking it over" in line]
+    assert done.returncode == 0, done.stderr
+    assert len(takeovers) == 1, done.stderr
+    assert takeovers[0].startswith(f"note: run_dir={run_dir} was held by a run not heard from for over "
+                                   f"lease.stale_s={STALE_S:g}s (host elsewhere, pid 4242, ray job raysubmit_abc")
+    assert (run_dir / "candidates").is_dir()
+    assert not (run_dir / LEASE).exists()
+
+
+def test_a_lease_on_s3_refuses_a_second_taker_and_a_stale_one_is_taken_over(object_store, capsys) -> None:
+    run = f"{object_store.create_bucket('leased')}/run"
+    store = S3LeaseStore(f"{run}/{LEASE}")
+    first = take(store, run, RENEW_S, STALE_S)
+    with pytest.raises(LeaseHeld, match=f"run_dir={run} is held by another run: host .*, pid {os.getpid()}"):
+        take(S3LeaseStore(f"{run}/{LEASE}"), run, RENEW_S, STALE_S)
+    first.release()
+    assert object_store.keys("leased/run") == []
+
+    assert store.create(holder_at(datetime.now(timezone.utc) - timedelta(hours=1)).to_bytes()) is not None
+    taken = take(store, run, RENEW_S, STALE_S)
+    assert capsys.readouterr().err.startswith(f"note: run_dir={run} was held by a run not heard from")
+    assert parse_holder(store.read()[0]).pid == os.getpid()
+    taken.release()
+    assert object_store.keys("leased/run") == []
