@@ -27,13 +27,17 @@ def is_uri(location: str) -> bool:
 
 
 def resolve(location: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of `location` and the path on it (local paths made absolute; a URI's query options applied)."""
+    """The filesystem of `location` and the path on it (local paths and `file://` URIs made absolute and normal; a
+    URI's query options applied)."""
     if not is_uri(location):
         return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
     try:
-        return pafs.FileSystem.from_uri(location)
+        filesystem, path = pafs.FileSystem.from_uri(location)
     except (OSError, ValueError) as error:
         raise StorageError(f"{location}: {first_line(error)}") from error
+    if isinstance(filesystem, pafs.LocalFileSystem):  # `file:///a/./b/../b/` is the folder `/a/b` names
+        return filesystem, str(Path(path).resolve())
+    return filesystem, path
 
 
 def join(location: str, *parts: str) -> str:
