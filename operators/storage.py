@@ -9,6 +9,7 @@ the S3 client inside pyarrow reads on each node itself: nothing here holds a sec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -70,11 +71,14 @@ def without_options(location: str) -> str:
     return urlunsplit((scheme, netloc, path, "", ""))
 
 
-def open_location(location: str, create: bool = False) -> tuple[pafs.FileSystem, str]:
+def open_location(location: str, create: bool = False,
+                  check: Callable[[pafs.FileSystem, str], None] | None = None) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path of `location`, tried by one request before any work starts (the directory created
-    first when `create`): a missing bucket, refused credentials or an endpoint that does not answer is a
-    `StorageError` naming the location, not a traceback an hour into a run."""
+    first when `create`, after `check` had its say on the resolved location): a missing bucket, refused credentials
+    or an endpoint that does not answer is a `StorageError` naming the location, not a traceback an hour into a run."""
     filesystem, path = resolve(location)
+    if check is not None:
+        check(filesystem, path)
     try:
         if create:
             filesystem.create_dir(path, recursive=True)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from operators.storage import StorageError, first_line, is_uri, join, location_of, open_location, resolve
+from operators.storage import StorageError, first_line, is_uri, join, location_of, open_location
 
 PARQUET_SUFFIX = ".parquet"
 # Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
@@ -140,13 +140,13 @@ class RunDir:
     def __init__(self, location: str) -> None:
         # A place no run belongs is an UnfitRunDir, and a missing bucket or refused credentials a StorageError, here,
         # before a job creates anything or starts Ray.
-        filesystem, path = resolve(location)
-        if isinstance(filesystem, pafs.LocalFileSystem):
-            reason = unfit_reason(Path(path))
+        def refuse_unfit(filesystem: pafs.FileSystem, path: str) -> None:
+            reason = unfit_reason(Path(path)) if isinstance(filesystem, pafs.LocalFileSystem) else None
             if reason is not None:
                 raise UnfitRunDir(f"{location} cannot be a run directory: it is {reason}. A run writes its tables, "
                                   f"logs and run.json into a folder of its own: name one, e.g. runs/NAME")
-        self.filesystem, self.path = open_location(location, create=True)
+
+        self.filesystem, self.path = open_location(location, create=True, check=refuse_unfit)
         self.uri = location if is_uri(location) else self.path
 
     def table_uri(self, name: str) -> str:
