@@ -66,8 +66,8 @@ def schema_difference(written: pa.Schema, table: pa.Schema) -> str | None:
     extra = [name for name in written.names if name not in table.names]
     retyped = [f"{field.name} is {field.type}, not {table.field(field.name).type}" for field in written
                if field.name in table.names and not type_fits(field.type, table.field(field.name).type)]
-    parts = [*([f"lacks {listed(missing)}"] if missing else []), *([f"has {listed(extra)} beyond them"] if extra else []),
-             *retyped]
+    parts = [*([f"lacks {listed(missing)}"] if missing else []),
+             *([f"has {listed(extra)} beyond them"] if extra else []), *retyped]
     return "; ".join(parts) or None
 
 
