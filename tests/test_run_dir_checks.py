@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.run_dir import RunDir
 from tests.handmade_run import write_run
 
@@ -100,18 +101,20 @@ def test_tables_without_a_run_json_are_refused_unless_a_start_vouches_for_its_se
     assert not (run / "run.json").exists()
 
 
-@pytest.mark.ray
-def test_a_run_named_by_a_file_uri_keeps_every_table_under_it_and_resumes_on_trust_without_run_json(
-        tmp_path: Path) -> None:
-    spelled = f"file://{tmp_path}/./run/../run/"
-    first = command("mine", "preset=demo", f"run_dir={spelled}", *ONE_SEED, cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    run = tmp_path / "run"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
-    rows = pq.read_table(run / "candidates").num_rows
-    assert rows and f"candidates: {rows}" in first.stdout
+def test_a_start_that_vouches_for_the_settings_of_tables_without_run_json_records_it(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
     (run / "run.json").unlink()
-    again = command("mine", "preset=demo", f"run_dir={spelled}", *ONE_SEED, "resume.accept_changes=[*]", cwd=tmp_path)
-    assert again.returncode == 0 and pq.read_table(run / "candidates").num_rows == rows
-    assert json.loads((run / "run.json").read_text())["settings_taken_on_trust"]["tables"] == ["discoveries",
-                                                                                               "candidates"]
+    job = MiningJob(load_config(["preset=demo", f"run_dir={run}", *ONE_SEED, "resume.accept_changes=[*]"]))
+    recorded = json.loads((run / "run.json").read_text())
+    assert job.manifest["run_id"] == recorded["run_id"]
+    assert recorded["settings_taken_on_trust"]["tables"] == ["discoveries", "candidates"]
+    assert recorded["tables"]["candidates"]["settings"]["prove.max_repairs"] == 2
+
+
+@pytest.mark.ray
+def test_a_run_named_by_a_file_uri_keeps_every_table_under_it(tmp_path: Path) -> None:
+    result = command("mine", "preset=demo", f"run_dir=file://{tmp_path}/./run/../run/", *ONE_SEED, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+    rows = pq.read_table(tmp_path / "run" / "candidates").num_rows
+    assert rows and f"candidates: {rows}" in result.stdout
