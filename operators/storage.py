@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -57,13 +58,17 @@ def is_uri(location: str) -> bool:
 
 
 def resolve(location: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of `location` and the path on it (local paths made absolute; a URI's query options applied)."""
+    """The filesystem of `location` and the path on it (local paths and `file://` URIs made absolute and normal; a
+    URI's query options applied)."""
     if not is_uri(location):
         return pafs.LocalFileSystem(), str(Path(location).expanduser().resolve())
     try:
-        return pafs.FileSystem.from_uri(location)
+        filesystem, path = pafs.FileSystem.from_uri(location)
     except (OSError, ValueError) as error:
         raise StorageError(f"{location}: {first_line(error)}") from error
+    if isinstance(filesystem, pafs.LocalFileSystem):  # `file:///a/./b/../b/` is the folder `/a/b` names
+        return filesystem, str(Path(path).resolve())
+    return filesystem, path
 
 
 def join(location: str, *parts: str) -> str:
@@ -96,11 +101,14 @@ def without_options(location: str) -> str:
     return urlunsplit((scheme, netloc, path, "", ""))
 
 
-def open_location(location: str, create: bool = False) -> tuple[pafs.FileSystem, str]:
+def open_location(location: str, create: bool = False,
+                  check: Callable[[pafs.FileSystem, str], None] | None = None) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path of `location`, tried by one request before any work starts (the directory created
-    first when `create`): a missing bucket, refused credentials or an endpoint that does not answer is a
-    `StorageError` naming the location, not a traceback an hour into a run."""
+    first when `create`, after `check` had its say on the resolved location): a missing bucket, refused credentials
+    or an endpoint that does not answer is a `StorageError` naming the location, not a traceback an hour into a run."""
     filesystem, path = resolve(location)
+    if check is not None:
+        check(filesystem, path)
     try:
         if create:
             filesystem.create_dir(path, recursive=True)

@@ -183,7 +183,7 @@ def decontaminate(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str
     manifest = {"corpus": without_options(str(cfg["corpus"])), "tables": counts, "benchmarks": summary,
                 "method": method_description(judge.settings), "matches": cfg["matches"],
                 "embedding_model": cfg["embedding"]["model_id"] if judge.settings.embedding else None}
-    with out.filesystem.open_output_stream(f"{out.path}/{MANIFEST}") as stream:
+    with out.filesystem.open_output_stream(join(out.path, MANIFEST)) as stream:
         stream.write(json.dumps(manifest, indent=2).encode())
     written[MANIFEST] = join(out.uri, MANIFEST)
     return manifest, written

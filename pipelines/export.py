@@ -236,7 +236,7 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
                             "Pass allow_sim=true to export it anyway, marked simulated.")
     mining = mining_config(run)
     target = RunDir(run.uri)
-    base = f"{target.path}/{cfg['out_subdir']}"
+    base = join(target.path, cfg['out_subdir'])
 
     def put(relative: str, data: bytes) -> None:
         directory = f"{base}/{relative}".rsplit("/", 1)[0]

@@ -348,7 +348,7 @@ def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
     """Write report.md, the PNGs and tables/*.csv into the run directory at `uri`, in place of an earlier report (a
     plot this report does not draw must not stay beside it); returns the report's location."""
     target = RunDir(uri)
-    base = f"{target.path}/{out_subdir}"
+    base = join(target.path, out_subdir)
     target.filesystem.delete_dir_contents(base, missing_dir_ok=True)
     target.filesystem.create_dir(f"{base}/tables", recursive=True)
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -446,3 +449,39 @@ async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_pe
     report = usage_report(usage).splitlines()
     assert "cut=0" in report[0] and report[0].startswith("llm formalize:")
     assert "cut=1" in report[1] and report[1].startswith("llm judge:")
+
+
+class LoneSurrogateAnswers(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint whose every answer holds a lone surrogate, escaped as JSON allows."""
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = ('{"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": [{"index": 0, '
+                '"finish_reason": "stop", "message": {"role": "assistant", "content": "correct \\ud800 yes"}}], '
+                '"usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}').encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+async def test_an_answer_with_a_lone_surrogate_comes_back_as_text_and_is_counted() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LoneSurrogateAnswers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = settings_from_config(sim_config()).with_base_url("sim", f"http://127.0.0.1:{server.server_port}/v1")
+        clients = LLMClients(settings)
+        result = await clients.complete(settings.request("judge", "judge", user("is 1 = 1?"), "c1"))
+        await clients.aclose()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.ok and result.text == "correct \ufffd yes"
+    assert pa.table({"judge_response": [result.row_fields("judge")["judge_response"]]}).num_rows == 1
+    usage = StageUsage()
+    usage.add(result)
+    assert (usage.calls, usage.ok, usage.errors) == (1, 1, {})

@@ -56,6 +56,9 @@ CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
 
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
+# What a Python string may hold that no UTF-8 text can: a lone UTF-16 surrogate, which JSON escapes (`"\ud800"`)
+# let a server send.
+_UNENCODABLE = re.compile("[\ud800-\udfff]")
 # How many of an endpoint's listed models the probe names when a role's model is not among them.
 _LISTED_EXAMPLES = 8
 
@@ -330,9 +333,16 @@ class LLMClient:
             self._slots = None
 
 
+def as_text(answer: str) -> str:
+    """`answer` with each character no UTF-8 text can hold replaced by U+FFFD, so a model's answer is text wherever it
+    goes next (a prompt, the cache, a Parquet row) and the row gets the verdict its content earns."""
+    return _UNENCODABLE.sub("\ufffd", answer)
+
+
 def tool_calls_of(message: Any) -> tuple[dict[str, str], ...]:
-    """The function calls of an assistant message as plain data: id, function name, arguments as sent (JSON)."""
-    return tuple({"id": call.id, "name": call.function.name, "arguments": call.function.arguments or ""}
+    """The function calls of an assistant message as plain data: id, function name, arguments as sent (JSON,
+    `as_text`)."""
+    return tuple({"id": call.id, "name": call.function.name, "arguments": as_text(call.function.arguments or "")}
                  for call in (getattr(message, "tool_calls", None) or []) if getattr(call, "function", None))
 
 
@@ -340,7 +350,7 @@ def _success(response: Any, latency: float, tries: int) -> LLMResult:
     """Turn a chat completion into a result; no content and no tool call is an `empty_response` error, usage
     kept."""
     usage = response.usage
-    texts = tuple((choice.message.content or "") for choice in response.choices)
+    texts = tuple(as_text(choice.message.content or "") for choice in response.choices)
     finish = response.choices[0].finish_reason if response.choices else None
     calls = tool_calls_of(response.choices[0].message) if response.choices else ()
     common = dict(

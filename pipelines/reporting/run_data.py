@@ -7,7 +7,7 @@ URI, with the table schemas the pipelines wrote, so an empty or half-finished ru
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,8 @@ from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.storage import open_location
 from pipelines.reporting.stats import is_simulated
-from pipelines.runtime.run_dir import MANIFEST, RunDir
+from pipelines.runtime.run_dir import RunDir
+from pipelines.runtime.table_schemas import TABLE_SCHEMAS
 
 
 class RunNotFound(RuntimeError):
@@ -90,15 +91,20 @@ def _run_dir(location: str) -> RunDir:
 
 
 def _manifest(run: RunDir) -> dict[str, Any]:
-    """The run's run.json, empty when it has none (a run killed before writing it)."""
-    path = f"{run.path}/{MANIFEST}"
-    if run.filesystem.get_file_info(path).type != pafs.FileType.File:
-        return {}
-    with run.filesystem.open_input_stream(path) as stream:
-        return json.loads(stream.read().decode())
+    """The run's run.json, empty when it has none (a run killed before writing it); one that cannot be read is
+    `ForeignContents`."""
+    return run.read_manifest() or {}
+
+
+def _checked(run: RunDir, tables: Sequence[str]) -> RunDir:
+    """`run`, once no folder of `tables` holds a file that is not that table's (`ForeignContents` naming it)."""
+    for table in tables:
+        run.check_table(table, TABLE_SCHEMAS[table])
+    return run
 
 
 def _mining_run(run: RunDir) -> RunData:
+    _checked(run, ("candidates", "discoveries", "contributions"))
     candidates = pl.from_arrow(run.read("candidates", CANDIDATE_SCHEMA))
     discoveries = pl.from_arrow(run.read("discoveries", DISCOVERY_SCHEMA)) if run.files("discoveries") else None
     contributions = (pl.from_arrow(run.read("contributions", CONTRIBUTION_SCHEMA)) if run.files("contributions")
@@ -107,6 +113,7 @@ def _mining_run(run: RunDir) -> RunData:
 
 
 def _formalization_run(run: RunDir) -> FormalizationRun:
+    _checked(run, ("formalizations",))
     return FormalizationRun(run.uri, pl.from_arrow(run.read("formalizations", FORMALIZATION_SCHEMA)), _manifest(run))
 
 

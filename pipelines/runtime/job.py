@@ -50,8 +50,9 @@ from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.progress import StatusBoard, Ticker
-from pipelines.runtime.run_dir import RunDir, new_manifest, now_iso
-from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, refusal
+from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso
+from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, matches, refusal
+from pipelines.runtime.table_schemas import TABLE_SCHEMAS
 from pipelines.runtime.step_settings import step_settings
 
 PROJECT = "folklore"
@@ -69,6 +70,9 @@ ROW_BLOCK_BYTES = 1
 # Seconds a stopping job waits for the work it cancelled off the driver (its waves) to let go of Ray before it
 # shuts Ray down.
 CANCELLED_PLANS_WAIT_S = 30
+# The key of run.json that records tables whose settings a start vouched for after their run.json was lost, and the
+# key `resume.accept_changes` must match for that.
+UNRECORDED_KEY = "settings_taken_on_trust"
 
 
 def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s: float) -> None:
@@ -181,13 +185,31 @@ class MiningJob:
             self.JOB, OmegaConf.to_container(self.cfg, resolve=False),
             [*speed_keys(), *resume.unused], {"lean.toolchain": lean["toolchain"],
                                               "lean.mathlib_rev": lean["mathlib_rev"]})
-        manifest = self.run.read_manifest() or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        for table in self.TABLES:
+            self.run.check_table(table, TABLE_SCHEMAS[table])
+        recorded = self.run.read_manifest()
         with_rows = [table for table in self.TABLES if self.run.files(table)]
+        if recorded is None and with_rows:
+            recorded = self.unrecorded_manifest(with_rows)
+        manifest = recorded or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
         try:
             manifest = claim(manifest, self.TABLES, with_rows, settings, list(resume.accept_changes), now_iso())
         except ChangedSettings as changed:
             raise SetupError(refusal(self.run.uri, changed.changes)) from None
         self.run.write_manifest(manifest)
+        return manifest
+
+    def unrecorded_manifest(self, with_rows: Sequence[str]) -> dict[str, Any]:
+        """The manifest of a run whose tables hold rows but whose run.json is gone: nothing says which settings made
+        them (the rows' provenance holds the models, not the budgets), so only `resume.accept_changes=[*]` vouches
+        that this start's settings did, and run.json records that it was taken on trust; else a `SetupError`."""
+        accepted = list(self.cfg.resume.accept_changes)
+        if not matches(UNRECORDED_KEY, accepted):
+            raise SetupError(f"{self.run.uri} holds {' and '.join(with_rows)} rows but no {MANIFEST}: nothing says "
+                             f"which settings made them. Restore {MANIFEST}, move the tables to another run_dir, or "
+                             f"vouch that this command's settings made them with resume.accept_changes=[*]")
+        manifest = new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        manifest[UNRECORDED_KEY] = {"at": now_iso(), "tables": list(with_rows)}
         return manifest
 
     def find_inputs(self) -> None:

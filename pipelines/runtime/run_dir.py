@@ -24,12 +24,88 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from operators.storage import StorageFull, is_uri, join, location_of, open_location, refused_write
+from operators.storage import (
+    StorageError,
+    StorageFull,
+    first_line,
+    is_uri,
+    join,
+    location_of,
+    open_location,
+    refused_write,
+)
 
 PARQUET_SUFFIX = ".parquet"
 # Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
 FILE_DIGEST_CHARS = 32
 MANIFEST = "run.json"
+# Columns a message about a foreign file names before it gives only their count.
+SHOWN_COLUMNS = 3
+# The system's own folders: no run belongs in them or under them.
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+# The folder holding the project's packages (the checkout, or site-packages when installed).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class UnfitRunDir(StorageError):
+    """A run directory that is a place no run belongs (the filesystem root, a home or the project's own folders)."""
+
+
+class ForeignContents(StorageError):
+    """What a run directory holds is not the run's own: a file in a table folder that is not that table's, a run.json
+    that cannot be read, or tables without a run.json; reading it on would mix rows or claims that do not belong."""
+
+
+def type_fits(written: pa.DataType, table: pa.DataType) -> bool:
+    """Whether a column written as `written` holds the table's `table` type: the same type, or (in a file written
+    before a struct gained a field) a struct or list of structs with some of its fields, each fitting."""
+    if written.equals(table):
+        return True
+    if pa.types.is_struct(written) and pa.types.is_struct(table):
+        fields = {field.name: field.type for field in table}
+        return all(field.name in fields and type_fits(field.type, fields[field.name]) for field in written)
+    if pa.types.is_list(written) and pa.types.is_list(table):
+        return type_fits(written.value_type, table.value_type)
+    return False
+
+
+def schema_difference(written: pa.Schema, table: pa.Schema) -> str | None:
+    """How the columns of a file differ from its table's (the columns it lacks, has beyond them or holds with another
+    type), None when they are the table's."""
+    missing = [name for name in table.names if name not in written.names]
+    extra = [name for name in written.names if name not in table.names]
+    retyped = [f"{field.name} is {field.type}, not {table.field(field.name).type}" for field in written
+               if field.name in table.names and not type_fits(field.type, table.field(field.name).type)]
+    parts = [*([f"lacks {listed(missing)}"] if missing else []),
+             *([f"has {listed(extra)} beyond them"] if extra else []), *retyped]
+    return "; ".join(parts) or None
+
+
+def listed(columns: Sequence[str]) -> str:
+    """Columns named for a message, the first `SHOWN_COLUMNS` of them when there are more."""
+    shown = ", ".join(columns[:SHOWN_COLUMNS])
+    more = f"… ({len(columns)} columns)" if len(columns) > SHOWN_COLUMNS else ""
+    return f"{shown}{more}"
+
+
+def unfit_reason(path: Path) -> str | None:
+    """Why the local folder `path` (absolute, symlinks resolved) cannot be a run's directory, None when it can: a
+    run writes tables, logs, a cache and run.json into it, and resuming deletes what it takes for half-written files
+    there, so it must be a folder of the run's own."""
+    home = Path.home().resolve()
+    packages = [folder for folder in PROJECT_ROOT.iterdir() if (folder / "__init__.py").is_file()]
+    if path.parent == path:
+        return "the filesystem root"
+    if path == home or path in home.parents:
+        return "your home directory or a folder holding it"
+    if path.parent.parent == path.parent:
+        return "a folder directly under the filesystem root, shared with everything else"
+    if path == PROJECT_ROOT:
+        return "the project's own folder"
+    for folder in [*packages, *map(Path, SYSTEM_FOLDERS)]:
+        if path == folder or folder in path.parents:
+            return f"in {folder}, which holds the {'project' if folder in packages else 'system'}'s own files"
+    return None
 
 
 def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
@@ -101,8 +177,15 @@ class RunDir:
     """A run directory on any pyarrow filesystem."""
 
     def __init__(self, location: str) -> None:
-        # A missing bucket or refused credentials is a StorageError here, before a job starts Ray.
-        self.filesystem, self.path = open_location(location, create=True)
+        # A place no run belongs is an UnfitRunDir, and a missing bucket or refused credentials a StorageError, here,
+        # before a job creates anything or starts Ray.
+        def refuse_unfit(filesystem: pafs.FileSystem, path: str) -> None:
+            reason = unfit_reason(Path(path)) if isinstance(filesystem, pafs.LocalFileSystem) else None
+            if reason is not None:
+                raise UnfitRunDir(f"{location} cannot be a run directory: it is {reason}. A run writes its tables, "
+                                  f"logs and run.json into a folder of its own: name one, e.g. runs/NAME")
+
+        self.filesystem, self.path = open_location(location, create=True, check=refuse_unfit)
         self.uri = location if is_uri(location) else self.path
 
     def table_uri(self, name: str) -> str:
@@ -110,12 +193,13 @@ class RunDir:
         return join(self.uri, name)
 
     def table_path(self, name: str) -> str:
-        """Table `name`'s directory as a path on `filesystem` (what Ray Data's writers take with the filesystem)."""
-        return f"{self.path}/{name}"
+        """Table `name`'s directory as a path on `filesystem` (what Ray Data's writers take with the filesystem). Made
+        by `join`, never by pasting `/`: a run at the root would give `//name`, which Ray Data reads as a host."""
+        return join(self.path, name)
 
     def files(self, name: str) -> list[str]:
         """The table's Parquet files (filesystem paths), sorted; hidden and temporary files excluded."""
-        selector = pafs.FileSelector(f"{self.path}/{name}", recursive=True, allow_not_found=True)
+        selector = pafs.FileSelector(self.table_path(name), recursive=True, allow_not_found=True)
         return sorted(
             info.path
             for info in self.filesystem.get_file_info(selector)
@@ -123,6 +207,30 @@ class RunDir:
             and info.base_name.endswith(PARQUET_SUFFIX)
             and not info.base_name.startswith((".", "_"))
         )
+
+    def check_table(self, name: str, schema: pa.Schema) -> None:
+        """Refuse (`ForeignContents`, naming it) any file in table `name`'s folder that is not a file of the table:
+        one not named as a Parquet file, or whose columns are not `schema`'s. Half-written files of the table (no
+        readable footer) pass: `prepare` removes them. Hidden and temporary files are the writers' own."""
+        folder = self.table_path(name)
+        selector = pafs.FileSelector(folder, recursive=True, allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            if info.type != pafs.FileType.File or info.base_name.startswith((".", "_")):
+                continue
+            if not info.base_name.endswith(PARQUET_SUFFIX):
+                self._refuse_file(name, info.path, f"not a {PARQUET_SUFFIX} file")
+            try:
+                written = pq.read_schema(info.path, filesystem=self.filesystem)
+            except (OSError, pa.ArrowInvalid):
+                continue
+            difference = schema_difference(written, schema)
+            if difference is not None:
+                self._refuse_file(name, info.path, f"its columns are not the table's: it {difference}")
+
+    def _refuse_file(self, name: str, path: str, why: str) -> None:
+        location = location_of(self.uri, self.path, path)
+        raise ForeignContents(f"{location} is not a file of the {name} table ({why}): move it out of "
+                              f"{self.table_uri(name)} and start again")
 
     def file_uris(self, name: str) -> list[str]:
         """The table's files as locations that resolve to the right filesystem on any node."""
@@ -201,7 +309,7 @@ class RunDir:
 
     def write_table(self, name: str, table: pa.Table) -> str:
         """Replace table `name` by one file holding `table` (for small tables rebuilt at the end of a run)."""
-        target = write_whole(self.filesystem, f"{self.path}/{name}/{name}{PARQUET_SUFFIX}", table)
+        target = write_whole(self.filesystem, join(self.table_path(name), f"{name}{PARQUET_SUFFIX}"), table)
         for path in self.files(name):
             if path != target:
                 self.filesystem.delete_file(path)
@@ -210,7 +318,7 @@ class RunDir:
     def keep_log(self, local: Path, relative: str) -> str:
         """Copy the node-local file `local` to `relative` in the run directory (replacing an earlier copy); where it
         went. For what a run writes on its own node, like Ray's log, when the run directory is not local."""
-        target = f"{self.path}/{relative}"
+        target = join(self.path, relative)
         self.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
         pafs.copy_files(str(local), target, source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=self.filesystem)
@@ -218,16 +326,27 @@ class RunDir:
 
     def read_manifest(self) -> dict[str, Any] | None:
         """The run's manifest (`run.json`: run id, creation time, first config, what made each table), None before the
-        first start."""
-        path = f"{self.path}/{MANIFEST}"
+        first start; one that is not a JSON object is `ForeignContents`."""
+        path = join(self.path, MANIFEST)
         if self.filesystem.get_file_info(path).type != pafs.FileType.File:
             return None
         with self.filesystem.open_input_stream(path) as stream:
-            return json.loads(stream.read().decode())
+            text = stream.read()
+        try:
+            manifest = json.loads(text.decode())
+        except ValueError as error:  # not UTF-8, or not JSON
+            raise ForeignContents(self._manifest_refusal(first_line(error))) from None
+        if not isinstance(manifest, dict):
+            raise ForeignContents(self._manifest_refusal("not a JSON object"))
+        return manifest
+
+    def _manifest_refusal(self, why: str) -> str:
+        return (f"{join(self.uri, MANIFEST)} is not a run's manifest ({why}): restore it from a copy, or move the "
+                f"run's tables to another run_dir")
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the run's manifest."""
-        with self.filesystem.open_output_stream(f"{self.path}/{MANIFEST}") as stream:
+        with self.filesystem.open_output_stream(join(self.path, MANIFEST)) as stream:
             stream.write(json.dumps(manifest, indent=2, default=str).encode())
 
 

@@ -1,0 +1,21 @@
+"""Which schema each table of a run directory has, by the table's folder name.
+
+A module of its own because the jobs (before they resume) and the readers (report, export) check a run's table
+folders against the same schemas (`RunDir.check_table`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from operators.discover import DISCOVERY_SCHEMA
+from operators.rows.candidates import CANDIDATE_SCHEMA
+from operators.rows.contributions import CONTRIBUTION_SCHEMA
+from operators.rows.formalizations import FORMALIZATION_SCHEMA
+
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "discoveries": DISCOVERY_SCHEMA,
+    "candidates": CANDIDATE_SCHEMA,
+    "formalizations": FORMALIZATION_SCHEMA,
+    "contributions": CONTRIBUTION_SCHEMA,
+}
