@@ -27,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> None:
         with MiningJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
+            skipped = job.seeds.skipped_line()
+            if skipped:
+                print(skipped, flush=True)
             resumed = job.resume_summary()
             if resumed:
                 print(resumed, flush=True)
