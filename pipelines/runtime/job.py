@@ -99,10 +99,10 @@ class SeedListing:
 
     def skipped_line(self) -> str | None:
         """What `mine` and `plan` say about the paths left out, None when none was."""
-        if not (self.not_regular or self.repeated):
-            return None
-        return (f"seeds skipped under {self.root}: {self.not_regular} not a regular file, {self.repeated} a second "
-                f"path (a symlink) to a file or directory already listed")
+        parts = [f"{count} {what}" for count, what in (
+            (self.not_regular, "not a regular file"),
+            (self.repeated, "a second path (a symlink) to a file or directory already listed")) if count]
+        return f"seeds skipped under {self.root}: {', '.join(parts)}" if parts else None
 
 
 @dataclass(frozen=True)
