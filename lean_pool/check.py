@@ -98,7 +98,7 @@ def not_checkable(path: Path, max_bytes: int) -> str | None:
     except OSError as error:
         return f"unreadable file: {error}"
     if not stat.S_ISREG(info.st_mode):
-        kind = next((name for is_kind, name in FILE_KINDS if is_kind(info.st_mode)), "not a file")
+        kind = next((name for is_kind, name in FILE_KINDS if is_kind(info.st_mode)), "another kind of file")
         return f"not a regular file: {kind} (after following symlinks)"
     if info.st_size > max_bytes:
         return f"file too large: {info.st_size} bytes, above max_file_bytes={max_bytes}"
@@ -250,9 +250,9 @@ def check(argv: Sequence[str], tally: Tally, work: WorkWritten) -> None:
         asyncio.run(check_files(pool, files, problems, cfg, tally))
         work.mark()
         simulated = checker_provenance(OmegaConf.to_container(cfg.lean, resolve=True))["simulated"]
-        print(tally.closing_line(cfg.replay, simulated, RAY_LOG if pool else None), file=sys.stderr, flush=True)
+        print(tally.closing_line(cfg.replay, simulated, None if pool is None else RAY_LOG), file=sys.stderr, flush=True)
     finally:
-        if pool:
+        if pool is not None:
             pool.shutdown()
 
 

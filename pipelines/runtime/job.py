@@ -123,22 +123,16 @@ def walk_local(root: str) -> LocalTree:
     path over a symlink's; anything else (a FIFO, a device, a broken symlink, an unreadable directory) is left out."""
     entered, listed = {os.path.realpath(root)}, set()
     tree = LocalTree([], [], [], [])
-    pending: list[tuple[str, str]] = [(root, "")]
+    pending: list[tuple[str, str, str]] = [(root, "", os.path.realpath(root))]  # (path, relative, resolved)
     links: list[tuple[str, str]] = []  # (relative, path) of the symlinks met, a heap
 
-    def take(path: str, relative: str) -> None:
-        try:
-            mode = os.stat(path).st_mode
-        except OSError:
-            tree.not_regular.append(relative)
-            return
-        resolved = os.path.realpath(path)
+    def take(path: str, relative: str, resolved: str, mode: int) -> None:
         if stat.S_ISDIR(mode):
             if resolved in entered:
                 tree.repeated_directories.append(relative)
             else:
                 entered.add(resolved)
-                pending.append((path, relative))
+                pending.append((path, relative, resolved))
         elif not stat.S_ISREG(mode):
             tree.not_regular.append(relative)
         elif resolved in listed:
@@ -150,9 +144,12 @@ def walk_local(root: str) -> LocalTree:
     while pending or links:
         if not pending:
             relative, path = heapq.heappop(links)
-            take(path, relative)
+            try:
+                take(path, relative, os.path.realpath(path), os.stat(path).st_mode)
+            except OSError:
+                tree.not_regular.append(relative)
             continue
-        directory, relative = pending.pop()
+        directory, relative, resolved = pending.pop()
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError:
@@ -162,8 +159,13 @@ def walk_local(root: str) -> LocalTree:
             path = f"{relative}/{entry.name}" if relative else entry.name
             if entry.is_symlink():
                 heapq.heappush(links, (path, entry.path))
-            else:
-                take(entry.path, path)
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                tree.not_regular.append(path)
+                continue
+            take(entry.path, path, os.path.join(resolved, entry.name), mode)
     return tree
 
 
