@@ -115,7 +115,7 @@ def seconds(stamp: datetime) -> float:
 def plan_boundaries(run: Path, args: list[str], seeds_per_wave: int) -> list[tuple[float, float]]:
     """For each plan but the last: from its last discover's return to the next plan's first (a fresh run's plans
     are cut from its seed files as `mine` cuts them)."""
-    _, _, files = list_seed_files(load_config(args))
+    files = list_seed_files(load_config(args)).files
     discoveries = load_run(str(run)).discoveries
     returned = dict(discoveries.group_by("seed_id").agg(pl.col("finished_at").max()).iter_rows())
     plans = seed_waves([{"seed_id": seed_id(relative)} for relative in files], [], seeds_per_wave)
@@ -199,7 +199,7 @@ def main() -> None:
     options = parser.parse_args()
     source = options.seeds_root.resolve()
     include = seeds_include(source)
-    _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include]))
+    files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include])).files
     with tempfile.TemporaryDirectory() as scratch:
         work = options.keep or Path(scratch)
         seeds_root = work / "seeds"

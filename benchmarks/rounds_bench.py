@@ -45,7 +45,7 @@ def main() -> None:
     options = parser.parse_args()
     include = seeds_include(options.seeds_root)
     base = ["preset=demo", f"seeds.root={options.seeds_root}", *include, *ZERO_LATENCY]
-    _, _, files = list_seed_files(load_config(base))
+    files = list_seed_files(load_config(base)).files
     chosen = spread(files, options.seeds)
     with tempfile.TemporaryDirectory(prefix="rounds-bench-") as work:
         run_dir = Path(work) / "run"

@@ -257,7 +257,7 @@ def main() -> None:
     options = parser.parse_args()
     source = options.seeds_root.resolve()
     include = seeds_include(source)
-    _, _, files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include]))
+    files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include])).files
     with tempfile.TemporaryDirectory() as scratch:
         small = measure("small", spread(files, options.small), source, Path(scratch), include, options.extra)
         large = measure("large", spread(files, options.large), source, Path(scratch), include, options.extra)

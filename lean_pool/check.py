@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,14 @@ USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=va
 RAY_LOG = Path(tempfile.gettempdir()) / "folklore" / "logs" / "check-ray.log"
 # What a Ctrl-C before the last line leaves: a check writes nothing but its lines.
 INTERRUPTED_NOTE = "the lines printed are final; run the same command again to check every file"
+# What a path that is not a regular file is, by `stat`'s test of its mode (after following symlinks).
+FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class UnreadableFile(Exception):
+    """A file the check cannot read as Lean text: not a regular file, above `max_file_bytes`, unreadable or not
+    UTF-8; its message says which, for the file's line."""
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -78,6 +88,44 @@ def lean_files(paths: Sequence[str]) -> list[Path]:
     if problems:
         raise SetupError("; ".join(problems))
     return list(dict.fromkeys(files))
+
+
+def not_checkable(path: Path, max_bytes: int) -> str | None:
+    """Why `path` cannot be read as a Lean file, found by `os.stat` alone (nothing is opened, so a FIFO cannot block
+    and a device is never read): not a regular file, or above `max_bytes`; None when it may be read."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return f"unreadable file: {error}"
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for is_kind, name in FILE_KINDS if is_kind(info.st_mode)), "another kind of file")
+        return f"not a regular file: {kind} (after following symlinks)"
+    if info.st_size > max_bytes:
+        return f"file too large: {info.st_size} bytes, above max_file_bytes={max_bytes}"
+    return None
+
+
+def read_lean_file(path: Path, max_bytes: int) -> str:
+    """The text of `path`, read only when it is a regular file of at most `max_bytes` (checked before it is opened,
+    and again on the open file, which is never read past `max_bytes` + 1 bytes); else an `UnreadableFile`."""
+    problem = not_checkable(path, max_bytes)
+    if problem:
+        raise UnreadableFile(problem)
+    try:
+        # Non-blocking: a path swapped for a FIFO since the `stat` opens at once, and is refused below.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise UnreadableFile("not a regular file (changed while being opened)")
+            data = file.read(max_bytes + 1)
+    except OSError as error:
+        raise UnreadableFile(f"unreadable file: {error}") from error
+    if len(data) > max_bytes:
+        raise UnreadableFile(f"file too large: above max_file_bytes={max_bytes} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UnreadableFile(f"unreadable file: {error}") from error
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:
@@ -128,10 +176,11 @@ def result_line(path: Path, result: CheckResult, mode: str, text_decided: bool,
     }
 
 
-def unreadable_line(path: Path, error: Exception, replay_on: bool) -> dict[str, Any]:
-    """The line of a file that could not be read as text: `result_line`'s keys, null where no check ran."""
+def unreadable_line(path: Path, reason: str, replay_on: bool) -> dict[str, Any]:
+    """The line of a file that could not be read as Lean text (`reason` says why): `result_line`'s keys, null where
+    no check ran."""
     return {"path": str(path), "status": "error", "compiles": None, "verified": False,
-            "replay": NOT_REPLAYED if replay_on else None, "reasons": [f"unreadable file: {error}"],
+            "replay": NOT_REPLAYED if replay_on else None, "reasons": [reason],
             "messages": [], "seconds": 0.0, "axioms": None, "provenance": None}
 
 
@@ -144,26 +193,33 @@ class Tally:
     replays: int = 0
     short: int = 0
 
-    def closing_line(self, replay_on: bool, simulated: bool, ray_log: Path) -> str:
-        """One line for stderr after the last JSON line, its cost in the words of every job's closing block."""
+    def closing_line(self, replay_on: bool, simulated: bool, ray_log: Path | None) -> str:
+        """One line for stderr after the last JSON line, its cost in the words of every job's closing block (no Ray
+        log when no file could be read, so Ray never started)."""
         counts = " ".join(f"{status}={count}" for status, count in sorted(self.statuses.items()))
         cost = lean_checks_line(self.checks + self.replays, self.replays if replay_on else None)
         sim = "; SIMULATED Lean (lean=sim): no verdict here says anything about mathematics" if simulated else ""
-        return f"files: {sum(self.statuses.values())} ({counts}); {cost}{sim}; ray log: {ray_log}"
+        log = f"; ray log: {ray_log}" if ray_log else ""
+        return f"files: {sum(self.statuses.values())} ({counts}); {cost}{sim}{log}"
 
 
-async def check_files(pool: LeanPool, files: Sequence[Path], cfg: DictConfig, tally: Tally) -> None:
+async def check_files(pool: LeanPool | None, files: Sequence[Path], problems: Mapping[Path, str], cfg: DictConfig,
+                      tally: Tally) -> None:
     """Check every file concurrently and print each line in the order of `files`, as soon as it and the lines
-    before it are known, counting what was printed into `tally`."""
+    before it are known, counting what was printed into `tally`. A file in `problems` is its line without being
+    opened (`pool` is None when every file is)."""
     goal = GOAL[cfg.mode]
+    max_bytes = int(cfg.max_file_bytes)
 
     async def one(path: Path) -> dict[str, Any]:
+        if path in problems or pool is None:
+            return unreadable_line(path, problems[path], cfg.replay)
         statement_path = statement_for(path, cfg.statement)
         try:
-            snippet = path.read_text(encoding="utf-8")
-            statement = statement_path.read_text(encoding="utf-8") if statement_path else None
-        except (OSError, UnicodeDecodeError) as error:
-            return unreadable_line(path, error, cfg.replay)
+            snippet = read_lean_file(path, max_bytes)
+            statement = read_lean_file(statement_path, max_bytes) if statement_path else None
+        except UnreadableFile as error:
+            return unreadable_line(path, str(error), cfg.replay)
         text_decided = precheck(snippet, cfg.mode, statement) is not None
         tally.checks += not text_decided
         result = await pool.check(snippet, timeout=cfg.timeout_s, mode=cfg.mode, statement=statement)
@@ -187,18 +243,26 @@ def check(argv: Sequence[str], tally: Tally, work: WorkWritten) -> None:
     paths, overrides = split_arguments(argv)
     cfg = load_config(overrides)
     files = lean_files(paths)
+    found = {path: not_checkable(path, int(cfg.max_file_bytes)) for path in files}
+    problems = {path: problem for path, problem in found.items() if problem}
+    pool = start_pool(cfg) if len(problems) < len(files) else None
+    try:
+        asyncio.run(check_files(pool, files, problems, cfg, tally))
+        work.mark()
+        simulated = checker_provenance(OmegaConf.to_container(cfg.lean, resolve=True))["simulated"]
+        print(tally.closing_line(cfg.replay, simulated, None if pool is None else RAY_LOG), file=sys.stderr, flush=True)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def start_pool(cfg: DictConfig) -> LeanPool:
+    """Ray, its notices into `RAY_LOG`, and the Lean pool `cfg` asks for: only once some file can be read."""
     options, note = ray_init_options(cfg.ray)
     if note:
         print(note, file=sys.stderr, flush=True)
     init_ray_logging_to(RAY_LOG, include_dashboard=False, log_to_driver=False, **options)
-    pool = LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
-    try:
-        asyncio.run(check_files(pool, files, cfg, tally))
-        work.mark()
-        simulated = checker_provenance(OmegaConf.to_container(cfg.lean, resolve=True))["simulated"]
-        print(tally.closing_line(cfg.replay, simulated, RAY_LOG), file=sys.stderr, flush=True)
-    finally:
-        pool.shutdown()
+    return LeanPool.start(cfg.lean, verify=cfg.verify if cfg.replay else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,7 +65,7 @@ class TrivialOperator:
         try:
             return await self.process_row(row)
         except Exception as error:  # a bad row must not fail the block: it becomes the row's error
-            logger.warning("trivial: row %s failed in the operator: %s", row.get("candidate_id"), error)
+            logger.warning("trivial: row %r failed in the operator: %s", row.get("candidate_id"), error)
             return fail_infra(row, STAGE, f"operator error: {error!r}")
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         # Outside the job: its tables are cleaned up once it has stopped everything that writes them.
         with refused_writes_in_one_line(str(cfg.run_dir), MiningJob.TABLES), MiningJob(cfg) as job:
+            skipped = job.seeds.skipped_line()
+            if skipped:
+                print(skipped, flush=True)
             resumed = job.resume_summary()
             if resumed:
                 print(resumed, flush=True)

@@ -37,6 +37,7 @@ def plan_lines(plan: Plan) -> list[str]:
         f"seeds: {plan.seed_files} files under {plan.seeds_root}, {len(plan.seed_tokens)} fit the discover model "
         f"(about {sum(plan.seed_tokens):,} tokens); discover calls: {work.units:,} ({shape.samples_per_seed} per seed"
         f"{f' in each of {shape.rounds} rounds' if shape.rounds > 1 else ''})",
+        *([plan.seeds_skipped] if plan.seeds_skipped else []),
         f"costs: {plan.costs.source}",
         f"candidates expected: {work.candidates:,.0f}" + (
             f" (sub-goals on, {shape.subgoal_levels} level(s): {plan.costs.subgoals_per_candidate:.2f} sub-goal "

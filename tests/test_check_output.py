@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
@@ -98,6 +99,57 @@ def test_lines_follow_the_arguments_and_a_ctrl_c_after_the_last_line_keeps_the_v
     closing, *rest = err.splitlines()
     assert closing.startswith("files: 3 (error=1 passed=2); lean checks: 3; SIMULATED Lean (lean=sim)")
     assert rest == (["interrupted after the work was written: nothing is lost"] if interrupt_teardown else [])
+
+
+def test_only_regular_files_up_to_the_size_limit_are_read_and_ray_never_starts_for_none(tmp_path):
+    os.mkfifo(tmp_path / "x.lean")
+    (tmp_path / "z.lean").symlink_to("/dev/zero")
+    (tmp_path / "big.lean").write_text(PROOF * 10)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    os.mkfifo(folder / "f.lean")
+    (folder / "dir.lean").mkdir()
+    (folder / "dir.lean" / "inner.lean").symlink_to("/dev/zero")
+    args = [tmp_path / "x.lean", tmp_path / "z.lean", tmp_path / "big.lean", folder]
+    proc = subprocess.run([sys.executable, "-m", "lean_pool.check", *map(str, args), "lean=sim",
+                           f"max_file_bytes={len(PROOF)}"], cwd=REPO_DIR, capture_output=True, text=True, timeout=60,
+                          check=False)
+    lines = {str(Path(line["path"]).relative_to(tmp_path)): line for line in map(json.loads, proc.stdout.splitlines())}
+    assert {path: line["reasons"] for path, line in lines.items()} == {
+        "x.lean": ["not a regular file: a FIFO (after following symlinks)"],
+        "z.lean": ["not a regular file: a character device (after following symlinks)"],
+        "big.lean": [f"file too large: {len(PROOF) * 10} bytes, above max_file_bytes={len(PROOF)}"],
+        "folder/dir.lean": ["not a regular file: a directory (after following symlinks)"],
+        "folder/dir.lean/inner.lean": ["not a regular file: a character device (after following symlinks)"],
+        "folder/f.lean": ["not a regular file: a FIFO (after following symlinks)"],
+    }
+    assert {line["status"] for line in lines.values()} == {"error"}
+    assert proc.stderr == "files: 6 (error=6); lean checks: 0; SIMULATED Lean (lean=sim): no verdict here says " \
+                          "anything about mathematics\n", "no Ray log: nothing could be read, so Ray never started"
+    assert proc.returncode == check.SOME_FELL_SHORT
+
+
+def test_a_file_never_read_past_the_limit(tmp_path):
+    (tmp_path / "exact.lean").write_text(PROOF)
+    assert check.read_lean_file(tmp_path / "exact.lean", len(PROOF)) == PROOF
+    with pytest.raises(check.UnreadableFile, match="file too large"):
+        check.read_lean_file(tmp_path / "exact.lean", len(PROOF) - 1)
+    os.mkfifo(tmp_path / "pipe.lean")
+    with pytest.raises(check.UnreadableFile, match="a FIFO"):
+        check.read_lean_file(tmp_path / "pipe.lean", len(PROOF))
+
+
+def test_a_special_file_among_checked_ones_is_its_line_in_its_place(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a.lean").write_text(PROOF)
+    os.mkfifo(tmp_path / "b.lean")
+    (tmp_path / "c.lean").write_text(BROKEN)
+    monkeypatch.setattr(check.LeanPool, "start", lambda *args, **kwargs: OutOfOrderPool(2, False))
+    monkeypatch.setattr(check, "init_ray_logging_to", lambda *args, **kwargs: None)
+    assert check.main([str(tmp_path), "lean=sim"]) == check.SOME_FELL_SHORT
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(Path(line["path"]).name, line["status"]) for line in lines] == [
+        ("a.lean", "passed"), ("b.lean", "error"), ("c.lean", "error")]
+    assert lines[1]["reasons"] == ["not a regular file: a FIFO (after following symlinks)"]
 
 
 @pytest.mark.ray

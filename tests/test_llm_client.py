@@ -4,6 +4,7 @@ a stage the endpoint refuses alike, answers cut at max tokens."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import threading
@@ -302,6 +303,22 @@ async def test_results_carry_usage_model_and_sim_marking() -> None:
     assert result.text.strip().splitlines()[-1] in ("correct", "wrong")
     fields = result.row_fields("judge")
     assert fields["judge_response"] == result.text and fields["judge_error_kind"] is None
+
+
+@pytest.mark.parametrize("candidate", ["Mathlib.Ünïcødé_∀/s0/c0", "Mathlib.two\nlines/s0/c1", "100%/a b\r"])
+async def test_any_candidate_id_travels_encoded_and_the_sim_reads_it_back(candidate: str, tmp_path: Path) -> None:
+    cfg = sim_config()
+    cfg["sim"]["prompt_log"] = str(tmp_path / "prompts.jsonl")
+    with SimServer(cfg["sim"]) as server:
+        settings, clients = client_for(server, cfg)
+        request = settings.request("judge", "judge", user("is 1 = 1?"), candidate)
+        headers = create_kwargs(request, settings.endpoints["sim"])["extra_headers"]
+        result = await clients.complete(request)
+        await clients.aclose()
+    assert all(value.isascii() and value.isprintable() for value in headers.values())
+    assert result.ok, result.error
+    [logged] = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+    assert (logged["stage"], logged["candidate_id"]) == ("judge", candidate)
 
 
 # --- an endpoint that fails for the endpoint's reasons ------------------------------------------------------------

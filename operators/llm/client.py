@@ -29,7 +29,7 @@ import random
 import re
 import time
 from typing import Any, Awaitable, Callable, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import openai
 
@@ -84,12 +84,23 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
     if sampling.extra_body:
         kwargs["extra_body"] = dict(sampling.extra_body)
     kwargs["extra_headers"] = {
-        STAGE_HEADER: request.stage,
-        CANDIDATE_HEADER: request.candidate_id,
+        STAGE_HEADER: header_value(request.stage),
+        CANDIDATE_HEADER: header_value(request.candidate_id),
         ATTEMPT_HEADER: str(request.attempt),
     }
     kwargs["timeout"] = endpoint.request_timeout_s
     return kwargs
+
+
+def header_value(text: str) -> str:
+    """`text` percent-encoded as UTF-8: an HTTP header carries only printable ASCII, and an id holds whatever its
+    seed file's name holds (non-ASCII letters, a newline). `read_header_value` gives the text back."""
+    return quote(text, safe="")
+
+
+def read_header_value(value: str) -> str:
+    """The text `header_value` encoded."""
+    return unquote(value)
 
 
 def redact(message: str, secret: str | None) -> str:

@@ -26,7 +26,7 @@ from pipelines.reporting.capacity import (
 )
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import SetupError, compose_config
-from pipelines.runtime.job import list_seed_files, load_config
+from pipelines.runtime.job import SeedListing, list_seed_files, load_config
 
 PLAN_KEY = "plan"
 
@@ -39,6 +39,7 @@ class Plan:
     seeds_root: str
     seed_files: int
     seed_tokens: list[int]
+    seeds_skipped: str | None
     shape: MiningShape
     costs: Costs
     cluster: Cluster
@@ -55,16 +56,17 @@ def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return mine, plan
 
 
-def seed_token_counts(cfg: DictConfig) -> tuple[str, int, list[int]]:
-    """The seed root, how many seed files `pipelines.mine` would mine there, and the estimated tokens of each
-    one it would send to the discover model (unreadable, empty and too long ones are never sent)."""
-    filesystem, root, files = list_seed_files(cfg)
+def seed_token_counts(cfg: DictConfig) -> tuple[SeedListing, list[int]]:
+    """The seed files `pipelines.mine` would mine, and the estimated tokens of each one it would send to the
+    discover model (unreadable, empty and too long ones are never sent)."""
+    listing = list_seed_files(cfg)
+    filesystem, root, files = listing.filesystem, listing.root, listing.files
     if not files:
         raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}")
     chars_per_token = float(cfg.seeds.chars_per_token)
     seeds = [read_seed(filesystem, f"{root}/{relative}", int(cfg.seeds.max_tokens), chars_per_token)
              for relative in files]
-    return root, len(files), [estimated_tokens(seed.text, chars_per_token) for seed in seeds if seed.text is not None]
+    return listing, [estimated_tokens(seed.text, chars_per_token) for seed in seeds if seed.text is not None]
 
 
 def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Costs:
@@ -102,9 +104,10 @@ def make_plan(argv: Sequence[str]) -> Plan:
         raise SetupError("the plan sizes Folklore's own Lean pool (lean=repl); with lean=kimina the checks run on "
                          "your Kimina server, whose capacity the plan cannot see: plan with lean=repl and its shape")
     settings = compose_config(PLAN_KEY, plan_overrides)[PLAN_KEY]
-    root, files, tokens = seed_token_counts(cfg)
+    listing, tokens = seed_token_counts(cfg)
     shape = mining_shape(OmegaConf.to_container(cfg, resolve=True))
     costs = plan_costs(cfg, settings, shape)
     cluster = cluster_of(settings)
     work = workload(tokens, shape, costs)
-    return Plan(root, files, tokens, shape, costs, cluster, work, resources(work, costs, shape, cluster))
+    return Plan(listing.root, len(listing.files), tokens, listing.skipped_line(), shape, costs, cluster, work,
+                resources(work, costs, shape, cluster))

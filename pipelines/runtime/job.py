@@ -8,11 +8,15 @@ LLM backend, the Lean pool, the status board) and stops it at the end, whatever 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
+import os
+import stat
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,17 +98,108 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
     return compose_config("mine", overrides)
 
 
-def list_seed_files(cfg: DictConfig) -> tuple[pafs.FileSystem, str, list[str]]:
-    """The seed root's filesystem and path, and the chosen seed files relative to it."""
+@dataclass(frozen=True)
+class SeedListing:
+    """The seed root's filesystem and path, the chosen seed files relative to it, and what the listing left out:
+    paths that are not a regular file (FIFOs, devices, broken symlinks) and second paths to a file or directory
+    already listed (symlinks, loops), the files among them counted only when the include globs choose them."""
+
+    filesystem: pafs.FileSystem
+    root: str
+    files: list[str]
+    not_regular: int = 0
+    repeated: int = 0
+
+    def skipped_line(self) -> str | None:
+        """What `mine` and `plan` say about the paths left out, None when none was."""
+        parts = [f"{count} {what}" for count, what in (
+            (self.not_regular, "not a regular file"),
+            (self.repeated, "a second path (a symlink) to a file or directory already listed")) if count]
+        return f"seeds skipped under {self.root}: {', '.join(parts)}" if parts else None
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    """A local directory walked with each directory entered once and each file listed once (`walk_local`), paths
+    relative to it."""
+
+    files: list[str]
+    not_regular: list[str]
+    repeated_files: list[str]
+    repeated_directories: list[str]
+
+
+def walk_local(root: str) -> LocalTree:
+    """Every path under the local directory `root`: the tree as it lies on disk first, then its symlinks in sorted
+    order, each followed once. A directory is entered the first time its resolved path is reached and a regular file
+    listed the first time, so a symlink loop or a second path to a file lists nothing twice and a file keeps its own
+    path over a symlink's; anything else (a FIFO, a device, a broken symlink, an unreadable directory) is left out."""
+    entered, listed = {os.path.realpath(root)}, set()
+    tree = LocalTree([], [], [], [])
+    pending: list[tuple[str, str, str]] = [(root, "", os.path.realpath(root))]  # (path, relative, resolved)
+    links: list[tuple[str, str]] = []  # (relative, path) of the symlinks met, a heap
+
+    def take(path: str, relative: str, resolved: str, mode: int) -> None:
+        if stat.S_ISDIR(mode):
+            if resolved in entered:
+                tree.repeated_directories.append(relative)
+            else:
+                entered.add(resolved)
+                pending.append((path, relative, resolved))
+        elif not stat.S_ISREG(mode):
+            tree.not_regular.append(relative)
+        elif resolved in listed:
+            tree.repeated_files.append(relative)
+        else:
+            listed.add(resolved)
+            tree.files.append(relative)
+
+    while pending or links:
+        if not pending:
+            relative, path = heapq.heappop(links)
+            try:
+                take(path, relative, os.path.realpath(path), os.stat(path).st_mode)
+            except OSError:
+                tree.not_regular.append(relative)
+            continue
+        directory, relative, resolved = pending.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError:
+            tree.not_regular.append(relative)
+            continue
+        for entry in entries:
+            path = f"{relative}/{entry.name}" if relative else entry.name
+            if entry.is_symlink():
+                heapq.heappush(links, (path, entry.path))
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                tree.not_regular.append(path)
+                continue
+            take(entry.path, path, os.path.join(resolved, entry.name), mode)
+    return tree
+
+
+def list_seed_files(cfg: DictConfig) -> SeedListing:
+    """The seed files `cfg.seeds` chooses, each listed once: a local root is walked with symlinks followed once
+    (`walk_local`), an object store's root listed as the store lists it (it has no symlinks)."""
     root = str(cfg.seeds.root)
     filesystem, path = open_location(root)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
         raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
+    include, exclude = list(cfg.seeds.include), list(cfg.seeds.exclude)
     if cfg.seeds.list is not None:
-        return filesystem, path, [str(p) for p in cfg.seeds.list]
+        return SeedListing(filesystem, path, [str(p) for p in cfg.seeds.list])
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        tree = walk_local(path)
+        return SeedListing(filesystem, path, select(tree.files, include, exclude),
+                           len(select(tree.not_regular, include, exclude)),
+                           len(select(tree.repeated_files, include, exclude)) + len(tree.repeated_directories))
     infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
     relative = [info.path[len(path) + 1 :] for info in infos if info.type == pafs.FileType.File]
-    return filesystem, path, select(relative, list(cfg.seeds.include), list(cfg.seeds.exclude))
+    return SeedListing(filesystem, path, select(relative, include, exclude))
 
 
 def index_location(location: str) -> str:
@@ -214,7 +309,8 @@ class MiningJob:
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`."""
-        self.seed_fs, self.seed_root, self.seed_files = list_seed_files(self.cfg)
+        self.seeds = list_seed_files(self.cfg)
+        self.seed_root, self.seed_files = self.seeds.root, self.seeds.files
         if not self.seed_files:
             raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 

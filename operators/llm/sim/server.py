@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
 from lean_pool.busy_log import append_busy_span
-from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, read_header_value
 from operators.llm.sim.faults import injected_fault, latency_s
 from operators.llm.sim.scripts import RequestMeta, completion_body, last_user_text, prompt_tokens, request_digest
 
@@ -198,8 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _meta(self) -> RequestMeta:
         attempt = self.headers.get(ATTEMPT_HEADER, "1")
         return RequestMeta(
-            stage=self.headers.get(STAGE_HEADER, ""),
-            candidate_id=self.headers.get(CANDIDATE_HEADER, ""),
+            stage=read_header_value(self.headers.get(STAGE_HEADER, "")),
+            candidate_id=read_header_value(self.headers.get(CANDIDATE_HEADER, "")),
             attempt=int(attempt) if attempt.isdigit() else 1,
         )
 
