@@ -5,15 +5,27 @@ created only if absent."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from pipelines.runtime.lease import (LEASE, Holder, LeaseHeld, LocalLeaseStore, S3LeaseStore, is_stale, parse_holder,
-                                     refusal, take)
+from pipelines.runtime.lease import (
+    LEASE,
+    Holder,
+    LeaseHeld,
+    LocalLeaseStore,
+    S3LeaseStore,
+    holder_gone,
+    is_stale,
+    parse_holder,
+    refusal,
+    take,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 # A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.
@@ -104,3 +116,16 @@ def test_a_lease_on_s3_refuses_a_second_taker_and_a_stale_one_is_taken_over(obje
     assert parse_holder(store.read()[0]).pid == os.getpid()
     taken.release()
     assert object_store.keys("leased/run") == []
+
+
+def test_a_holder_of_this_machine_that_runs_no_more_is_gone_and_a_live_one_or_another_machines_is_not() -> None:
+    here = socket.gethostname()
+    now = datetime.now(timezone.utc)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert holder_gone(holder_at(now, host=here, pid=dead.pid), here)
+    live = replace(holder_at(now, host=here, pid=os.getpid()), started_at=now.isoformat(timespec="seconds"))
+    assert not holder_gone(live, here)
+    assert not holder_gone(holder_at(now, host="elsewhere", pid=dead.pid), here)
+    reused = holder_at(now - timedelta(days=1), host=here, pid=os.getpid())  # this pid's process started after it
+    assert holder_gone(reused, here)

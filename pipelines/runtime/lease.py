@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+import psutil
 import pyarrow.fs as pafs
 
 from operators.storage import first_line, is_uri, without_options
@@ -37,6 +38,8 @@ RAY_JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 RAY_JOB_ID_KEY = "job_submission_id"
 # Rounds of create, read, take over: each lost race ends in a lease another start just wrote, refused on the next round.
 TAKE_ROUNDS = 3
+# A lease's times are written to the second: its holder's process may have started up to this much after them.
+STAMP_RESOLUTION_S = 1
 # HTTP statuses of an S3 request whose condition failed, of a conditional create racing another, of an object gone.
 PRECONDITION_FAILED = 412
 CONDITIONAL_CONFLICT = 409
@@ -82,6 +85,22 @@ def is_stale(holder: Holder | None, now: datetime, stale_s: float) -> bool:
     return (now - renewed).total_seconds() > stale_s
 
 
+def holder_gone(holder: Holder | None, host: str) -> bool:
+    """Whether the holder was a process of this machine (`host`) that runs no more (killed with -9, its machine
+    restarted): its lease is taken over at once instead of after `lease.stale_s`. A live process under the holder's
+    pid that started after the lease did is another process that reused the pid."""
+    if holder is None or holder.host != host:
+        return False
+    try:
+        started = datetime.fromisoformat(holder.started_at).timestamp()
+        created = psutil.Process(holder.pid).create_time()
+    except psutil.NoSuchProcess:
+        return True
+    except (ValueError, psutil.Error):
+        return False
+    return created > started + STAMP_RESOLUTION_S
+
+
 def describe(holder: Holder | None) -> str:
     """The holder as the lines below name it."""
     if holder is None:
@@ -96,10 +115,12 @@ def refusal(run_dir: str, holder: Holder | None, stale_s: float) -> str:
             f"stop it (a lease not renewed for lease.stale_s={stale_s:g}s is taken over)")
 
 
-def takeover_note(run_dir: str, holder: Holder | None, stale_s: float) -> str:
-    """The one line a start that takes over a stale lease prints."""
-    return (f"note: run_dir={run_dir} was held by a run not heard from for over lease.stale_s={stale_s:g}s "
-            f"({describe(holder)}); taking it over")
+def takeover_note(run_dir: str, holder: Holder | None, stale_s: float, gone: bool) -> str:
+    """The one line a start that takes over a lease prints: its holder runs no more on this machine (`gone`), or was
+    not heard from for `stale_s`."""
+    why = "a process of this machine that runs no more" if gone else \
+        f"a run not heard from for over lease.stale_s={stale_s:g}s"
+    return f"note: run_dir={run_dir} was held by {why} ({describe(holder)}); taking it over"
 
 
 def lost_warning(run_dir: str, holder: Holder | None) -> str:
@@ -366,10 +387,11 @@ def take(store: LeaseStore, run_dir: str, renew_s: float, stale_s: float) -> Lea
         if current is None:
             continue
         seen = parse_holder(current[0])
-        if not is_stale(seen, utc_now(), stale_s):
+        gone = holder_gone(seen, holder.host)
+        if not (gone or is_stale(seen, utc_now(), stale_s)):
             break
         tag = store.replace(body, current[1])
         if tag is not None:
-            print(takeover_note(shown, seen, stale_s), file=sys.stderr, flush=True)
+            print(takeover_note(shown, seen, stale_s, gone), file=sys.stderr, flush=True)
             return Lease(store, shown, holder, tag, renew_s)
     raise LeaseHeld(refusal(shown, seen, stale_s))
