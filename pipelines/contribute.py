@@ -24,6 +24,7 @@ import ray
 from lean_pool.launch import LeanSetupError
 from operators.contribute.patches import home_namespace, mined_name, placed
 from operators.llm.errors import LLMConfigError
+from operators.storage import is_uri
 from operators.rows.contributions import (
     NOT_PLACED,
     PENDING,
@@ -136,8 +137,9 @@ def summary(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileO
                f"checker; proofs: {sum(bool(row['proof_tactic']) for row in rows)} replaced by a closing tactic",
                "not offered: " + (", ".join(f"{why} {count}" for why, count in refused.most_common()) or "none")]
     cost = job.cost_lines(written_cost([contributions_table(rows).select(["llm_calls", "lean_checks"])]))
-    hint = (f"next: git -C {job.mathlib_dir()} apply --check {job.out}/{PATCHES}/<file>.patch, then without --check"
-            if patches else None)
+    patches_at = f"{job.out}/{PATCHES}"
+    patch = f"<file>.patch copied from {patches_at}" if is_uri(job.out) else f"{patches_at}/<file>.patch"
+    hint = f"next: git -C {job.mathlib_dir()} apply --check {patch}, then without --check" if patches else None
     return closing_lines(Closing(job.run.uri, written, {TABLE: rows_by_status([r["status"] for r in rows], STATUSES)},
                                  details, cost, simulated=job.simulated, next_step=hint))
 
