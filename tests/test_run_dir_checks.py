@@ -118,3 +118,15 @@ def test_a_run_named_by_a_file_uri_keeps_every_table_under_it(tmp_path: Path) ->
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
     rows = pq.read_table(tmp_path / "run" / "candidates").num_rows
     assert rows and f"candidates: {rows}" in result.stdout
+
+
+def test_a_file_written_before_its_table_gained_a_column_is_still_the_tables() -> None:
+    from pipelines.runtime.run_dir import schema_difference
+    from pipelines.runtime.table_schemas import LATER_COLUMNS, TABLE_SCHEMAS
+
+    table = TABLE_SCHEMAS["discoveries"]
+    older = pa.schema([field for field in table if field.name != "dropped_lemmas"])
+    assert schema_difference(older, table, LATER_COLUMNS["discoveries"]) is None
+    assert "lacks dropped_lemmas" in schema_difference(older, table)
+    foreign = pa.schema([("candidate_id", pa.string()), ("status", pa.string())])
+    assert "lacks" in schema_difference(foreign, TABLE_SCHEMAS["candidates"], LATER_COLUMNS.get("candidates", ()))

@@ -21,7 +21,7 @@ from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.storage import open_location
 from pipelines.reporting.stats import is_simulated
 from pipelines.runtime.run_dir import RunDir
-from pipelines.runtime.table_schemas import TABLE_SCHEMAS
+from pipelines.runtime.table_schemas import LATER_COLUMNS, TABLE_SCHEMAS
 
 
 class RunNotFound(RuntimeError):
@@ -99,7 +99,7 @@ def _manifest(run: RunDir) -> dict[str, Any]:
 def _checked(run: RunDir, tables: Sequence[str]) -> RunDir:
     """`run`, once no folder of `tables` holds a file that is not that table's (`ForeignContents` naming it)."""
     for table in tables:
-        run.check_table(table, TABLE_SCHEMAS[table])
+        run.check_table(table, TABLE_SCHEMAS[table], LATER_COLUMNS.get(table, ()))
     return run
 
 

@@ -69,10 +69,11 @@ def type_fits(written: pa.DataType, table: pa.DataType) -> bool:
     return False
 
 
-def schema_difference(written: pa.Schema, table: pa.Schema) -> str | None:
+def schema_difference(written: pa.Schema, table: pa.Schema, later: Collection[str] = ()) -> str | None:
     """How the columns of a file differ from its table's (the columns it lacks, has beyond them or holds with another
-    type), None when they are the table's."""
-    missing = [name for name in table.names if name not in written.names]
+    type), None when they are the table's; a file may lack the `later` columns, which the table gained after it was
+    written."""
+    missing = [name for name in table.names if name not in written.names and name not in later]
     extra = [name for name in written.names if name not in table.names]
     retyped = [f"{field.name} is {field.type}, not {table.field(field.name).type}" for field in written
                if field.name in table.names and not type_fits(field.type, table.field(field.name).type)]
@@ -208,9 +209,9 @@ class RunDir:
             and not info.base_name.startswith((".", "_"))
         )
 
-    def check_table(self, name: str, schema: pa.Schema) -> None:
+    def check_table(self, name: str, schema: pa.Schema, later: Collection[str] = ()) -> None:
         """Refuse (`ForeignContents`, naming it) any file in table `name`'s folder that is not a file of the table:
-        one not named as a Parquet file, or whose columns are not `schema`'s. Half-written files of the table (no
+        one not named as a Parquet file, or whose columns are not `schema`'s (`later` ones aside). Half-written files of the table (no
         readable footer) pass: `prepare` removes them. Hidden and temporary files are the writers' own."""
         folder = self.table_path(name)
         selector = pafs.FileSelector(folder, recursive=True, allow_not_found=True)
@@ -223,7 +224,7 @@ class RunDir:
                 written = pq.read_schema(info.path, filesystem=self.filesystem)
             except (OSError, pa.ArrowInvalid):
                 continue
-            difference = schema_difference(written, schema)
+            difference = schema_difference(written, schema, later)
             if difference is not None:
                 self._refuse_file(name, info.path, f"its columns are not the table's: it {difference}")
 

@@ -19,3 +19,8 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "formalizations": FORMALIZATION_SCHEMA,
     "contributions": CONTRIBUTION_SCHEMA,
 }
+# Columns a table gained after runs had been written with it: a file of such a run lacks them and is still the
+# table's (`RunDir.read` reads them as null there).
+LATER_COLUMNS: dict[str, frozenset[str]] = {
+    "discoveries": frozenset({"dropped_lemmas"}),
+}
