@@ -1,5 +1,6 @@
 """Seeds listed once each under a local `seeds.root`: symlinks followed once (a loop lists nothing twice), a second
-path to a file skipped, anything but a regular file skipped, and `plan` saying how many. Pure: nothing is started."""
+path to a file skipped, anything but a regular file skipped, and `plan` saying how many; the entries of a
+`seeds.list` checked alike, none left one line. Pure: nothing is started."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 from conf import package_dir
 from pipelines import plan
-from pipelines.runtime.job import list_seed_files, load_config
+from pipelines.runtime.job import check_store_list, list_seed_files, load_config
 
 DEMO_SEEDS = ["Mathlib/Algebra/Group/Commutator.lean", "Mathlib/Data/Nat/Triangle.lean", "Mathlib/Order/Clamp.lean"]
 
@@ -50,3 +53,49 @@ def test_plan_counts_each_seed_once_and_says_what_it_skipped(tmp_path, capsys):
     seeds_line, skipped_line, *_ = capsys.readouterr().out.splitlines()
     assert seeds_line.startswith(f"seeds: 4 files under {seeds}, 4 fit the discover model")
     assert skipped_line.startswith(f"seeds skipped under {seeds}: 2 not a regular file, 2 a second path")
+
+
+def seeds_list(entries: list[str]) -> str:
+    return "seeds.list=[" + ",".join(entries) + "]"
+
+
+def listed_with_mistakes(root: Path) -> tuple[Path, list[str]]:
+    """The demo seeds and a `seeds.list` naming two of them among a directory, a FIFO, a missing file, a symlink to
+    /dev/zero, a symlink loop, and Clamp.lean again: as given, through `./` and through a symlink."""
+    shutil.copytree(package_dir("pipelines/demo_seeds"), root / "seeds")
+    mathlib = root / "seeds" / "Mathlib"
+    os.mkfifo(mathlib / "Fifo.lean")
+    (mathlib / "Zero.lean").symlink_to("/dev/zero")
+    (mathlib / "Loop.lean").symlink_to("Loop.lean")
+    (mathlib / "Clamp.lean").symlink_to("Order/Clamp.lean")
+    return root / "seeds", [DEMO_SEEDS[2], "Mathlib/Order", "Mathlib/Fifo.lean", "Mathlib/Missing.lean",
+                            "Mathlib/Zero.lean", "Mathlib/Loop.lean", DEMO_SEEDS[2], "Mathlib/./Order/Clamp.lean",
+                            "Mathlib/Clamp.lean", DEMO_SEEDS[1]]
+
+
+def test_a_list_keeps_each_regular_file_once_and_counts_the_rest(tmp_path):
+    seeds, entries = listed_with_mistakes(tmp_path)
+    listing = list_seed_files(load_config(["preset=demo", f"seeds.root={seeds}", seeds_list(entries)]))
+    assert listing.files == [DEMO_SEEDS[2], DEMO_SEEDS[1]], "in the list's order, each once under its first path"
+    assert listing.skipped_line() == (f"seeds skipped under {seeds}: 5 not a regular file, 3 a second path (a "
+                                      f"symlink) to a file or directory already listed")
+
+
+def test_plan_says_what_a_list_skipped_and_a_list_of_nothing_is_one_line(tmp_path, capsys):
+    seeds, entries = listed_with_mistakes(tmp_path)
+    assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(entries)]) == 0
+    seeds_line, skipped_line, *_ = capsys.readouterr().out.splitlines()
+    assert seeds_line.startswith(f"seeds: 2 files under {seeds}")
+    assert skipped_line.startswith(f"seeds skipped under {seeds}: 5 not a regular file, 3 a second path")
+    assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(entries[1:6])]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"error: no entry of seeds.list is a seed file under {seeds} (5 not a regular file): "
+                              "nothing to mine\n")
+
+
+def test_a_list_on_a_store_keeps_each_object_once_and_counts_the_rest(tmp_path):
+    seeds, _ = listed_with_mistakes(tmp_path)
+    entries = [DEMO_SEEDS[2], "Mathlib/Order", "Mathlib/Missing.lean", "Mathlib/./Order/Clamp.lean", DEMO_SEEDS[1]]
+    checked = check_store_list(pafs.LocalFileSystem(), str(seeds), entries)
+    assert (checked.files, checked.not_regular, checked.repeated_files) == (
+        [DEMO_SEEDS[2], DEMO_SEEDS[1]], ["Mathlib/Order", "Mathlib/Missing.lean"], ["Mathlib/./Order/Clamp.lean"])

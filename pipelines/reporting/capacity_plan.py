@@ -61,8 +61,6 @@ def seed_token_counts(cfg: DictConfig) -> tuple[SeedListing, list[int]]:
     discover model (unreadable, empty and too long ones are never sent)."""
     listing = list_seed_files(cfg)
     filesystem, root, files = listing.filesystem, listing.root, listing.files
-    if not files:
-        raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}")
     chars_per_token = float(cfg.seeds.chars_per_token)
     seeds = [read_seed(filesystem, f"{root}/{relative}", int(cfg.seeds.max_tokens), chars_per_token)
              for relative in files]

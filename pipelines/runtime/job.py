@@ -101,8 +101,9 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
 @dataclass(frozen=True)
 class SeedListing:
     """The seed root's filesystem and path, the chosen seed files relative to it, and what the listing left out:
-    paths that are not a regular file (FIFOs, devices, broken symlinks) and second paths to a file or directory
-    already listed (symlinks, loops), the files among them counted only when the include globs choose them."""
+    paths that are not a regular file (FIFOs, devices, broken symlinks; in `seeds.list`, missing paths and directories
+    too) and second paths to a file or directory already listed (symlinks, loops, an entry listed again), the files
+    among them counted only when the include globs choose them (all of a list's)."""
 
     filesystem: pafs.FileSystem
     root: str
@@ -110,18 +111,21 @@ class SeedListing:
     not_regular: int = 0
     repeated: int = 0
 
+    def skipped(self) -> str:
+        """How many paths were left out and why, e.g. `2 not a regular file`; empty when none was."""
+        return ", ".join(f"{count} {what}" for count, what in (
+            (self.not_regular, "not a regular file"),
+            (self.repeated, "a second path (a symlink) to a file or directory already listed")) if count)
+
     def skipped_line(self) -> str | None:
         """What `mine` and `plan` say about the paths left out, None when none was."""
-        parts = [f"{count} {what}" for count, what in (
-            (self.not_regular, "not a regular file"),
-            (self.repeated, "a second path (a symlink) to a file or directory already listed")) if count]
-        return f"seeds skipped under {self.root}: {', '.join(parts)}" if parts else None
+        return f"seeds skipped under {self.root}: {self.skipped()}" if self.skipped() else None
 
 
 @dataclass(frozen=True)
 class LocalTree:
-    """A local directory walked with each directory entered once and each file listed once (`walk_local`), paths
-    relative to it."""
+    """A local directory walked with each directory entered once and each file listed once (`walk_local`), or a
+    `seeds.list` checked (`check_local_list`, `check_store_list`), paths relative to the root."""
 
     files: list[str]
     not_regular: list[str]
@@ -140,19 +144,13 @@ def walk_local(root: str) -> LocalTree:
     links: list[tuple[str, str]] = []  # (relative, path) of the symlinks met, a heap
 
     def take(path: str, relative: str, resolved: str, mode: int) -> None:
-        if stat.S_ISDIR(mode):
-            if resolved in entered:
-                tree.repeated_directories.append(relative)
-            else:
-                entered.add(resolved)
-                pending.append((path, relative, resolved))
-        elif not stat.S_ISREG(mode):
-            tree.not_regular.append(relative)
-        elif resolved in listed:
-            tree.repeated_files.append(relative)
+        if not stat.S_ISDIR(mode):
+            take_file(tree, listed, relative, resolved, mode)
+        elif resolved in entered:
+            tree.repeated_directories.append(relative)
         else:
-            listed.add(resolved)
-            tree.files.append(relative)
+            entered.add(resolved)
+            pending.append((path, relative, resolved))
 
     while pending or links:
         if not pending:
@@ -182,16 +180,75 @@ def walk_local(root: str) -> LocalTree:
     return tree
 
 
+def take_file(tree: LocalTree, listed: set[str], relative: str, resolved: str, mode: int) -> None:
+    """Put the path `relative` (resolving to `resolved`, of file mode `mode`) where it belongs in `tree`: a regular file
+    reached the first time among the files (its resolved path added to `listed`), a second path to one among the
+    repeated, anything else among the not regular."""
+    if not stat.S_ISREG(mode):
+        tree.not_regular.append(relative)
+    elif resolved in listed:
+        tree.repeated_files.append(relative)
+    else:
+        listed.add(resolved)
+        tree.files.append(relative)
+
+
+def check_local_list(root: str, entries: Sequence[str]) -> LocalTree:
+    """The entries of `seeds.list` (paths relative to the local directory `root`), in their order, each regular file
+    listed once by its resolved path (a second spelling or a symlink to it is repeated) and anything else (a
+    directory, a FIFO, a device, a missing path, a broken symlink or a loop) not regular: a list is checked as the
+    walk is, so a careless list neither hangs the run nor mines a file twice."""
+    listed: set[str] = set()
+    tree = LocalTree([], [], [], [])
+    for relative in entries:
+        path = os.path.join(root, relative)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:  # missing, a broken symlink, a loop
+            tree.not_regular.append(relative)
+            continue
+        take_file(tree, listed, relative, os.path.realpath(path), mode)
+    return tree
+
+
+def check_store_list(filesystem: pafs.FileSystem, root: str, entries: Sequence[str]) -> LocalTree:
+    """The entries of `seeds.list` under an object store's `root` (which has no symlinks): each file listed once by
+    its path, anything else (a missing object, a prefix) not regular."""
+    listed: set[str] = set()
+    tree = LocalTree([], [], [], [])
+    infos = filesystem.get_file_info([join(root, relative) for relative in entries]) if entries else []
+    for relative, info in zip(entries, infos, strict=True):
+        mode = stat.S_IFREG if info.type == pafs.FileType.File else 0
+        take_file(tree, listed, relative, os.path.normpath(info.path), mode)
+    return tree
+
+
 def list_seed_files(cfg: DictConfig) -> SeedListing:
+    """The seed files `cfg.seeds` chooses, each listed once (`chosen_seeds`); none at all is a `SetupError`: a run
+    that would mine nothing says so instead of ending well."""
+    listing = chosen_seeds(cfg)
+    if listing.files:
+        return listing
+    if cfg.seeds.list is not None:
+        skipped = f" ({listing.skipped()})" if listing.skipped() else ""
+        raise SetupError(f"no entry of seeds.list is a seed file under {cfg.seeds.root}{skipped}: nothing to mine")
+    raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}: nothing to mine")
+
+
+def chosen_seeds(cfg: DictConfig) -> SeedListing:
     """The seed files `cfg.seeds` chooses, each listed once: a local root is walked with symlinks followed once
-    (`walk_local`), an object store's root listed as the store lists it (it has no symlinks)."""
+    (`walk_local`), an object store's root listed as the store lists it (it has no symlinks); the entries of
+    `seeds.list` are checked as the walk checks what it finds (`check_local_list`, `check_store_list`)."""
     root = str(cfg.seeds.root)
     filesystem, path = open_location(root)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
         raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
     include, exclude = list(cfg.seeds.include), list(cfg.seeds.exclude)
     if cfg.seeds.list is not None:
-        return SeedListing(filesystem, path, [str(p) for p in cfg.seeds.list])
+        entries = [str(entry) for entry in cfg.seeds.list]
+        local = isinstance(filesystem, pafs.LocalFileSystem)
+        checked = check_local_list(path, entries) if local else check_store_list(filesystem, path, entries)
+        return SeedListing(filesystem, path, checked.files, len(checked.not_regular), len(checked.repeated_files))
     if isinstance(filesystem, pafs.LocalFileSystem):
         tree = walk_local(path)
         return SeedListing(filesystem, path, select(tree.files, include, exclude),
@@ -311,8 +368,6 @@ class MiningJob:
         """The seed files to mine; none is a `SetupError`."""
         self.seeds = list_seed_files(self.cfg)
         self.seed_root, self.seed_files = self.seeds.root, self.seeds.files
-        if not self.seed_files:
-            raise SetupError(f"no seed file under {self.cfg.seeds.root} matches include={list(self.cfg.seeds.include)}")
 
     def __enter__(self) -> MiningJob:
         try:
