@@ -77,6 +77,17 @@ def test_a_foreign_file_in_a_table_folder_is_one_line_naming_it_in_report_and_ex
             command(job, f"run_dir={run}"))
 
 
+def test_a_foreign_file_in_contributions_is_one_line_in_contribute_report_and_export(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    foreign = run / "contributions" / "other.parquet"
+    foreign.parent.mkdir()
+    pq.write_table(pa.table({"candidate_id": ["x"], "status": ["offered"]}), foreign)
+    for job, *more in (("contribute", "preset=demo"), ("report",), ("export",)):
+        line = one_error_line(command(job, f"run_dir={run}", *more))
+        assert f"{foreign} is not a file of the contributions table" in line and "lacks" in line, job
+    assert foreign.exists() and not (run / "logs").exists(), "contribute refused it before Ray, deleting nothing"
+
+
 def test_a_run_json_that_is_not_json_is_one_line_in_report_export_and_mine(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "run.json").write_text("{not json")

@@ -7,7 +7,6 @@ URI, with the table schemas the pipelines wrote, so an empty or half-finished ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.storage import open_location
 from pipelines.reporting.stats import is_simulated
 from pipelines.runtime.run_dir import RunDir
-from pipelines.runtime.table_schemas import LATER_COLUMNS, TABLE_SCHEMAS
+from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 
 
 class RunNotFound(RuntimeError):
@@ -96,15 +95,8 @@ def _manifest(run: RunDir) -> dict[str, Any]:
     return run.read_manifest() or {}
 
 
-def _checked(run: RunDir, tables: Sequence[str]) -> RunDir:
-    """`run`, once no folder of `tables` holds a file that is not that table's (`ForeignContents` naming it)."""
-    for table in tables:
-        run.check_table(table, TABLE_SCHEMAS[table], LATER_COLUMNS.get(table, ()))
-    return run
-
-
 def _mining_run(run: RunDir) -> RunData:
-    _checked(run, ("candidates", "discoveries", "contributions"))
+    check_tables(run, MINING_RUN_TABLES)
     candidates = pl.from_arrow(run.read("candidates", CANDIDATE_SCHEMA))
     discoveries = pl.from_arrow(run.read("discoveries", DISCOVERY_SCHEMA)) if run.files("discoveries") else None
     contributions = (pl.from_arrow(run.read("contributions", CONTRIBUTION_SCHEMA)) if run.files("contributions")
@@ -113,7 +105,7 @@ def _mining_run(run: RunDir) -> RunData:
 
 
 def _formalization_run(run: RunDir) -> FormalizationRun:
-    _checked(run, ("formalizations",))
+    check_tables(run, ("formalizations",))
     return FormalizationRun(run.uri, pl.from_arrow(run.read("formalizations", FORMALIZATION_SCHEMA)), _manifest(run))
 
 

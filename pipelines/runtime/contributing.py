@@ -30,6 +30,7 @@ from operators.storage import join, open_location
 from pipelines.runtime.cli import SetupError
 from pipelines.runtime.job import MiningJob, index_location
 from pipelines.runtime.stages import Stage
+from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 
 TABLE = "contributions"
 # Where patches and descriptions go under `out`, and their suffixes after the Mathlib file's path.
@@ -53,8 +54,11 @@ class ContributeJob(MiningJob):
         super().__init__(cfg)
 
     def claim_run_dir(self) -> dict[str, Any]:
-        """The run's manifest as it is, and the checkout checked, before anything starts: a directory without a mining
-        run, or a checkout that is not a directory, is a `SetupError`."""
+        """The run's manifest as it is, its tables and the checkout checked, before anything starts: a file in a table
+        folder that is not that table's is `ForeignContents` naming it (the readers' check, so `contribute`, `report`
+        and `export` say the same of a run); a directory without a mining run, or a checkout that is not a directory,
+        is a `SetupError`."""
+        check_tables(self.run, MINING_RUN_TABLES)
         manifest = self.run.read_manifest()
         if manifest is None or not self.run.files("candidates"):
             raise SetupError(f"run_dir={self.run.uri} holds no mining run (no run.json or no candidates/ table)")

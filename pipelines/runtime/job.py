@@ -56,7 +56,7 @@ from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, matches, refusal
-from pipelines.runtime.table_schemas import LATER_COLUMNS, TABLE_SCHEMAS
+from pipelines.runtime.table_schemas import check_tables
 from pipelines.runtime.step_settings import step_settings
 
 PROJECT = "folklore"
@@ -337,8 +337,7 @@ class MiningJob:
             self.JOB, OmegaConf.to_container(self.cfg, resolve=False),
             [*speed_keys(), *resume.unused], {"lean.toolchain": lean["toolchain"],
                                               "lean.mathlib_rev": lean["mathlib_rev"]})
-        for table in self.TABLES:
-            self.run.check_table(table, TABLE_SCHEMAS[table], LATER_COLUMNS.get(table, ()))
+        check_tables(self.run, self.TABLES)
         recorded = self.run.read_manifest()
         with_rows = [table for table in self.TABLES if self.run.files(table)]
         if recorded is None and with_rows:
