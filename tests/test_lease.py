@@ -41,10 +41,22 @@ def holder_at(renewed: datetime, host: str = "elsewhere", pid: int = 4242) -> Ho
                   renewed_at=renewed.isoformat(timespec="seconds"))
 
 
-def mine(run_dir: Path, *more: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}", *more],
+def mine(run_dir: Path, *more: str, job: str = "mine") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", f"pipelines.{job}", "preset=demo", f"run_dir={run_dir}", *more],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=run_dir.parent,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def inputs_of(job: str, folder: Path) -> list[str]:
+    """What `job` needs on its command line besides the demo preset: the shipped problems, a one-statement benchmark."""
+    if job == "autoformalize":
+        return [f"input={REPO / 'pipelines' / 'demo_problems' / 'problems.jsonl'}"]
+    if job == "evaluate":
+        statement = folder / "benchmark" / "foundational" / "Order" / "Clamp" / "1.lean"
+        statement.parent.mkdir(parents=True)
+        statement.write_text("theorem t (n : Nat) : n + 0 = n := by\n  sorry\n")
+        return [f"benchmark_dir={folder / 'benchmark'}"]
+    return []
 
 
 def test_a_lease_renewed_within_stale_s_is_held_and_one_older_or_unreadable_is_stale() -> None:
@@ -71,12 +83,14 @@ def test_a_second_local_taker_is_refused_until_the_first_releases(tmp_path: Path
     take(store, str(tmp_path), RENEW_S, STALE_S).release()
 
 
-def test_a_second_mine_on_a_held_run_dir_is_one_line_naming_the_holder_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("job", ["mine", "autoformalize", "evaluate"])
+def test_a_second_start_on_a_held_run_dir_is_one_line_naming_the_holder_and_writes_nothing(tmp_path: Path,
+                                                                                          job: str) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     lease = holder_at(datetime.now(timezone.utc)).to_bytes()
     (run_dir / LEASE).write_bytes(lease)
-    done = mine(run_dir)
+    done = mine(run_dir, *inputs_of(job, tmp_path), job=job)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2, done.stderr
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
