@@ -1,10 +1,12 @@
 """How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a full
-disk as one line naming the run directory with no half-written file left, what a driver killed with -9 left of its
-Ray stopped by the next start; the fast parts here, the command-line runs in tests/test_stopping_e2e.py."""
+disk as one line naming the run directory with no half-written file left (run.json included), what a driver killed
+with -9 left of its Ray stopped by the next start; the fast parts here, the command-line runs in
+tests/test_stopping_e2e.py, test_evaluate.py and test_autoformalize_e2e.py."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sqlite3
@@ -79,3 +81,29 @@ def test_a_full_disk_leaves_no_half_written_file_and_one_error_line(tmp_path, mo
     with pytest.raises(StorageFull):
         with refused_writes_in_one_line(str(run.path), ["candidates"]):
             raise sqlite3.OperationalError("database or disk is full")
+
+
+class FillsUp:
+    """A filesystem whose disk fills while a file is written: the file gets its first bytes, then ENOSPC."""
+
+    def __init__(self, filesystem: pafs.FileSystem) -> None:
+        self.filesystem = filesystem
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.filesystem, name)
+
+    def open_output_stream(self, path: str) -> None:
+        with self.filesystem.open_output_stream(path) as stream:
+            stream.write(b'{"run_id": "cu')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_at_a_start_leaves_run_json_as_it_was(tmp_path):
+    """A start rewrites run.json; the disk refusing that write must not cut the record of what made the run's rows."""
+    run = RunDir(str(tmp_path / "run"))
+    run.write_manifest({"run_id": "kept"})
+    run.filesystem = FillsUp(run.filesystem)
+    with pytest.raises(OSError, match="No space left on device"):
+        run.write_manifest({"run_id": "new"})
+    assert json.loads((tmp_path / "run" / "run.json").read_text()) == {"run_id": "kept"}
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == ["run.json"], "no temporary file either"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -118,13 +118,19 @@ def data_files(filesystem: pafs.FileSystem, directory: str) -> list[str]:
 
 
 def write_whole(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> str:
-    """Write `table` to the Parquet file `path` (new or replaced) under a hidden name beside it and then rename it, so
-    a reader (or a resumed run) never sees it half-written; `path`."""
+    """Write `table` to the Parquet file `path` (new or replaced) whole (`replace_whole`); `path`."""
+    return replace_whole(filesystem, path, lambda temporary: pq.write_table(table, temporary, filesystem=filesystem))
+
+
+def replace_whole(filesystem: pafs.FileSystem, path: str, write: Callable[[str], None]) -> str:
+    """Have `write` write the file `path` (new or replaced) under a hidden name beside it and then rename it, so a
+    reader (or a resumed run) never sees it half-written and a write the disk refuses leaves the old file as it was;
+    `path`."""
     directory, base = path.rsplit("/", 1)
     filesystem.create_dir(directory, recursive=True)
     temporary = f"{directory}/.{base}.{uuid.uuid4().hex}.tmp"
     try:
-        pq.write_table(table, temporary, filesystem=filesystem)
+        write(temporary)
     except BaseException:
         _delete_if_there(filesystem, temporary)
         raise
@@ -346,9 +352,13 @@ class RunDir:
                 f"run's tables to another run_dir")
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Replace the run's manifest."""
-        with self.filesystem.open_output_stream(join(self.path, MANIFEST)) as stream:
-            stream.write(json.dumps(manifest, indent=2, default=str).encode())
+        """Replace the run's manifest whole (`replace_whole`): a full disk at a start must not cut the run.json that
+        says what made the run's rows."""
+        def write(temporary: str) -> None:
+            with self.filesystem.open_output_stream(temporary) as stream:
+                stream.write(json.dumps(manifest, indent=2, default=str).encode())
+
+        replace_whole(self.filesystem, join(self.path, MANIFEST), write)
 
 
 def new_manifest(config: dict[str, Any]) -> dict[str, Any]:
