@@ -46,7 +46,7 @@ from operators.stages import AUTOFORMALIZE_STAGES, running
 from operators.storage import open_location
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
-from pipelines.runtime.job import MiningJob
+from pipelines.runtime.job import MiningJob, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 from pipelines.runtime.stages import Stage, streamed, write
 
@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = WorkWritten()
 
     def run() -> None:
-        with AutoformalizeJob(load_config(sys.argv[1:] if argv is None else argv)) as job:
+        with started(AutoformalizeJob, load_config(sys.argv[1:] if argv is None else argv)) as job:
             sent = autoformalize(job)
             lines = summary(job, sent)
             work.mark()

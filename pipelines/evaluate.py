@@ -38,7 +38,7 @@ from pipelines.reporting.markdown import success_markdown
 from pipelines.reporting.run_data import load_run
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
-from pipelines.runtime.job import MiningJob
+from pipelines.runtime.job import MiningJob, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
 from pipelines.runtime.stages import statement_stages, streamed, write
 
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
         statements = read_benchmark(cfg)
-        with EvaluationJob(cfg) as job:
+        with started(EvaluationJob, cfg) as job:
             evaluate(job, statements)
             lines = summary(job)
             work.mark()

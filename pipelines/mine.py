@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from lean_pool.launch import LeanSetupError
 from operators.llm.errors import LLMConfigError
 from pipelines.runtime.cli import WorkWritten, run_job
-from pipelines.runtime.job import MiningJob, load_config
+from pipelines.runtime.job import MiningJob, load_config, started
 from pipelines.runtime.mining import mine_seeds, report
-from pipelines.runtime.run_dir import refused_writes_in_one_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,8 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> None:
         cfg = load_config(sys.argv[1:] if argv is None else argv)
-        # Outside the job: its tables are cleaned up once it has stopped everything that writes them.
-        with refused_writes_in_one_line(str(cfg.run_dir), MiningJob.TABLES), MiningJob(cfg) as job:
+        with started(MiningJob, cfg) as job:
             skipped = job.seeds.skipped_line()
             if skipped:
                 print(skipped, flush=True)

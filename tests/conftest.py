@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import ray
 
+from tests.full_disk import tiny_disk_at
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_DIR.parent / "shared"
 
@@ -46,6 +48,15 @@ def ray_cluster():
     ray.init(num_cpus=10, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Generator[Path, None, None]:
+    """A directory on a small tmpfs that a run fills (`tests/full_disk.py`); skipped where none can be mounted."""
+    with tiny_disk_at(tmp_path / "tiny") as mounted:
+        if mounted is None:
+            pytest.skip("cannot mount a tmpfs here (mounting takes root)")
+        yield mounted
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """`python -m pipelines.autoformalize` end to end on the simulators: real ProofNet rows, an index of real Mathlib
-files, bad input lines; the table, its statuses and scores, the report, and a resumed run that asks only for the
-new rows. `mode=got`: a concept graph for every row that compiled, its leaves grounded in the index and its new
-notion defined before the theorem; `mode=agent`: tool calls never above the budget, SR@K in the report. Also
+files, bad input lines; the table, its statuses and scores, the report, a resumed run that asks only for the new
+rows (its first start, where a tmpfs can be mounted, on a disk that fills: one line, exit 4, resumed on a bigger
+one). `mode=got`: a concept graph for every row that compiled, its leaves grounded in the index and its new notion
+defined before the theorem; `mode=agent`: tool calls never above the budget, SR@K in the report. Also
 `mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
 
 The test owns the LLM sim server, with the faithfulness labeller's random labels off, so every status and score
@@ -10,6 +11,7 @@ below follows from the prompts' triggers and the repair script alone."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -19,6 +21,7 @@ import ray
 from operators.llm.sim.server import SimServer, fetch_stats, reset_stats
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
+from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line, tiny_disk_at
 from tests.mine_support import read_table, sim_server_config
 
 pytestmark = pytest.mark.ray
@@ -131,12 +134,19 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
     assert "| problems.jsonl |" in page
 
 
-def test_a_second_start_asks_only_for_new_rows(world, shared_dir, tmp_path):
+def test_a_start_on_a_full_disk_is_one_line_and_a_second_start_asks_only_for_new_rows(world, shared_dir, tmp_path,
+                                                                                      capsys):
     proofnet = _proofnet(shared_dir)
     source = tmp_path / "problems.jsonl"
     first = dict(list(TRIGGERED.items())[:2])
     _write_input(source, proofnet[:3], first)
     run_dir = tmp_path / "run"
+    with tiny_disk_at(tmp_path / "tiny") as tiny:
+        if tiny is not None:  # where a tmpfs can be mounted, the first start fills it and is resumed on a bigger disk
+            assert autoformalize.main([*_overrides(world, tiny / "run"), f"input={source}"]) == DISK_FULL_EXIT
+            refused_write_line(capsys.readouterr().err, tiny / "run")
+            assert left_half_written(tiny / "run") == []
+            shutil.copytree(tiny / "run", run_dir)
     assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
     before = read_table(run_dir, "formalizations")
 

@@ -1,9 +1,14 @@
-"""Evaluate on the fixtures' benchmark files with the simulated LLM and Lean: exact Success@t, trivial statements
-excluded, resume without new calls; and the benchmark readers (layout and Parquet) on their own."""
+"""Evaluate on the fixtures' benchmark files with the simulated LLM and Lean: a start on a full disk that is one line
+and resumes, exact Success@t, trivial statements excluded, resume without new calls; and the benchmark readers
+(layout and Parquet) on their own."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
+from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import pyarrow as pa
@@ -17,6 +22,7 @@ from operators.llm.sim.server import SimServer
 from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from pipelines import evaluate
 from pipelines.reporting import stats
+from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line, tiny_disk_at
 from tests.mine_support import SIM_CONF, sim_server_config
 
 SEED_DIR = "abstract/RepresentationTheory/FiniteIndex"
@@ -51,14 +57,49 @@ def benchmark_dir(mathliblemma_dir, tmp_path_factory):
     return root
 
 
+class FullDisk(NamedTuple):
+    """An evaluation on a disk that filled mid-run: where, its exit status, what it printed on stderr, and what it
+    left behind that it must not (`left_half_written`)."""
+
+    run_dir: Path
+    status: int
+    stderr: str
+    left: list[Path]
+
+
+class Evaluated(NamedTuple):
+    """The run dir, its table after the first clean end, the sim's request counts after it and after the same command
+    again, and the full-disk start that came first (None where no tmpfs can be mounted)."""
+
+    run_dir: Path
+    table: pl.DataFrame
+    first: dict
+    second: dict
+    full_disk: FullDisk | None
+
+
+def on_a_full_disk(args: list[str], tiny: Path, run_dir: Path) -> FullDisk:
+    """Evaluate with run_dir on the tiny disk `tiny`, then copy what it left to `run_dir` (a bigger disk)."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        status = evaluate.main([*args, f"run_dir={tiny / 'run'}"])
+    full = FullDisk(tiny / "run", status, stderr.getvalue(), left_half_written(tiny / "run"))
+    shutil.copytree(tiny / "run", run_dir)
+    return full
+
+
 @pytest.fixture(scope="module")
-def evaluated(benchmark_dir, tmp_path_factory):
-    """One evaluation, then the same command again on the same run_dir; the table and the sim's request counts."""
-    run_dir = tmp_path_factory.mktemp("evaluate") / "run"
+def evaluated(benchmark_dir, tmp_path_factory) -> Evaluated:
+    """One evaluation started on a disk too small for it (where a tmpfs can be mounted), resumed to its end on a
+    bigger one, then the same command again on the same run_dir: so every test below reads a resumed run, which must
+    be the clean run the sim's script makes."""
+    folder = tmp_path_factory.mktemp("evaluate")
+    run_dir = folder / "run"
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        with SimServer(sim_server_config(median_s=0.01)) as server:
+        with SimServer(sim_server_config(median_s=0.01)) as server, tiny_disk_at(folder / "tiny") as tiny:
             args = overrides(benchmark_dir, run_dir, server.base_url)
+            full_disk = on_a_full_disk(args, tiny, run_dir) if tiny is not None else None
             assert evaluate.main(args) == 0
             first = server.stats.snapshot()["received_by_stage"]
             first_table = pl.read_parquet(run_dir / "candidates" / "*.parquet")
@@ -66,7 +107,7 @@ def evaluated(benchmark_dir, tmp_path_factory):
             second = server.stats.snapshot()["received_by_stage"]
     finally:
         ray.shutdown()
-    return run_dir, first_table, first, second
+    return Evaluated(run_dir, first_table, first, second, full_disk)
 
 
 def scripted_attempt(model: str, candidate_id: str) -> int | None:
@@ -77,7 +118,7 @@ def scripted_attempt(model: str, candidate_id: str) -> int | None:
 
 @pytest.mark.ray
 def test_every_benchmark_file_is_one_candidate_with_its_path_as_id(evaluated, benchmark_dir):
-    _, table, _, _ = evaluated
+    table = evaluated.table
     files = sorted(str(p.relative_to(benchmark_dir)) for p in benchmark_dir.rglob("*.lean"))
     assert sorted(table["candidate_id"].to_list()) == files and len(files) == 5
     assert set(table["seed_id"]) == {"Mathlib.RepresentationTheory.FiniteIndex"}
@@ -87,7 +128,7 @@ def test_every_benchmark_file_is_one_candidate_with_its_path_as_id(evaluated, be
 
 @pytest.mark.ray
 def test_trivial_statement_is_flagged_and_not_proved(evaluated):
-    _, table, _, _ = evaluated
+    table = evaluated.table
     trivial = table.filter(pl.col("candidate_id") == TRIVIAL_FILE).row(0, named=True)
     assert (trivial["status"], trivial["trivial"], trivial["proofs"]) == ("trivial", True, [])
     others = table.filter(pl.col("candidate_id") != TRIVIAL_FILE)
@@ -96,7 +137,7 @@ def test_trivial_statement_is_flagged_and_not_proved(evaluated):
 
 @pytest.mark.ray
 def test_success_at_t_per_prover_and_union_is_what_the_sim_was_scripted_to_do(evaluated):
-    _, table, _, _ = evaluated
+    table = evaluated.table
     attempted = [cid for cid in table["candidate_id"].to_list() if cid != TRIVIAL_FILE]
     k = {(m, cid): scripted_attempt(m, cid) for m in PROVERS for cid in attempted}
 
@@ -118,7 +159,7 @@ def test_success_at_t_per_prover_and_union_is_what_the_sim_was_scripted_to_do(ev
 
 @pytest.mark.ray
 def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
-    run_dir, first_table, first, second = evaluated
+    run_dir, first_table, first, second, _ = evaluated
     assert first["prove"] > 0 and second == first, "the second run found everything finished"
     again = pl.read_parquet(run_dir / "candidates" / "*.parquet")
     assert again["candidate_id"].is_unique().all()
@@ -126,8 +167,18 @@ def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
 
 
 @pytest.mark.ray
+def test_a_full_disk_is_one_line_exit_4_and_leaves_nothing_half_written(evaluated):
+    full = evaluated.full_disk
+    if full is None:
+        pytest.skip("cannot mount a tmpfs here (mounting takes root)")
+    assert full.status == DISK_FULL_EXIT, full.stderr
+    refused_write_line(full.stderr, full.run_dir)
+    assert full.left == []
+
+
+@pytest.mark.ray
 def test_rows_are_marked_simulated(evaluated):
-    _, table, _, _ = evaluated
+    table = evaluated.table
     assert all(p["llm_simulated"] and p["lean_simulated"] for p in table["provenance"].to_list())
 
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import psutil
-import pyarrow.parquet as pq
 import pytest
 
+from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line
 from tests.mine_support import REPO, read_table
 
 pytestmark = pytest.mark.ray
@@ -23,8 +23,6 @@ RUN_TIMEOUT_S = 240
 POLL_S = 0.1
 # Words of Ray's C++ core that must not reach the terminal on a stop (they go to the run's logs/ray.log).
 RAYS_CPP_DUMP = ("*** SIGTERM", "Stack trace", "core_worker")
-TINY_DISK = "size=200k"  # room for run.json and a few files, not for a run with its answer cache
-DISK_FULL_EXIT = 4
 
 
 def mine_args(run_dir: Path) -> list[str]:
@@ -93,35 +91,17 @@ def test_sigterm_is_ctrl_c_and_a_killed_drivers_ray_is_stopped_by_the_next_start
     assert alive == [], "the start stopped the killed driver's agents"
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A directory on a filesystem of `TINY_DISK` (a tmpfs, mounted as root can)."""
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", TINY_DISK, "tmpfs", str(mount_point)],
-                             capture_output=True, check=False)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=False)
-
-
 def test_a_full_disk_is_one_line_and_the_run_resumes_on_a_bigger_one(tmp_path, tiny_disk):
     run_dir = tiny_disk / "run"
     out = tmp_path / "full.log"
     driver = start(run_dir, out)
     assert driver.wait(timeout=RUN_TIMEOUT_S) == DISK_FULL_EXIT, out.read_text()[-3000:]
     text = out.read_text()
-    [line] = [line for line in text.splitlines() if line.startswith("error:")]
-    assert line.startswith(f"error: {run_dir} refused a write (No space left on device)") and "nothing is lost" in line
-    assert "Traceback" not in text and "OperationalError" not in text, text
+    refused_write_line(text, run_dir)
+    assert "OperationalError" not in text, text
     warnings = [line for line in text.splitlines() if "llm cache" in line]
     assert all("calls go on without it" in warning for warning in warnings), warnings
-    for path in run_dir.rglob("*.parquet*"):
-        pq.read_metadata(path)  # no half-written file survives
-    assert not list(run_dir.rglob(".*.tmp")), "nor a temporary one"
+    assert left_half_written(run_dir) == []
     bigger = tmp_path / "bigger"
     shutil.copytree(run_dir, bigger)
     finish(bigger, tmp_path / "resumed.log")

@@ -15,7 +15,8 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -54,13 +55,14 @@ from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.progress import StatusBoard, Ticker
-from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso
+from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
 from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, matches, refusal
 from pipelines.runtime.table_schemas import check_tables
 from pipelines.runtime.step_settings import step_settings
 
 PROJECT = "folklore"
 T = TypeVar("T")
+J = TypeVar("J", bound="MiningJob")
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
 # Beside it, which driver started the local Ray of the run's last start, and that Ray's session directory.
@@ -257,6 +259,15 @@ def chosen_seeds(cfg: DictConfig) -> SeedListing:
     infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
     relative = [info.path[len(path) + 1 :] for info in infos if info.type == pafs.FileType.File]
     return SeedListing(filesystem, path, select(relative, include, exclude))
+
+
+@contextmanager
+def started(job: type[J], cfg: DictConfig) -> Iterator[J]:
+    """`job(cfg)` started for a `with` block in which a write the run directory refuses anywhere in the job (a full
+    disk, a quota, a read-only filesystem) becomes one `StorageFull` line (`refused_writes_in_one_line`): outside the
+    job, so that its tables are cleaned up once it has stopped everything that writes them."""
+    with refused_writes_in_one_line(str(cfg.run_dir), job.TABLES), job(cfg) as running:
+        yield running
 
 
 def index_location(location: str) -> str:
