@@ -75,12 +75,15 @@ def test_an_empty_input_is_nothing_to_do(tmp_path: Path, content: bytes, capsys:
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
 
 
-def test_a_seeds_root_without_lean_files_is_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("listed", [[], ["seeds.list=[Mathlib/README.md/x.lean,Mathlib]"]])
+def test_a_seeds_root_without_lean_files_is_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                          listed: list[str]) -> None:
     (tmp_path / "seeds" / "Mathlib").mkdir(parents=True)
     (tmp_path / "seeds" / "Mathlib" / "README.md").write_text("no Lean here\n")
-    assert mine.main(["preset=demo", f"seeds.root={tmp_path / 'seeds'}", f"run_dir={tmp_path / 'run'}"]) == 2
+    assert mine.main(["preset=demo", f"seeds.root={tmp_path / 'seeds'}", f"run_dir={tmp_path / 'run'}",
+                      *listed]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("error: ") and err.count("\n") == 1
+    assert out == "" and err.startswith("error: ") and err.endswith(": nothing to mine\n") and err.count("\n") == 1
     assert not (tmp_path / "run").exists() and not ray.is_initialized()
 
 
