@@ -103,6 +103,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker gets a Ray directory of its own, so the heavy tier can run on both cores: a Ray started
+    without an address joins the one whose address file (`ray_current_cluster`, in that directory) a `ray start` on
+    this machine left, which for one worker would be the other's test cluster."""
+    import os
+    import tempfile
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and "RAY_TMPDIR" not in os.environ:
+        os.environ["RAY_TMPDIR"] = os.path.join(tempfile.gettempdir(), f"ray-{worker}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `engine` need vLLM's CPU build and the model package (.ci/install-engine). Without them they are
     skipped, saying so, except in CI (`CI` set), which installs the engine: there a missing engine fails them."""

@@ -115,6 +115,10 @@ def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max
     return "proved" if proved is not None and proved <= proof_repairs + 1 else "compiled"
 
 
+# The Lean simulator at its quickest and sleeping instead of spinning the CPU: for tests that count checks and statuses,
+# not what a check costs.
+FAST_LEAN = ["lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+
 def read_table(run_dir: Path, name: str) -> pl.DataFrame:
     return pl.read_parquet(run_dir / name / "*.parquet")
 

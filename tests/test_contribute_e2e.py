@@ -19,10 +19,10 @@ from lean_pool.lean_source import DECLARATION_KINDS, read_commands
 from operators.contribute.naming import check_name, naming_rules
 from operators.rows.contributions import OFFERED, STATUSES
 from pipelines import contribute, export, report
+from tests.mine_support import FAST_LEAN
 
 pytestmark = pytest.mark.ray
 CONTRIBUTE_TIMEOUT_S = 300
-FAST_LEAN = ["lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
 
 
 def run_contribute(run_dir: Path, capsys) -> list[str]:

@@ -20,6 +20,7 @@ import pytest
 from conf import package_dir
 from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 from lean_pool.refusals import refusal_reasons
+from tests.mine_support import FAST_LEAN
 
 # An engine start takes 1.5-3 min on 2 cores (the first test pays for it) and a job with the real model minutes more.
 pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Small enough that a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer.
 MAX_TOKENS = 256
 JOB_TIMEOUT_S = 900
-FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+FAST_SIM_LEAN = ["lean=sim", *FAST_LEAN]
 # Autoformalize asks think, draft, repairs and faithfulness per problem: two problems and one repair keep the test to
 # minutes on 2 cores while every step still meets the real model.
 PROBLEMS = 2
@@ -67,7 +68,7 @@ def counter(line: str, name: str) -> int:
 
 def demo_mine(run_dir: Path, base_url: str, *extra: str) -> list[str]:
     return ["preset=demo", f"run_dir={run_dir}", f"seeds.root={package_dir('pipelines/demo_seeds')}",
-            *openai_overrides(base_url, MAX_TOKENS), *FAST_LEAN, *extra]
+            *openai_overrides(base_url, MAX_TOKENS), *FAST_SIM_LEAN, *extra]
 
 
 def test_the_default_budgets_against_a_short_context_are_one_line_before_ray_starts(engine: VllmServer,
@@ -133,7 +134,7 @@ def test_a_refused_proof_is_explained_to_the_model_in_the_next_prompt(engine: Vl
     cheat = "### Complete Lean 4 Proof\n```lean\n#eval 0\n```\n"
     with RecordingProxy(engine.base_url) as proxy:
         overrides = [f"benchmark_dir={benchmark}", f"run_dir={tmp_path / 'run'}",
-                     *openai_overrides(proxy.base_url, MAX_TOKENS), *FAST_LEAN, NO_AESOP,
+                     *openai_overrides(proxy.base_url, MAX_TOKENS), *FAST_SIM_LEAN, NO_AESOP,
                      '+llm.sampling.prove.extra_body={structured_outputs:{choice:["' + cheat + '"]}}']
         done = run("evaluate", *overrides)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -153,7 +154,7 @@ def test_autoformalizing_with_the_real_model_gives_every_problem_a_status_and_a_
     problems.write_text("\n".join(lines[:PROBLEMS]) + "\n")
     run_dir = tmp_path / "run"
     done = run("autoformalize", f"input={problems}", f"run_dir={run_dir}", "preset=demo",
-               *openai_overrides(engine.base_url, MAX_TOKENS), *FAST_LEAN, f"formalize.max_repairs={REPAIRS}")
+               *openai_overrides(engine.base_url, MAX_TOKENS), *FAST_SIM_LEAN, f"formalize.max_repairs={REPAIRS}")
     assert done.returncode == 0, done.stdout + done.stderr
     rows = pl.read_parquet(run_dir / "formalizations" / "*.parquet")
     assert rows.height == PROBLEMS

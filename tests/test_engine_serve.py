@@ -23,6 +23,7 @@ import pytest
 from conf import compose_config, package_dir
 from harness.ray_nodes import free_port
 from harness.real_engine import model_dir
+from tests.mine_support import FAST_LEAN
 
 # An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
 pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
@@ -34,7 +35,7 @@ PLACEMENT_TIMEOUT_S = 20
 # How late after the timeout the application may be deleted: the job looks every STATUS_POLL_S (2 s) and asks Ray
 # for its placement groups and nodes.
 DELETE_SLACK_S = 10
-FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+FAST_SIM_LEAN = ["lean=sim", *FAST_LEAN]
 # Set in the job's environment, which every process it starts inherits (Ray's, Serve's, vLLM's): what still carries
 # it after the job ended was left behind.
 RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
@@ -58,7 +59,7 @@ def mine(run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[
     sampling = compose_config("mine", ["llm=vllm", "llm/engines=cpu"]).llm.sampling
     overrides = ["preset=demo", "llm=vllm", "llm/engines=cpu", f"{ENGINE}.model_source={model_dir()}",
                  f"llm.serve.http_port={free_port()}", f"run_dir={run_dir}",
-                 f"seeds.root={package_dir('pipelines/demo_seeds')}", *FAST_LEAN,
+                 f"seeds.root={package_dir('pipelines/demo_seeds')}", *FAST_SIM_LEAN,
                  *[f"llm.sampling.{stage}.max_tokens={MAX_TOKENS}" for stage in sampling], *extra]
     mark = uuid.uuid4().hex
     done = subprocess.run([sys.executable, "-m", "pipelines.mine", *overrides], cwd=REPO, capture_output=True,

@@ -29,7 +29,7 @@ from pipelines.reporting.capacity import (
     workload,
 )
 from pipelines.runtime.job import load_config
-from tests.mine_support import mine_run, read_table
+from tests.mine_support import FAST_LEAN, mine_run, read_table
 
 TOLERANCE = 0.25  # the plan is within this share of what the run did
 DEMO = "preset=demo"
@@ -60,7 +60,7 @@ def mathlib_run(root, mathlib_sample_dir, files: slice):
         shutil.copy(path, root / "seeds" / relative)
         seed_list.append(str(relative))
     args, stats = mine_run(root, root / "seeds", seed_list, 1, f"llm.sim.script.discover.lemmas_per_response={LEMMAS}",
-                           f"discover.min_lemmas={LEMMAS}")
+                           f"discover.min_lemmas={LEMMAS}", *FAST_LEAN)
     return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
 
 
