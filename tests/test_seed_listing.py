@@ -76,8 +76,9 @@ def listed_with_mistakes(root: Path) -> tuple[Path, list[str]]:
 def test_a_list_keeps_each_regular_file_once_and_counts_the_rest(tmp_path):
     seeds, entries = listed_with_mistakes(tmp_path)
     listing = list_seed_files(load_config(["preset=demo", f"seeds.root={seeds}", seeds_list(entries)]))
-    assert listing.files == [DEMO_SEEDS[2], DEMO_SEEDS[1]], "in the list's order, each once under its first path"
-    assert listing.skipped_line() == (f"seeds skipped under {seeds}: 5 not a regular file, 3 a second path (a "
+    assert listing.files == [DEMO_SEEDS[2], "Mathlib/Missing.lean", "Mathlib/Loop.lean", DEMO_SEEDS[1]], (
+        "in the list's order, each once under its first path; what leads to nothing stays, for its row to say so")
+    assert listing.skipped_line() == (f"seeds skipped under {seeds}: 3 not a regular file, 3 a second path (a "
                                       f"symlink) to a file or directory already listed")
 
 
@@ -85,11 +86,12 @@ def test_plan_says_what_a_list_skipped_and_a_list_of_nothing_is_one_line(tmp_pat
     seeds, entries = listed_with_mistakes(tmp_path)
     assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(entries)]) == 0
     seeds_line, skipped_line, *_ = capsys.readouterr().out.splitlines()
-    assert seeds_line.startswith(f"seeds: 2 files under {seeds}")
-    assert skipped_line.startswith(f"seeds skipped under {seeds}: 5 not a regular file, 3 a second path")
-    assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(entries[1:6])]) == 2
+    assert seeds_line.startswith(f"seeds: 4 files under {seeds}")
+    assert skipped_line.startswith(f"seeds skipped under {seeds}: 3 not a regular file, 3 a second path")
+    not_files = ["Mathlib/Order", "Mathlib/Fifo.lean", "Mathlib/Zero.lean"]
+    assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(not_files)]) == 2
     out, err = capsys.readouterr()
-    assert (out, err) == ("", f"error: no entry of seeds.list is a seed file under {seeds} (5 not a regular file): "
+    assert (out, err) == ("", f"error: no entry of seeds.list is a seed file under {seeds} (3 not a regular file): "
                               "nothing to mine\n")
 
 
@@ -98,4 +100,4 @@ def test_a_list_on_a_store_keeps_each_object_once_and_counts_the_rest(tmp_path):
     entries = [DEMO_SEEDS[2], "Mathlib/Order", "Mathlib/Missing.lean", "Mathlib/./Order/Clamp.lean", DEMO_SEEDS[1]]
     checked = check_store_list(pafs.LocalFileSystem(), str(seeds), entries)
     assert (checked.files, checked.not_regular, checked.repeated_files) == (
-        [DEMO_SEEDS[2], DEMO_SEEDS[1]], ["Mathlib/Order", "Mathlib/Missing.lean"], ["Mathlib/./Order/Clamp.lean"])
+        [DEMO_SEEDS[2], "Mathlib/Missing.lean", DEMO_SEEDS[1]], ["Mathlib/Order"], ["Mathlib/./Order/Clamp.lean"])

@@ -196,31 +196,31 @@ def take_file(tree: LocalTree, listed: set[str], relative: str, resolved: str, m
 
 
 def check_local_list(root: str, entries: Sequence[str]) -> LocalTree:
-    """The entries of `seeds.list` (paths relative to the local directory `root`), in their order, each regular file
-    listed once by its resolved path (a second spelling or a symlink to it is repeated) and anything else (a
-    directory, a FIFO, a device, a missing path, a broken symlink or a loop) not regular: a list is checked as the
-    walk is, so a careless list neither hangs the run nor mines a file twice."""
+    """The entries of `seeds.list` (paths relative to the local directory `root`), in their order, each file listed
+    once by its resolved path (a second spelling or a symlink to it is repeated) and anything that is there but not a
+    regular file (a directory, a FIFO, a device) not regular: a list is checked as the walk is, so a careless list
+    neither hangs the run nor mines a file twice. A path that leads to nothing (missing, a broken symlink, a loop)
+    stays listed: the user named that seed, and its row in the seeds table says it could not be read."""
     listed: set[str] = set()
     tree = LocalTree([], [], [], [])
     for relative in entries:
         path = os.path.join(root, relative)
         try:
             mode = os.stat(path).st_mode
-        except OSError:  # missing, a broken symlink, a loop
-            tree.not_regular.append(relative)
-            continue
+        except OSError:
+            mode = stat.S_IFREG  # leads to nothing: kept as a file, which its seed row then calls unreadable
         take_file(tree, listed, relative, os.path.realpath(path), mode)
     return tree
 
 
 def check_store_list(filesystem: pafs.FileSystem, root: str, entries: Sequence[str]) -> LocalTree:
-    """The entries of `seeds.list` under an object store's `root` (which has no symlinks): each file listed once by
-    its path, anything else (a missing object, a prefix) not regular."""
+    """The entries of `seeds.list` under an object store's `root` (which has no symlinks): each object listed once by
+    its path, a prefix (a directory) not regular; a missing object stays listed, as a missing local path does."""
     listed: set[str] = set()
     tree = LocalTree([], [], [], [])
     infos = filesystem.get_file_info([join(root, relative) for relative in entries]) if entries else []
     for relative, info in zip(entries, infos, strict=True):
-        mode = stat.S_IFREG if info.type == pafs.FileType.File else 0
+        mode = stat.S_IFDIR if info.type == pafs.FileType.Directory else stat.S_IFREG
         take_file(tree, listed, relative, os.path.normpath(info.path), mode)
     return tree
 
