@@ -12,7 +12,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 from omegaconf.errors import MissingMandatoryValue
@@ -35,16 +36,65 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be, so a job stops the same clean way whichever it received."""
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
+# Set by the first stop signal a job receives: from then on what Ray forwards from the workers being torn down is not
+# the job's to print (`lean_pool.ray_start`).
+_stop_requested = threading.Event()
 
 
-def stop_on_sigterm() -> None:
-    """Make SIGTERM raise `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt. Call it again after
-    `ray.init`: Ray's C++ core replaces the handler with its own, which prints a C++ stack dump and aborts the process
-    (exit 134). Nothing changes outside the main thread, where Python cannot take a signal."""
+def stop_for(signum: int) -> type[KeyboardInterrupt]:
+    """What a stop signal raises: SIGTERM `Terminated`, Ctrl-C (SIGINT) KeyboardInterrupt."""
+    return Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def stop_requested() -> bool:
+    """Whether this job was told to stop (Ctrl-C or SIGTERM)."""
+    return _stop_requested.is_set()
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    _stop_requested.set()
+    raise stop_for(signum)
+
+
+def _take(signum: int, handler: Callable[[int, FrameType | None], None]) -> None:
+    """Handle `signum` with `handler`, unless it is ignored: a job started in the background by a shell that ignores
+    Ctrl-C for it keeps ignoring it."""
+    if signal.getsignal(signum) is not signal.SIG_IGN:
+        signal.signal(signum, handler)
+
+
+def stop_on_signals() -> None:
+    """Make Ctrl-C and SIGTERM raise KeyboardInterrupt and `Terminated` in the main thread, noting that the job is
+    stopping (`stop_requested`). Call it again after `ray.init` (`signals_held` does): Ray's C++ core replaces the
+    SIGTERM handler with its own, which prints a C++ stack dump and aborts the process (exit 134). Nothing changes
+    outside the main thread, where Python cannot take a signal."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            _take(signum, _stop)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM while Ray has not replaced its handler) until the block has run, then stop as
+    `stop_on_signals` does. For `ray.init`: a driver interrupted halfway through joining the Ray it started crashes
+    at exit (SIGSEGV, in Ray's C++ core) instead of stopping with one line and exit 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        _stop_requested.set()
+        held.append(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        _take(signum, hold)
+    try:
+        yield
+    finally:
+        stop_on_signals()
+    if held:
+        raise stop_for(held[0])
 
 
 class WorkWritten:
@@ -72,7 +122,8 @@ def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException]
     config that does not compose, a mandatory value left out, or one of `setup_errors`); the line and status
     `failed_mid_run` gives for an error it knows; on Ctrl-C, 130 with `interrupted` said (on SIGTERM, 143), or 0 with
     a line saying so when the job's `work` was already written."""
-    stop_on_sigterm()
+    _stop_requested.clear()
+    stop_on_signals()
     try:
         job()
     except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:

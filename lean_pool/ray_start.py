@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 import ray
 
-from lean_pool.command_line import SetupError, stop_on_sigterm
+from lean_pool.command_line import SetupError, signals_held, stop_requested
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -44,9 +44,9 @@ SESSION_HELPER = ("sleep", "60")
 # would print it: the autoscaler's events (while a resource request waits, "No available node types can fulfill
 # resource request ..." every ~35 s), and what Serve's controller, proxies and replicas and Ray Serve LLM's start-up
 # tasks write (the engines and their vLLM processes among them: loading, then statistics every few seconds for as long
-# as they serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before, and so are
-# the error messages Ray's driver prints by another way (`(raylet)` lines: a worker killed, workers started beyond
-# the raylet's startup concurrency), which may tell of a real failure.
+# as they serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before until the job
+# is stopping (`to_the_log`). The error messages Ray's driver prints by another way (`(raylet)` lines: a worker
+# killed, workers started beyond the raylet's startup concurrency) are printed always: they may tell of a real failure.
 RAY_PRINTER = "ray_print_logs"
 AUTOSCALER_OUTPUT = "autoscaler"                                     # the `pid` Ray gives the autoscaler's events
 RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor and task names, as Ray prints them
@@ -127,26 +127,37 @@ def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
     (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local). A
     cluster that refuses this process for want of its token is a `SetupError` saying what to set
-    (`token_refused_line`), not Ray's traceback. SIGTERM stops the job as Ctrl-C does, not as Ray's core would."""
+    (`token_refused_line`), not Ray's traceback. A Ctrl-C while Ray starts stops the job once Ray has started
+    (`signals_held`), and SIGTERM stops the job as Ctrl-C does, not as Ray's core would."""
     if path is not None:
         route_ray_logs(path)
-    try:
-        ray.init(configure_logging=False, **init_args)
-    except Exception as error:
-        if not refused_for_token(error):
-            raise
-        raise SetupError(token_refused_line(init_args.get("address"))) from None
-    stop_on_sigterm()
-    if path is not None:
-        route_ray_logs(path)
-        route_rays_own_output()
+    with signals_held():
+        try:
+            ray.init(configure_logging=False, **init_args)
+        except Exception as error:
+            if not refused_for_token(error):
+                raise
+            raise SetupError(token_refused_line(init_args.get("address"))) from None
+        if path is not None:
+            route_ray_logs(path)
+            route_rays_own_output()
+
+
+def to_the_log(data: Mapping[str, Any], stopping: bool) -> bool:
+    """Whether a batch of output the driver's Ray forwards from a worker goes to the run's log rather than the
+    terminal: Ray's own (see RAY_PRINTER), and everything once the job is `stopping`. Workers torn down mid-task
+    print C++ stack traces (a raylet call that failed, Abseil's dump of a SIGTERM that came while a worker started)
+    and the job's actors print what their stages meet while the job stops (an endpoint already shut down), none of
+    which says anything about the run."""
+    source = data.get("actor_name") or data.get("task_name") or ""
+    return stopping or data.get("pid") == AUTOSCALER_OUTPUT or source.startswith(RAYS_OWN_SOURCES)
 
 
 def route_rays_own_output() -> None:
     """Send the autoscaler's events and the output of Serve's actors and Ray Serve LLM's tasks, which the driver's Ray
-    prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them, and let Ray print the
-    rest of its workers' output as before (see RAY_PRINTER). Nothing changes when Ray forwards
-    no output (`log_to_driver=False`). Call it after `ray.init`."""
+    prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them, and all of it once the
+    job is stopping (`to_the_log`); let Ray print the rest of its workers' output as before (see RAY_PRINTER).
+    Nothing changes when Ray forwards no output (`log_to_driver=False`). Call it after `ray.init`."""
     from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
     from ray._private.worker import print_worker_logs
 
@@ -156,8 +167,7 @@ def route_rays_own_output() -> None:
     to_log = LinesToLog(logging.getLogger(WORKER_OUTPUT_LOGGER))
 
     def dispatch(data: dict[str, Any]) -> None:
-        source = data.get("actor_name") or data.get("task_name") or ""
-        if data.get("pid") == AUTOSCALER_OUTPUT or source.startswith(RAYS_OWN_SOURCES):
+        if to_the_log(data, stop_requested()):
             print_worker_logs(data, to_log)
         else:
             printer(data)

@@ -3,13 +3,16 @@
 Run alone with `python -m pytest -m cluster`. The cluster is Ray's own multi-node test cluster (`tests/ray_nodes.py`):
 a head with the job server and two worker nodes, each its own raylet; one carries the `lean` resource, so the Lean
 pool's workers may run only there. The store is moto's S3 server (`tests/object_store.py`), reached through the AWS
-variables every node inherits. The run is submitted, stopped mid-run, resubmitted, and must end with the candidates and
+variables every node inherits. The run is submitted; a second job on the same run directory while it runs is refused
+with the lease's one line naming it; the first is stopped mid-run, resubmitted, and must end with the candidates and
 statuses of the same preset run on one local Ray.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -34,6 +37,10 @@ LEAN_NODE = "lean-node"
 NODE_CPUS = 2
 JOB_TIMEOUT_S = 600
 POLL_S = 0.5
+RUN_PREFIX = f"{BUCKET}/folklore/demo"
+# A job submitted on the run directory while the first job holds it.
+SECOND_JOB = "folklore-demo-meanwhile"
+SETUP_FAILED_STATUS = "exit code 2"  # how Ray's job status message tells of an entrypoint that could not start
 
 
 def documented_commands() -> list[str]:
@@ -79,10 +86,10 @@ def run_command(command: str, environment: dict[str, str]) -> subprocess.Complet
 
 
 def wait_for_objects(store: ObjectStore, prefix: str, job_id: str, environment: dict[str, str]) -> None:
-    """Until an object exists under `prefix` (the run is under way); fail, with the job's log, if the job ends or
-    nothing comes in JOB_TIMEOUT_S."""
+    """Until an object whose key starts with `prefix` exists (the run is under way); fail, with the job's log, if the
+    job ends or nothing comes in JOB_TIMEOUT_S."""
     deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not store.keys(prefix):
+    while not any(key.startswith(prefix) for key in store.keys(prefix.rsplit("/", 1)[0])):
         status = job_status(job_id, environment)
         assert status in ("PENDING", "RUNNING"), run_command(f"ray job logs {job_id}", environment).stdout
         assert time.monotonic() < deadline, f"nothing written under {prefix} in {JOB_TIMEOUT_S} s"
@@ -91,6 +98,17 @@ def wait_for_objects(store: ObjectStore, prefix: str, job_id: str, environment: 
 
 def job_status(job_id: str, environment: dict[str, str]) -> str:
     return str(JobSubmissionClient(environment["RAY_ADDRESS"]).get_job_status(job_id).value)
+
+
+def with_submission_id(command: str, job_id: str) -> str:
+    """A documented `ray job submit` line submitting under `job_id` instead."""
+    return re.sub(r"--submission-id \S+", f"--submission-id {job_id}", command)
+
+
+def lease_holder(store: ObjectStore) -> dict[str, object]:
+    """What the run's lease object says of the job holding it."""
+    with store.filesystem().open_input_stream(f"{RUN_PREFIX}/lease.json") as stream:
+        return json.loads(stream.read())
 
 
 @pytest.mark.timeout(1200)
@@ -102,7 +120,21 @@ def test_submitted_stopped_and_resubmitted_run_matches_a_local_run(cluster: RayN
 
     started = run_command(submit_first, environment)
     assert started.returncode == 0, started.stderr
-    wait_for_objects(object_store, f"{BUCKET}/folklore/demo/discoveries", "folklore-demo-1", environment)
+    wait_for_objects(object_store, f"{RUN_PREFIX}/lease.json", "folklore-demo-1", environment)
+    holder = lease_holder(object_store)
+    assert (holder["job_id"], holder["host"]) == ("folklore-demo-1", socket.gethostname())
+
+    # A second job on the run directory while the first holds it: refused before Ray starts, with one line.
+    refused = run_command(with_submission_id(submit_again, SECOND_JOB), environment)
+    assert refused.returncode != 0 and job_status(SECOND_JOB, environment) == "FAILED", refused.stdout
+    assert SETUP_FAILED_STATUS in str(JobSubmissionClient(environment["RAY_ADDRESS"]).get_job_info(SECOND_JOB).message)
+    [line] = [line for line in run_command(f"ray job logs {SECOND_JOB}", environment).stdout.splitlines()
+              if line.startswith("error:")]
+    assert line.startswith(f"error: run_dir={run_dir} is held by another run: host {holder['host']}, "
+                           f"pid {holder['pid']}, ray job folklore-demo-1, since {holder['started_at']}"), line
+    assert job_status("folklore-demo-1", environment) == "RUNNING", "the first job goes on"
+
+    wait_for_objects(object_store, f"{RUN_PREFIX}/discoveries", "folklore-demo-1", environment)
     shown = run_command(logs, environment)
     assert "joining the Ray cluster at auto" in shown.stdout
     stopped = run_command(stop, environment)
@@ -122,10 +154,11 @@ def test_submitted_stopped_and_resubmitted_run_matches_a_local_run(cluster: RayN
     assert report.main([f"run_dir={run_dir}"]) == 0
     assert export.main([f"run_dir={run_dir}", "format=parquet", "allow_sim=true"]) == 0
     capsys.readouterr()
-    written = object_store.keys(f"{BUCKET}/folklore/demo")
+    written = object_store.keys(RUN_PREFIX)
     for expected in ("run.json", "logs/ray.log", "report/report.md", "export/README.md", "seeds/seeds.parquet"):
-        assert f"{BUCKET}/folklore/demo/{expected}" in written, expected
-    assert any(key.startswith(f"{BUCKET}/folklore/demo/llm_cache/") for key in written)
+        assert f"{RUN_PREFIX}/{expected}" in written, expected
+    assert any(key.startswith(f"{RUN_PREFIX}/llm_cache/") for key in written)
+    assert f"{RUN_PREFIX}/lease.json" not in written, "the lease goes with the job that held it"
 
 
 def test_each_lost_node_gets_one_line_saying_what_it_costs():

@@ -1,6 +1,6 @@
 """Ray's own output stays off a job's terminal (lean_pool/ray_start.py): of what the driver's Ray forwards from its workers,
 the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are printed
-as Ray prints them; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
+as Ray prints them until the job is stopping, when all of it goes to the log; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
 instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
 
 from __future__ import annotations
@@ -66,6 +66,31 @@ def test_the_autoscaler_and_serves_lines_go_to_the_log_and_the_jobs_own_are_prin
     assert "Autoscaler status" not in log, "only the autoscaler's events, as Ray would print them"
     assert "\x1b[" not in log, "no terminal colours in the file"
     assert "retrying" not in log
+
+
+def test_once_the_job_is_stopping_everything_forwarded_goes_to_the_log(
+        ray_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("lean_pool.ray_start.stop_requested", lambda: True)
+    printed: list[dict[str, Any]] = []
+    dispatcher.add_handler(RAY_PRINTER, printed.append)
+    try:
+        route_rays_own_output()
+        # What a stage actor prints when the raylet goes while it waits for a call's arguments (a stop mid-task).
+        dispatcher.emit(forwarded("46", [
+            "[2026-11-27 15:33:52,845 C 46 937] core_worker.cc:515:  An unexpected system state has occurred. Check "
+            "failed: raylet_ipc_client_->WaitForActorCallArgs(args, task_id, attempt_number) Status not OK: IOError: "
+            "Broken pipe", "*** StackTrace Information ***",
+            "/venv/lib/python3.11/site-packages/ray/_raylet.so(+0x1812b9a) [0x7f0569412b9a] ray::operator<<()"],
+            actor_name="MapWorker(MapBatches(SplitDedupOperator))"))
+        dispatcher.emit(forwarded("41", ["WARNING llm: endpoint sim retrying: 1 requests waiting, last error "
+                                         "connection: Connection error."],
+                                  actor_name="MapWorker(MapBatches(JudgeOperator))"))
+    finally:
+        dispatcher.remove_handler(RAY_PRINTER)
+    assert printed == []
+    log = ray_log.read_text()
+    assert "(MapWorker(MapBatches(SplitDedupOperator)) pid=46) *** StackTrace Information ***" in log
+    assert "(MapWorker(MapBatches(JudgeOperator)) pid=41) WARNING llm: endpoint sim retrying" in log
 
 
 def test_without_forwarded_output_nothing_is_rerouted(ray_log: Path) -> None:

@@ -1,7 +1,7 @@
-"""How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a full
-disk as one line naming the run directory with no half-written file left (run.json included), what a driver killed
-with -9 left of its Ray stopped by the next start; the fast parts here, the command-line runs in
-tests/test_stopping_e2e.py, test_evaluate.py and test_autoformalize_e2e.py."""
+"""How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a Ctrl-C
+while Ray starts held until it has, a full disk as one line naming the run directory with no half-written file left
+(run.json included), what a driver killed with -9 left of its Ray stopped by the next start; the fast parts here, the
+command-line runs in tests/test_stopping_e2e.py, test_evaluate.py and test_autoformalize_e2e.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,10 +18,21 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from lean_pool.command_line import INTERRUPTED, TERMINATED, run_command
+from lean_pool import command_line
+from lean_pool.command_line import INTERRUPTED, TERMINATED, Terminated, run_command, signals_held, stop_requested
 from operators.storage import StorageFull, refused_write
 from pipelines.runtime.cli import run_job
 from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_whole
+
+
+@pytest.fixture(autouse=True)
+def own_signal_handlers(monkeypatch):
+    """The test process's Ctrl-C and SIGTERM handlers, and the note that a job was stopped, as they were before."""
+    monkeypatch.setattr(command_line, "_stop_requested", threading.Event())
+    kept = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in kept.items():
+        signal.signal(signum, handler)
 
 
 def test_sigterm_stops_a_job_as_ctrl_c_does(capsys):
@@ -35,6 +47,33 @@ def test_sigterm_stops_a_job_as_ctrl_c_does(capsys):
         raise KeyboardInterrupt
 
     assert run_command(interrupted) == INTERRUPTED
+
+    def ctrl_c() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    assert run_command(ctrl_c) == INTERRUPTED
+    assert stop_requested(), "what Ray forwards from then on goes to the run's log (lean_pool/ray_start.py)"
+
+
+@pytest.mark.parametrize(("signum", "stop"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
+def test_a_stop_while_ray_starts_is_held_until_it_has(signum, stop):
+    started = []
+    with pytest.raises(stop) as raised:
+        with signals_held():
+            os.kill(os.getpid(), signum)
+            started.append("ray.init returned")
+    assert started == ["ray.init returned"] and raised.type is stop
+    assert stop_requested()
+    with pytest.raises(stop):
+        os.kill(os.getpid(), signum)  # after the block, a stop signal stops at once
+
+
+def test_ctrl_c_ignored_by_the_shell_that_started_the_job_stays_ignored():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert run_command(lambda: os.kill(os.getpid(), signal.SIGINT)) == 0
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and not stop_requested()
 
 
 @pytest.mark.parametrize("error", [
