@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 from ray._common.utils import reset_ray_address
 from ray.cluster_utils import Cluster
+from ray.job_submission import JobSubmissionClient
 
 HOST = "127.0.0.1"
 # Every node's object store: the demo's blocks are small, and three nodes share one machine's memory.
@@ -25,6 +27,10 @@ OBJECT_STORE_BYTES = 150 * 1024 * 1024
 NODE_START_TIMEOUT_S = 60.0
 # Ray's directory for unpacked runtime environments (working dirs), under its session directory.
 RUNTIME_ENV_DIR = "runtime_resources"
+# What the job server answers a submission before the head's dashboard agent, which runs jobs, has registered with it.
+NO_AGENT_YET = "No available agent"
+PROBE_JOB = "harness-job-server-probe"
+PROBE_POLL_S = 1.0
 
 
 def free_port() -> int:
@@ -71,6 +77,26 @@ def interpreter_path() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+def wait_for_job_server(job_server: str) -> None:
+    """Return once the job server runs jobs: a probe job submitted (again while the server says it has no agent yet)
+    and ended. On a loaded machine the head's agent registers seconds after the node is up, and a test's first
+    `ray job submit` would otherwise be refused for want of it."""
+    client = JobSubmissionClient(job_server)
+    deadline = time.monotonic() + NODE_START_TIMEOUT_S
+    while True:
+        try:
+            client.submit_job(entrypoint="python -c pass", submission_id=PROBE_JOB)
+            break
+        except RuntimeError as error:
+            if NO_AGENT_YET not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(PROBE_POLL_S)
+    while not client.get_job_status(PROBE_JOB).is_terminal():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster's probe job did not end within {NODE_START_TIMEOUT_S} s")
+        time.sleep(PROBE_POLL_S)
+
+
 @contextmanager
 def running_cluster(head_cpus: float, workers: Mapping[str, tuple[float, Mapping[str, float]]]
                     ) -> Iterator[RayNodes]:
@@ -87,6 +113,7 @@ def running_cluster(head_cpus: float, workers: Mapping[str, tuple[float, Mapping
         for name, (num_cpus, resources) in workers.items():
             nodes.add_worker(name, num_cpus, resources)
         reset_ray_address()
+        wait_for_job_server(nodes.job_server)
         yield nodes
     finally:
         cluster.shutdown()

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -103,15 +103,17 @@ def load_config(overrides: Sequence[str]) -> DictConfig:
 @dataclass(frozen=True)
 class SeedListing:
     """The seed root's filesystem and path, the chosen seed files relative to it, and what the listing left out:
-    paths that are not a regular file (FIFOs, devices, broken symlinks; in `seeds.list`, missing paths and directories
-    too) and second paths to a file or directory already listed (symlinks, loops, an entry listed again), the files
-    among them counted only when the include globs choose them (all of a list's)."""
+    paths that are not a regular file (FIFOs, devices, broken symlinks; in `seeds.list`, directories too) and second
+    paths to a file or directory already listed (symlinks, loops, an entry listed again), the files among them counted
+    only when the include globs choose them (all of a list's); and how many of a list's files lead to nothing (missing,
+    a broken symlink, a loop), kept for their seed rows to say so."""
 
     filesystem: pafs.FileSystem
     root: str
     files: list[str]
     not_regular: int = 0
     repeated: int = 0
+    missing: int = 0
 
     def skipped(self) -> str:
         """How many paths were left out and why, e.g. `2 not a regular file`; empty when none was."""
@@ -133,6 +135,7 @@ class LocalTree:
     not_regular: list[str]
     repeated_files: list[str]
     repeated_directories: list[str]
+    missing: list[str] = field(default_factory=list)
 
 
 def walk_local(root: str) -> LocalTree:
@@ -209,6 +212,7 @@ def check_local_list(root: str, entries: Sequence[str]) -> LocalTree:
             mode = os.stat(path).st_mode
         except OSError:
             mode = stat.S_IFREG  # leads to nothing: kept as a file, which its seed row then calls unreadable
+            tree.missing.append(relative)
         take_file(tree, listed, relative, os.path.realpath(path), mode)
     return tree
 
@@ -221,6 +225,8 @@ def check_store_list(filesystem: pafs.FileSystem, root: str, entries: Sequence[s
     infos = filesystem.get_file_info([join(root, relative) for relative in entries]) if entries else []
     for relative, info in zip(entries, infos, strict=True):
         mode = stat.S_IFDIR if info.type == pafs.FileType.Directory else stat.S_IFREG
+        if info.type == pafs.FileType.NotFound:
+            tree.missing.append(relative)
         take_file(tree, listed, relative, os.path.normpath(info.path), mode)
     return tree
 
@@ -229,10 +235,12 @@ def list_seed_files(cfg: DictConfig) -> SeedListing:
     """The seed files `cfg.seeds` chooses, each listed once (`chosen_seeds`); none at all is a `SetupError`: a run
     that would mine nothing says so instead of ending well."""
     listing = chosen_seeds(cfg)
-    if listing.files:
+    if len(listing.files) > listing.missing:
         return listing
     if cfg.seeds.list is not None:
-        skipped = f" ({listing.skipped()})" if listing.skipped() else ""
+        left_out = ", ".join(part for part in (listing.skipped(), f"{listing.missing} leading to nothing"
+                                               if listing.missing else "") if part)
+        skipped = f" ({left_out})" if left_out else ""
         raise SetupError(f"no entry of seeds.list is a seed file under {cfg.seeds.root}{skipped}: nothing to mine")
     raise SetupError(f"no seed file under {cfg.seeds.root} matches include={list(cfg.seeds.include)}: nothing to mine")
 
@@ -250,7 +258,9 @@ def chosen_seeds(cfg: DictConfig) -> SeedListing:
         entries = [str(entry) for entry in cfg.seeds.list]
         local = isinstance(filesystem, pafs.LocalFileSystem)
         checked = check_local_list(path, entries) if local else check_store_list(filesystem, path, entries)
-        return SeedListing(filesystem, path, checked.files, len(checked.not_regular), len(checked.repeated_files))
+        missing = set(checked.missing)
+        return SeedListing(filesystem, path, checked.files, len(checked.not_regular), len(checked.repeated_files),
+                           sum(file in missing for file in checked.files))
     if isinstance(filesystem, pafs.LocalFileSystem):
         tree = walk_local(path)
         return SeedListing(filesystem, path, select(tree.files, include, exclude),
