@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 TINY_DISK = "size=200k"  # room for run.json and a few files, not for a run with its answer cache
 DISK_FULL_EXIT = 4
@@ -31,6 +33,15 @@ def tiny_disk_at(mount_point: Path) -> Iterator[Path | None]:
         # Lazily: a Ray the test process keeps (in-process jobs) has idle workers that still hold the run's Ray log
         # open; the tmpfs goes once they let go.
         subprocess.run(["umount", "--lazy", str(mount_point)], check=False)
+
+
+def without_a_tiny_disk() -> None:
+    """Where no tmpfs could be mounted: the full-disk test is skipped, saying why, except in CI (`CI` set), which runs
+    as root and must run it."""
+    reason = "cannot mount a tmpfs here (mounting takes root)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: CI must run the full-disk tests", pytrace=False)
+    pytest.skip(reason)
 
 
 def refused_write_line(output: str, run_dir: Path) -> str:

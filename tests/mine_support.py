@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,14 @@ def predicted_status(row: dict[str, Any], script: dict[str, Any], seed: int, max
 # The Lean simulator at its quickest and sleeping instead of spinning the CPU: for tests that count checks and statuses,
 # not what a check costs.
 FAST_LEAN = ["lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
+
+
+def terminal_command(module: str) -> list[str]:
+    """The command `python -m module` with Ctrl-C raising KeyboardInterrupt as at a terminal, even where the tests run
+    with SIGINT ignored (a background job, whose children inherit that)."""
+    return [sys.executable, "-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                                  f"runpy.run_module({module!r}, run_name='__main__')"]
+
 
 def read_table(run_dir: Path, name: str) -> pl.DataFrame:
     return pl.read_parquet(run_dir / name / "*.parquet")

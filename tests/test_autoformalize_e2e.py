@@ -21,7 +21,13 @@ import ray
 from operators.llm.sim.server import SimServer, fetch_stats, reset_stats
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
-from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line, tiny_disk_at
+from tests.full_disk import (
+    DISK_FULL_EXIT,
+    left_half_written,
+    refused_write_line,
+    tiny_disk_at,
+    without_a_tiny_disk,
+)
 from tests.mine_support import read_table, sim_server_config
 
 pytestmark = pytest.mark.ray
@@ -142,11 +148,13 @@ def test_a_start_on_a_full_disk_is_one_line_and_a_second_start_asks_only_for_new
     _write_input(source, proofnet[:3], first)
     run_dir = tmp_path / "run"
     with tiny_disk_at(tmp_path / "tiny") as tiny:
-        if tiny is not None:  # where a tmpfs can be mounted, the first start fills it and is resumed on a bigger disk
-            assert autoformalize.main([*_overrides(world, tiny / "run"), f"input={source}"]) == DISK_FULL_EXIT
-            refused_write_line(capsys.readouterr().err, tiny / "run")
-            assert left_half_written(tiny / "run") == []
-            shutil.copytree(tiny / "run", run_dir)
+        if tiny is None:
+            without_a_tiny_disk()
+        # The first start fills the small disk and is resumed on a bigger one.
+        assert autoformalize.main([*_overrides(world, tiny / "run"), f"input={source}"]) == DISK_FULL_EXIT
+        refused_write_line(capsys.readouterr().err, tiny / "run")
+        assert left_half_written(tiny / "run") == []
+        shutil.copytree(tiny / "run", run_dir)
     assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
     before = read_table(run_dir, "formalizations")
 

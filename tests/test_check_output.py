@@ -20,6 +20,7 @@ import ray
 
 from lean_pool import check
 from lean_pool.session_check import CheckResult
+from tests.mine_support import terminal_command
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 FAST_SIM = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0", "lean.sim.burn_cpu=false", "ray.num_cpus=4"]
@@ -35,10 +36,6 @@ SLOW_S = 60
 RAY_STARTED = b"Started a local Ray instance"
 POLL_S = 0.5
 POOL_START_S = 3
-# `python -m lean_pool.check` with Ctrl-C raising KeyboardInterrupt as at a terminal, even when the tests run where
-# SIGINT is ignored (a background job, whose children inherit that).
-AS_AT_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                    "runpy.run_module('lean_pool.check', run_name='__main__')")
 
 
 def run_check(*args: str) -> subprocess.CompletedProcess[str]:
@@ -189,7 +186,7 @@ def test_ctrl_c_during_the_checks_is_one_line_and_exit_130(tmp_path):
     check.RAY_LOG.parent.mkdir(parents=True, exist_ok=True)
     check.RAY_LOG.touch()
     logged_before = check.RAY_LOG.stat().st_size
-    proc = subprocess.Popen([sys.executable, "-c", AS_AT_A_TERMINAL, str(tmp_path / "slow.lean"), "lean=sim",
+    proc = subprocess.Popen([*terminal_command("lean_pool.check"), str(tmp_path / "slow.lean"), "lean=sim",
                              f"lean.sim.check_s={SLOW_S}", "lean.sim.burn_cpu=false", "ray.num_cpus=2"],
                             cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while proc.poll() is None and RAY_STARTED not in check.RAY_LOG.read_bytes()[logged_before:]:

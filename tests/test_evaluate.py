@@ -22,7 +22,13 @@ from operators.llm.sim.server import SimServer
 from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from pipelines import evaluate
 from pipelines.reporting import stats
-from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line, tiny_disk_at
+from tests.full_disk import (
+    DISK_FULL_EXIT,
+    left_half_written,
+    refused_write_line,
+    tiny_disk_at,
+    without_a_tiny_disk,
+)
 from tests.mine_support import SIM_CONF, sim_server_config
 
 SEED_DIR = "abstract/RepresentationTheory/FiniteIndex"
@@ -170,7 +176,7 @@ def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
 def test_a_full_disk_is_one_line_exit_4_and_leaves_nothing_half_written(evaluated):
     full = evaluated.full_disk
     if full is None:
-        pytest.skip("cannot mount a tmpfs here (mounting takes root)")
+        without_a_tiny_disk()
     assert full.status == DISK_FULL_EXIT, full.stderr
     refused_write_line(full.stderr, full.run_dir)
     assert full.left == []

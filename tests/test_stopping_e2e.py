@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line
-from tests.mine_support import REPO, read_table
+from tests.mine_support import REPO, read_table, terminal_command
 
 pytestmark = pytest.mark.ray
 RUN_TIMEOUT_S = 240
@@ -30,16 +30,12 @@ INTERRUPTED = "interrupted: rows already written are kept; run the same command 
 # that the driver is still joining (seconds here; a Ctrl-C then crashed it at exit in 5 of 6 tries before the fix).
 RAY_STARTED = "Started a local Ray instance"
 JOINING_S = 0.5
-# `python -m pipelines.mine` with Ctrl-C raising KeyboardInterrupt as at a terminal, even where the tests run with
-# SIGINT ignored (a background job, whose children inherit that).
-AS_AT_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                    "runpy.run_module('pipelines.mine', run_name='__main__')")
 LEFT_GRACE_S = 20  # for a stopped run's Ray processes to go away
 
 
 def mine_args(run_dir: Path, at_a_terminal: bool = False) -> list[str]:
-    entry = ["-c", AS_AT_A_TERMINAL] if at_a_terminal else ["-m", "pipelines.mine"]
-    return [sys.executable, *entry, "preset=demo", f"run_dir={run_dir}",
+    command = terminal_command("pipelines.mine") if at_a_terminal else [sys.executable, "-m", "pipelines.mine"]
+    return [*command, "preset=demo", f"run_dir={run_dir}",
             "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1", "lean.sim.import_s=0.05",
             "lean.sim.check_s=0.01", "output.status_every_s=1"]
 
