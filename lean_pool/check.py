@@ -12,6 +12,11 @@ keys, so it pipes into `jq`; the closing counts, errors and notes go to stderr, 
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import asyncio
 import json
 import os

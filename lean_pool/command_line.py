@@ -56,6 +56,23 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise stop_for(signum)
 
 
+# The stop signals received while stops are held (`hold_stops`), first first.
+_held: list[int] = []
+
+
+def _hold(signum: int, frame: FrameType | None) -> None:
+    _stop_requested.set()
+    _held.append(signum)
+
+
+def _stop_for_held() -> None:
+    """Stop as `_stop` would for the first stop signal held, if one was; forget them."""
+    held = list(_held)
+    _held.clear()
+    if held:
+        _stop(held[0], None)
+
+
 def _take(signum: int, handler: Callable[[int, FrameType | None], None]) -> None:
     """Handle `signum` with `handler`, unless it is ignored: a job started in the background by a shell that ignores
     Ctrl-C for it keeps ignoring it."""
@@ -65,36 +82,36 @@ def _take(signum: int, handler: Callable[[int, FrameType | None], None]) -> None
 
 def stop_on_signals() -> None:
     """Make Ctrl-C and SIGTERM raise KeyboardInterrupt and `Terminated` in the main thread, noting that the job is
-    stopping (`stop_requested`). Call it again after `ray.init` (`signals_held` does): Ray's C++ core replaces the
-    SIGTERM handler with its own, which prints a C++ stack dump and aborts the process (exit 134). Nothing changes
-    outside the main thread, where Python cannot take a signal."""
+    stopping (`stop_requested`). Nothing changes outside the main thread, where Python cannot take a signal."""
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             _take(signum, _stop)
 
 
+def hold_stops() -> None:
+    """Hold Ctrl-C and SIGTERM from now on: `run_command` stops the job with them before it starts, `signals_held`
+    when its block has run. Called first by a job's command line, so that a stop while Python imports the job's
+    modules (seconds: Ray, Ray Data, polars) is one line, not a KeyboardInterrupt traceback or a silent SIGTERM."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            _take(signum, _hold)
+
+
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold Ctrl-C (and SIGTERM while Ray has not replaced its handler) until the block has run, then stop as
-    `stop_on_signals` does. For `ray.init`: a driver interrupted halfway through joining the Ray it started crashes
-    at exit (SIGSEGV, in Ray's C++ core) instead of stopping with one line and exit 130."""
+    """Hold Ctrl-C and SIGTERM until the block has run, then stop as `stop_on_signals` does. For `ray.init`: a driver
+    interrupted halfway through joining the Ray it started crashes at exit (SIGSEGV, in Ray's C++ core), or leaves
+    Ray's daemons running, instead of stopping with one line; Ray must not replace the handlers meanwhile
+    (`lean_pool.ray_start.join_ray_off_the_main_thread`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        _stop_requested.set()
-        held.append(signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        _take(signum, hold)
+    hold_stops()
     try:
         yield
     finally:
         stop_on_signals()
-    if held:
-        raise stop_for(held[0])
+    _stop_for_held()
 
 
 class WorkWritten:
@@ -125,6 +142,7 @@ def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException]
     _stop_requested.clear()
     stop_on_signals()
     try:
+        _stop_for_held()
         job()
     except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)

@@ -20,16 +20,20 @@ import ctypes.util
 import json
 import logging
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import psutil
 import ray
+import ray._private.ray_constants as ray_constants
 
 from lean_pool.command_line import SetupError, signals_held, stop_requested
 
@@ -123,24 +127,54 @@ def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
         logger.propagate = False
 
 
-def init_ray_logging_to(path: Path | None, **init_args: Any) -> None:
+def init_ray_logging_to(path: Path, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
-    (see `route_ray_logs`); with `path` None they stay where Ray puts them (a run directory that is not local). A
-    cluster that refuses this process for want of its token is a `SetupError` saying what to set
-    (`token_refused_line`), not Ray's traceback. A Ctrl-C while Ray starts stops the job once Ray has started
-    (`signals_held`), and SIGTERM stops the job as Ctrl-C does, not as Ray's core would."""
-    if path is not None:
-        route_ray_logs(path)
+    (see `route_ray_logs`). A cluster that refuses this process for want of its token is a `SetupError` saying what
+    to set (`token_refused_line`), not Ray's traceback. A Ctrl-C or SIGTERM while Ray starts stops the job once Ray
+    has started, as it would later (`signals_held`, `join_ray_off_the_main_thread`)."""
+    route_ray_logs(path)
     with signals_held():
         try:
-            ray.init(configure_logging=False, **init_args)
+            join_ray_off_the_main_thread(configure_logging=False, **init_args)
         except Exception as error:
             if not refused_for_token(error):
                 raise
             raise SetupError(token_refused_line(init_args.get("address"))) from None
-        if path is not None:
-            route_ray_logs(path)
-            route_rays_own_output()
+        route_ray_logs(path)
+        route_rays_own_output()
+
+
+def join_ray_off_the_main_thread(**init_args: Any) -> None:
+    """`ray.init(**init_args)`, run by the thread that starts every Ray of this process (`_RAY_STARTER`) and waited
+    for, so that a Ctrl-C or SIGTERM meanwhile (`ray.init` takes six seconds on two cores) is the driver's to hold
+    (`signals_held`). Run in the main thread, `ray.init` makes SIGTERM end the process at once (status 15, no line,
+    Ray's agents left running for a minute), and the core it connects installs Abseil's crash handler for SIGTERM too
+    (a C++ stack dump, status 134). So the driver's core goes without that handler (read as Ray connects; the workers
+    keep theirs), and a crash of the driver still prints its Python stack, from the `faulthandler` Ray enables."""
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    started: Future[None] = Future()
+    if not _RAY_STARTER.is_alive():
+        _RAY_STARTER.start()
+    _RAY_STARTS.put((init_args, started))
+    started.result()
+
+
+def _start_rays() -> None:
+    """Run the `ray.init` calls put on `_RAY_STARTS`, one after the other, for as long as the process lives: Ray's
+    daemons are killed when the thread that started them ends (Linux's parent-death signal follows the thread), and
+    they must live until `ray.shutdown`, which may come at the process's exit."""
+    while True:
+        init_args, started = _RAY_STARTS.get()
+        try:
+            ray.init(**init_args)
+        except BaseException as error:
+            started.set_exception(error)
+        else:
+            started.set_result(None)
+
+
+_RAY_STARTS: queue.SimpleQueue[tuple[dict[str, Any], Future[None]]] = queue.SimpleQueue()
+_RAY_STARTER = threading.Thread(target=_start_rays, name="ray-starter", daemon=True)
 
 
 def to_the_log(data: Mapping[str, Any], stopping: bool) -> bool:

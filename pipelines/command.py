@@ -2,7 +2,8 @@
 
 `folklore` (or `folklore --help`) lists the jobs, one line each. A job's module is imported only once it is chosen
 (`importlib`), so listing the jobs starts nothing and no entry point imports another; its `main(ARGS)` runs, and its
-exit status is the command's. Nothing imports this module: it is the console script `pyproject.toml` installs.
+exit status is the command's. A stop while the job's module is imported is held for the job (`hold_stops`). Nothing
+imports this module: it is the console script `pyproject.toml` installs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+
+from lean_pool.command_line import hold_stops
 
 # Each job's entry module and what it does, as `folklore --help` lists them.
 JOBS: dict[str, tuple[str, str]] = {
@@ -53,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         job_list(sys.stderr)
         return UNKNOWN_JOB
     module, _ = JOBS[name]
+    hold_stops()  # importing the job's module takes seconds: a Ctrl-C or SIGTERM meanwhile stops it in one line
     return importlib.import_module(module).main(job_args)
 
 

@@ -12,6 +12,11 @@ offered or not and why; `report` counts it and `export` ships it.
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import asyncio
 import sys
 from collections import Counter, defaultdict

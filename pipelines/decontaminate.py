@@ -10,6 +10,11 @@ driver: reading keys takes about a millisecond a statement, and the embedding mo
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import json
 import sys
 from collections import Counter

@@ -10,6 +10,11 @@ same resume: started again with the same `run_dir`, only statements without a fi
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone

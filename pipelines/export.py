@@ -15,6 +15,11 @@ scripted answers must never end up in a training set by accident, and the card o
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import io
 import json
 import sys

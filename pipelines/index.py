@@ -9,6 +9,11 @@ what it wrote and what it read; Ray's notices go to `OUT/logs/ray.log`, which it
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import contextlib
 import hashlib
 import sys

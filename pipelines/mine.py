@@ -11,6 +11,11 @@ then the waves of each sub-goal level. `preset=demo` runs it all on the simulato
 
 from __future__ import annotations
 
+from lean_pool.command_line import hold_stops
+
+if __name__ == "__main__":
+    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+
 import sys
 from collections.abc import Sequence
 

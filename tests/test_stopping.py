@@ -1,7 +1,8 @@
-"""How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a Ctrl-C
-while Ray starts held until it has, a full disk as one line naming the run directory with no half-written file left
-(run.json included), what a driver killed with -9 left of its Ray stopped by the next start; the fast parts here, the
-command-line runs in tests/test_stopping_e2e.py, test_evaluate.py and test_autoformalize_e2e.py."""
+"""How a job ends when it is stopped from outside or its disk fills: SIGTERM as Ctrl-C (one line, exit 143), a stop
+while the job's modules are imported or Ray starts held until the job starts or Ray has, a full disk as one line
+naming the run directory with no half-written file left (run.json included), what a driver killed with -9 left of its
+Ray stopped by the next start; the fast parts here, the command-line runs in tests/test_stopping_e2e.py,
+test_evaluate.py and test_autoformalize_e2e.py."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lean_pool import command_line
-from lean_pool.command_line import INTERRUPTED, TERMINATED, Terminated, run_command, signals_held, stop_requested
+from lean_pool.command_line import (INTERRUPTED, RESUMES, TERMINATED, Terminated, hold_stops, run_command, signals_held,
+                                    stop_requested)
 from operators.storage import StorageFull, refused_write
 from pipelines.runtime.cli import run_job
 from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_whole
@@ -29,6 +31,7 @@ from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_
 def own_signal_handlers(monkeypatch):
     """The test process's Ctrl-C and SIGTERM handlers, and the note that a job was stopped, as they were before."""
     monkeypatch.setattr(command_line, "_stop_requested", threading.Event())
+    monkeypatch.setattr(command_line, "_held", [])
     kept = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     yield
     for signum, handler in kept.items():
@@ -66,6 +69,16 @@ def test_a_stop_while_ray_starts_is_held_until_it_has(signum, stop):
     assert stop_requested()
     with pytest.raises(stop):
         os.kill(os.getpid(), signum)  # after the block, a stop signal stops at once
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)])
+def test_a_stop_while_the_jobs_modules_are_imported_stops_the_job_before_it_starts(signum, status, capsys):
+    hold_stops()  # what a job's command line does first
+    os.kill(os.getpid(), signum)
+    ran = []
+    assert run_command(lambda: ran.append("the job")) == status
+    assert ran == [] and capsys.readouterr().err.splitlines() == [f"interrupted: {RESUMES}"]
+    assert run_command(lambda: ran.append("the job")) == 0 and ran == ["the job"], "a stop is held for one start only"
 
 
 def test_ctrl_c_ignored_by_the_shell_that_started_the_job_stays_ignored():

@@ -1,7 +1,8 @@
 """`mine` stopped from outside or on a full disk, through the command line as a user runs it: a Ctrl-C at a terminal
-(SIGINT to the job's process group) while the driver joins the Ray it started is one line and exit 130, SIGTERM is
-Ctrl-C (one line, exit 143), the start after a kill -9 stops what the killed driver's Ray left, a full disk is one line
-(exit 4) with nothing half-written left, and each run resumes to the end with no candidate twice."""
+(SIGINT to the job's process group) while the driver imports its modules or joins the Ray it started is one line and
+exit 130, SIGTERM is Ctrl-C (one line, exit 143) while Ray starts and while the run runs, the start after a kill -9
+stops what the killed driver's Ray left, a full disk is one line (exit 4) with nothing half-written left, and each
+run resumes to the end with no candidate twice."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ INTERRUPTED = "interrupted: rows already written are kept; run the same command 
 # that the driver is still joining (seconds here; a Ctrl-C then crashed it at exit in 5 of 6 tries before the fix).
 RAY_STARTED = "Started a local Ray instance"
 JOINING_S = 0.5
+# How long after the driver began to start its Ray a SIGTERM is sent (starting takes seconds; a SIGTERM then ended the
+# driver with status 15 and no line, or Ray's C++ dump, and left Ray's agents running, before the fix).
+STARTING_S = 1.0
+# How long after its start the driver is still importing its modules (about three seconds here; a Ctrl-C then printed
+# a KeyboardInterrupt traceback, a SIGTERM ended it with no line, before the fix).
+IMPORTING_S = 1.0
 LEFT_GRACE_S = 20  # for a stopped run's Ray processes to go away
 
 
@@ -55,6 +62,16 @@ def once_joining_ray(driver: subprocess.Popen, run_dir: Path) -> None:
         assert time.monotonic() < deadline
         time.sleep(POLL_S)
     time.sleep(JOINING_S)
+
+
+def once_starting_ray(driver: subprocess.Popen, run_dir: Path) -> None:
+    """Wait until the driver is starting its Ray (its log file is made just before), and a second more."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (run_dir / "logs" / "ray.log").exists():
+        assert driver.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+    time.sleep(STARTING_S)
 
 
 def once_running(driver: subprocess.Popen, out: Path) -> None:
@@ -89,6 +106,20 @@ def finish(run_dir: Path, out: Path) -> str:
 
 def test_ctrl_c_and_sigterm_are_one_line_and_a_killed_drivers_ray_is_stopped_by_the_next_start(tmp_path):
     run_dir = tmp_path / "run"
+    driver = start(run_dir, tmp_path / "importing.log", at_a_terminal=True)
+    time.sleep(IMPORTING_S)
+    os.killpg(driver.pid, signal.SIGINT)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 130
+    assert (tmp_path / "importing.log").read_text().splitlines() == [INTERRUPTED]
+
+    driver = start(run_dir / "starting", tmp_path / "terminated-starting.log")
+    once_starting_ray(driver, run_dir / "starting")
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=RUN_TIMEOUT_S) == 143
+    assert (tmp_path / "terminated-starting.log").read_text().splitlines() == [INTERRUPTED]
+    _, lingering = psutil.wait_procs(ray_agents_of(driver.pid), timeout=LEFT_GRACE_S)
+    assert lingering == [], "the Ray a SIGTERM stopped while it started is gone"
+
     driver = start(run_dir, tmp_path / "ctrl-c.log", at_a_terminal=True)
     once_joining_ray(driver, run_dir)
     os.killpg(driver.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
