@@ -51,8 +51,10 @@ from pipelines.runtime.contributing import (
     finish_file,
     index_names,
     patch_paths,
+    refused_patches_in_one_line,
     write_text,
 )
+from pipelines.runtime.job import started
 from pipelines.runtime.stages import streamed
 from pipelines.runtime.waves import execute_collecting
 
@@ -119,12 +121,13 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
 
 def write(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileOutcome]) -> None:
     """This start's patches and descriptions under `out` (an earlier start's removed first) and `contributions/`."""
-    clear(job.out, [PATCHES, DESCRIPTIONS])
-    for outcome in outcomes:
-        if outcome.patch is not None:
-            paths = patch_paths(outcome.file)
-            write_text(job.out, paths[PATCHES], outcome.patch)
-            write_text(job.out, paths[DESCRIPTIONS], outcome.description or "")
+    with refused_patches_in_one_line(job.out):
+        clear(job.out, [PATCHES, DESCRIPTIONS])
+        for outcome in outcomes:
+            if outcome.patch is not None:
+                paths = patch_paths(outcome.file)
+                write_text(job.out, paths[PATCHES], outcome.patch)
+                write_text(job.out, paths[DESCRIPTIONS], outcome.description or "")
     job.run.write_table(TABLE, contributions_table(rows))
 
 
@@ -155,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run() -> None:
         cfg = compose_config("contribute", sys.argv[1:] if argv is None else argv)
-        with ContributeJob(cfg) as job:
+        with started(ContributeJob, cfg) as job:
             rows, outcomes, refused = contribute(job)
             lines = summary(job, rows, outcomes, refused)
             work.mark()

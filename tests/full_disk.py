@@ -1,8 +1,9 @@
 """A disk that fills mid-run, for the tests of a full disk through each job's command line (`mine`, `autoformalize`,
-`evaluate`): a small tmpfs, mounted as root can, and what a job stopped by it must not leave behind."""
+`evaluate`, `contribute`): a small tmpfs, mounted as root can, and what a job stopped by it must not leave behind."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -33,6 +34,18 @@ def tiny_disk_at(mount_point: Path) -> Iterator[Path | None]:
         # Lazily: a Ray the test process keeps (in-process jobs) has idle workers that still hold the run's Ray log
         # open; the tmpfs goes once they let go.
         subprocess.run(["umount", "--lazy", str(mount_point)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write `path` until its disk is full (ENOSPC), leaving no room for anything else."""
+    chunk = b"\0" * 4096
+    with path.open("wb", buffering=0) as stream:
+        try:
+            while True:
+                stream.write(chunk)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
 
 
 def without_a_tiny_disk() -> None:

@@ -1,6 +1,6 @@
 """`contribute` on a finished demo run, as a user runs it: a patch per Mathlib file that `git apply` takes, a
-description beside it, a contributions/ table that report counts and export ships, and a second start that replaces
-the first's outputs instead of adding to them."""
+description beside it, a contributions/ table that report counts and export ships, a second start that replaces the
+first's outputs instead of adding to them, and an `out` on a full disk as one line with no patch cut short."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from lean_pool.lean_source import DECLARATION_KINDS, read_commands
 from operators.contribute.naming import check_name, naming_rules
 from operators.rows.contributions import OFFERED, STATUSES
 from pipelines import contribute, export, report
+from tests.full_disk import DISK_FULL_EXIT, fill
 from tests.mine_support import FAST_LEAN
 
 pytestmark = pytest.mark.ray
@@ -108,3 +109,24 @@ def test_a_second_start_replaces_the_first_and_report_and_export_see_the_table(c
     assert export.main([f"run_dir={run_dir}", "allow_sim=true", "format=jsonl"]) == 0
     shipped = (run_dir / "export" / "contributions" / "contributions.jsonl").read_text().splitlines()
     assert len(shipped) == second.height
+
+
+def test_an_out_on_a_full_disk_is_one_line_and_leaves_no_patch_cut_short(contributed, tiny_disk, capsys):
+    run_dir, _, _ = contributed
+    before = table(run_dir, "contributions").sort("candidate_id")
+    filler, out = tiny_disk / "filler", tiny_disk / "out"
+    fill(filler)
+    args = ["preset=demo", f"run_dir={run_dir}", f"out={out}", *FAST_LEAN]
+    assert contribute.main(args) == DISK_FULL_EXIT
+    printed = capsys.readouterr()
+    [line] = [line for line in printed.err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {out} refused a write (No space left on device)") and "nothing is lost" in line
+    assert "Traceback" not in printed.err + printed.out
+    assert [path for path in out.rglob("*") if path.is_file()] == [], "no patch or description is left cut short"
+    assert table(run_dir, "contributions").sort("candidate_id").equals(before)
+
+    filler.unlink()
+    assert contribute.main(args) == 0
+    patches = sorted(path.relative_to(out) for path in out.rglob("*") if path.is_file())
+    assert patches and patches == sorted(path.relative_to(run_dir / "contribute")
+                                         for path in (run_dir / "contribute").rglob("*") if path.is_file())

@@ -8,7 +8,8 @@ earlier start is mixed in. Patches and descriptions go under `out` (default `<ru
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from operators.contribute.shorten import ShortenOperator, ShortenSettings
 from operators.retrieval.declaration_index import TABLE_FILE, node_local
 from operators.rows.contributions import ERROR_INFRA, FILE_REJECTED, OFFERED, PENDING
 from operators.stages import CONTRIBUTE_STAGES, running
-from operators.storage import join, open_location
+from operators.storage import StorageFull, join, open_location, refused_write
 from pipelines.runtime.cli import SetupError
 from pipelines.runtime.job import MiningJob, index_location
 from pipelines.runtime.stages import Stage
@@ -142,6 +143,23 @@ def write_text(location: str, relative: str, text: str) -> str:
     with filesystem.open_output_stream(target) as stream:
         stream.write(text.encode("utf-8"))
     return join(location, relative)
+
+
+@contextmanager
+def refused_patches_in_one_line(out: str) -> Iterator[None]:
+    """Turn a write `out` refused while this start's patches and descriptions were written (a full disk, a quota, a
+    read-only filesystem) into one `StorageFull` naming `out`, once what was written of them is removed: no patch is
+    left cut short, and the run's tables are as they were (`contributions/` is written after the patches)."""
+    try:
+        yield
+    except Exception as error:
+        reason = refused_write(error)
+        if reason is None:
+            raise
+        clear(out, [PATCHES, DESCRIPTIONS])
+        raise StorageFull(f"{out} refused a write ({reason}): this start's patches and descriptions there are removed "
+                          "and the run's tables are as they were, so nothing is lost; make room (or give another "
+                          "out=DIR) and run the same command again") from None
 
 
 def clear(location: str, folders: Sequence[str]) -> None:

@@ -149,9 +149,12 @@ def _delete_if_there(filesystem: pafs.FileSystem, path: str) -> None:
 def refused_writes_in_one_line(location: str, tables: Sequence[str]) -> Iterator[None]:
     """Turn a write the run directory at `location` refused (a full disk, a quota, a read-only filesystem: anywhere in
     the job, a Ray worker's error included) into one `StorageFull` naming the run directory, once the files of
-    `tables` that the failed writes left half-written are deleted: the rows written before stay, whole."""
+    `tables` that the failed writes left half-written are deleted: the rows written before stay, whole. A refusal
+    already told in one line (another location's, `contribute`'s `out`) stays as told."""
     try:
         yield
+    except StorageFull:
+        raise
     except Exception as error:
         reason = refused_write(error)
         if reason is None:
