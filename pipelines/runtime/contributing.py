@@ -9,7 +9,7 @@ earlier start is mixed in. Patches and descriptions go under `out` (default `<ru
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,7 +156,8 @@ def refused_patches_in_one_line(out: str) -> Iterator[None]:
         reason = refused_write(error)
         if reason is None:
             raise
-        clear(out, [PATCHES, DESCRIPTIONS])
+        with suppress(OSError):  # a read-only `out` took nothing of this start's to remove
+            clear(out, [PATCHES, DESCRIPTIONS])
         raise StorageFull(f"{out} refused a write ({reason}): this start's patches and descriptions there are removed "
                           "and the run's tables are as they were, so nothing is lost; make room (or give another "
                           "out=DIR) and run the same command again") from None
