@@ -34,9 +34,9 @@ JOINING_S = 0.5
 # How long after the driver began to start its Ray a SIGTERM is sent (starting takes seconds; a SIGTERM then ended the
 # driver with status 15 and no line, or Ray's C++ dump, and left Ray's agents running, before the fix).
 STARTING_S = 1.0
-# How long after its start the driver is still importing its modules (about three seconds here; a Ctrl-C then printed
-# a KeyboardInterrupt traceback, a SIGTERM ended it with no line, before the fix).
-IMPORTING_S = 1.0
+# When the driver is importing its modules, which takes about three seconds here after its first half second; a
+# Ctrl-C then printed a KeyboardInterrupt traceback, a SIGTERM ended it with no line, before the fix.
+IMPORTING_S = 2.0
 LEFT_GRACE_S = 20  # for a stopped run's Ray processes to go away
 
 
@@ -112,8 +112,8 @@ def test_ctrl_c_and_sigterm_are_one_line_and_a_killed_drivers_ray_is_stopped_by_
     assert driver.wait(timeout=RUN_TIMEOUT_S) == 130
     assert (tmp_path / "importing.log").read_text().splitlines() == [INTERRUPTED]
 
-    driver = start(run_dir / "starting", tmp_path / "terminated-starting.log")
-    once_starting_ray(driver, run_dir / "starting")
+    driver = start(tmp_path / "stopped-starting", tmp_path / "terminated-starting.log")
+    once_starting_ray(driver, tmp_path / "stopped-starting")
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=RUN_TIMEOUT_S) == 143
     assert (tmp_path / "terminated-starting.log").read_text().splitlines() == [INTERRUPTED]
