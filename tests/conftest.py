@@ -52,7 +52,8 @@ def ray_cluster():
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Generator[Path, None, None]:
-    """A directory on a small tmpfs that a run fills (`tests/full_disk.py`); skipped where none can be mounted (failed in CI)."""
+    """A directory on a small tmpfs that a run fills (`tests/full_disk.py`); skipped where none can be mounted (failed
+    in CI)."""
     with tiny_disk_at(tmp_path / "tiny") as mounted:
         if mounted is None:
             without_a_tiny_disk()
