@@ -11,7 +11,7 @@ from __future__ import annotations
 from lean_pool.command_line import hold_stops
 
 if __name__ == "__main__":
-    hold_stops()  # before the imports below, which take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
+    hold_stops()  # the imports below take seconds: a Ctrl-C or SIGTERM meanwhile stops the job in one line
 
 import sys
 from collections.abc import Sequence
