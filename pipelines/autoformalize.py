@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
@@ -44,7 +45,7 @@ from operators.rows.formalizations import (
     InputRules,
     formalizations_table,
     jsonl_rows,
-    problem_row,
+    table_rows,
     with_unique_ids,
 )
 from operators.stages import AUTOFORMALIZE_STAGES, running
@@ -86,53 +87,66 @@ def input_files(location: str) -> tuple[pafs.FileSystem, list[str]]:
     return filesystem, usable
 
 
-def holds_rows(filesystem: pafs.FileSystem, path: str) -> bool:
-    """Whether an input file holds a row: a JSONL line that is not blank, or a Parquet row (from the footer)."""
-    if path.endswith(JSONL_SUFFIX):
+def read_bytes(filesystem: pafs.FileSystem, path: str, key: str) -> bytes:
+    """The bytes of an input file; one it cannot read is a `SetupError` naming it (`key` is the setting that led
+    to it)."""
+    try:
         with filesystem.open_input_stream(path) as stream:
-            return any(line.strip() for line in stream.read().splitlines())
-    return pq.ParquetFile(path, filesystem=filesystem).metadata.num_rows > 0
+            return stream.read()
+    except OSError as error:
+        raise SetupError(f"{key}: cannot read {path}: {error}") from None
 
 
-def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str], provenance: dict) -> list[dict]:
-    """Every row of the input files as a formalization row, in input order, ids unique; unusable rows are
-    `bad_input`."""
+def read_parquet(filesystem: pafs.FileSystem, path: str, key: str) -> list[dict]:
+    """The records of a Parquet input file; a file that is not Parquet, or is cut short, is a `SetupError` naming
+    it (`key` is the setting that led to it)."""
+    try:
+        return pq.read_table(path, filesystem=filesystem).to_pylist()
+    except (pa.ArrowException, OSError) as error:
+        raise SetupError(f"{key}: {path} is not a readable Parquet file: {error}") from None
+
+
+def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str]) -> list[dict]:
+    """Every row of the input files as a formalization row without its provenance, in input order, ids unique;
+    unusable rows are `bad_input` with their line or row number. A file that cannot be read at all is a
+    `SetupError` naming it, raised before anything starts."""
     rules = InputRules(max_tokens=int(cfg.autoformalize.max_input_tokens),
                        chars_per_token=float(cfg.seeds.chars_per_token),
                        default_header=str(cfg.autoformalize.default_header))
     mode = str(cfg.autoformalize.mode)
+    key = f"input={cfg.input}"
     rows = []
     for path in files:
         source = PurePosixPath(path).name
         if path.endswith(JSONL_SUFFIX):
-            with filesystem.open_input_stream(path) as stream:
-                rows += jsonl_rows(stream.read(), source, rules, provenance, mode)
+            rows += jsonl_rows(read_bytes(filesystem, path, key), source, rules, {}, mode)
         else:
-            records = pq.read_table(path, filesystem=filesystem).to_pylist()
-            rows += [problem_row(record, source, rules, provenance, mode) for record in records]
+            rows += table_rows(read_parquet(filesystem, path, key), source, rules, {}, mode)
     return with_unique_ids(rows)
 
 
 def read_examples(location: str) -> tuple[dict[str, str], ...]:
     """The agent's examples corpus: every informal/formal pair of the files at `location` (records lacking either
-    are left out); an empty corpus is a `SetupError`."""
+    are left out); an empty corpus, or a file or line that cannot be read, is a `SetupError`."""
     filesystem, files = input_files(location)
+    key = f"autoformalize.agent.examples={location}"
     records: list[dict] = []
     for path in files:
-        if path.endswith(JSONL_SUFFIX):
-            with filesystem.open_input_stream(path) as stream:
-                lines = stream.read().decode("utf-8", errors="replace").splitlines()
-            for number, line in enumerate(lines, start=1):
-                try:
-                    records += [json.loads(line)] if line.strip() else []
-                except json.JSONDecodeError as error:
-                    raise SetupError(f"autoformalize.agent.examples={location}: {path} line {number} is not JSON: "
-                                     f"{error}") from None
-        else:
-            records += pq.read_table(path, filesystem=filesystem).to_pylist()
+        if not path.endswith(JSONL_SUFFIX):
+            records += read_parquet(filesystem, path, key)
+            continue
+        lines = read_bytes(filesystem, path, key).decode("utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line) if line.strip() else {}
+            except json.JSONDecodeError as error:
+                raise SetupError(f"{key}: {path} line {number} is not JSON: {error}") from None
+            if not isinstance(record, dict):
+                raise SetupError(f"{key}: {path} line {number} is not a JSON object")
+            records.append(record)
     pairs = tuple(pair for pair in map(example_pair, records) if pair is not None)
     if not pairs:
-        raise SetupError(f"autoformalize.agent.examples={location} holds no informal/formal pair")
+        raise SetupError(f"{key} holds no informal/formal pair")
     return pairs
 
 
@@ -143,10 +157,12 @@ class AutoformalizeJob(MiningJob):
     TABLES = (TABLE,)
 
     def find_inputs(self) -> None:
-        """The input files and the agent's examples, found before Ray starts (a wrong path is a `SetupError` at
-        once); the inputs are read once the job's provenance is known."""
-        self.input_fs, self.input_files = input_files(str(self.cfg.input))
-        if not any(holds_rows(self.input_fs, path) for path in self.input_files):
+        """The input rows and the agent's examples, read before Ray starts and the run directory is touched (a wrong
+        path or a file that cannot be read is a `SetupError` at once); the rows get the job's provenance once it is
+        known."""
+        filesystem, files = input_files(str(self.cfg.input))
+        self.problems = read_problems(self.cfg, filesystem, files)
+        if not self.problems:
             raise SetupError(f"input={self.cfg.input} holds no rows: nothing to formalize")
         agent = self.cfg.autoformalize.agent
         use_examples = self.cfg.autoformalize.mode == AGENT and agent.examples is not None
@@ -188,8 +204,7 @@ def autoformalize(job: AutoformalizeJob) -> int:
     """Formalize every input row without a finished row in formalizations/; returns how many were sent."""
     job.run.prepare(TABLE, {ERROR_INFRA})
     done = job.run.ids(TABLE, "id")
-    problems = read_problems(job.cfg, job.input_fs, job.input_files, job.provenance)
-    rows = [row for row in problems if row["id"] not in done]
+    rows = [{**row, "provenance": dict(job.provenance)} for row in job.problems if row["id"] not in done]
     if not rows:
         return 0
     if job.cfg.index.dir is None:

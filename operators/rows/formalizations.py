@@ -141,10 +141,37 @@ def informal_statement(text: str) -> str:
     return text.split(PROOF_START, 1)[0].strip()
 
 
+# The fields an input record may give, and the types each takes: text, or for an id an integer too (ProofNet's
+# names are text, a table's ids often numbers).
+TEXT_FIELDS = ("informal", "informal_stmt", "header", "formal_statement", "reference", "source")
+ID_FIELDS = ("name", "id")
+# A wrong value is shown in a row's reason up to this many characters.
+SHOWN_CHARS = 40
+KIND_WORDS = {bool: "the boolean", int: "the integer", float: "the number", list: "the list", dict: "the mapping"}
+
+
+def wrong_field(record: Mapping[str, Any], field: str) -> str | None:
+    """What is wrong with `field` of an input record, in words (`formal_statement` is the integer 5, not text), None
+    when it is absent, null or of its type."""
+    value = record.get(field)
+    if value is None or isinstance(value, str):
+        return None
+    if field in ID_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+        return None
+    kind = KIND_WORDS.get(type(value), f"a {type(value).__name__}")
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    shown = shown if len(shown) <= SHOWN_CHARS else shown[: SHOWN_CHARS - 1] + "…"
+    expected = "text or an integer" if field in ID_FIELDS else "text"
+    return f"`{field}` is {kind} {shown}, not {expected}"
+
+
 def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any],
-                mode: str = DIRECT) -> dict[str, Any]:
-    """A row for one input record: `informal` (or ProofNet's `informal_stmt`), `header`, `formal_statement` or
-    `reference`, `source`; a record with no text or too long a text is `bad_input` with the reason."""
+                mode: str = DIRECT, where: str = "the record") -> dict[str, Any]:
+    """A row for one input record (`where` it is: `line 3`, `row 3`): `informal` (or ProofNet's `informal_stmt`),
+    `header`, `formal_statement` or `reference`, `source`; a record with a field of the wrong type, no text or too
+    long a text is `bad_input` with the reason, its other rows going on (a wrong field is left out of the row)."""
+    wrong = {field: problem for field in (*ID_FIELDS, *TEXT_FIELDS) if (problem := wrong_field(record, field))}
+    record = {key: value for key, value in record.items() if key not in wrong}
     raw = record.get("informal") if record.get("informal") is not None else record.get("informal_stmt")
     text = informal_statement(raw) if isinstance(raw, str) else ""
     row_id = problem_id(record, text)
@@ -153,6 +180,8 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
         header=str(record.get("header") or rules.default_header),
         reference=record.get("formal_statement") or record.get("reference"), theorem_name=theorem_name(row_id),
         mode=mode, provenance=dict(provenance))
+    if wrong:
+        return {**row, "status": BAD_INPUT, "reason": f"{where}: {'; '.join(wrong.values())}"}
     if not text:
         return {**row, "status": BAD_INPUT, "reason": "no informal text (`informal` or `informal_stmt`)"}
     tokens = len(text) / rules.chars_per_token
@@ -191,8 +220,15 @@ def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[
         if not isinstance(record, dict):
             rows.append(unreadable_row(source, raw, f"line {number} is not a JSON object", provenance, mode))
             continue
-        rows.append(problem_row(record, source, rules, provenance, mode))
+        rows.append(problem_row(record, source, rules, provenance, mode, f"line {number}"))
     return rows
+
+
+def table_rows(records: Iterable[Mapping[str, Any]], source: str, rules: InputRules, provenance: Mapping[str, Any],
+               mode: str = DIRECT) -> list[dict[str, Any]]:
+    """One row per record of a Parquet file, a bad one named by its row number (`row 1` first)."""
+    return [problem_row(record, source, rules, provenance, mode, f"row {number}")
+            for number, record in enumerate(records, start=1)]
 
 
 def with_unique_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
