@@ -1,15 +1,17 @@
 """`python -m pipelines.autoformalize` end to end on the simulators: real ProofNet rows, an index of real Mathlib
-files, bad input lines; the table, its statuses and scores, the report, a resumed run that asks only for the new
-rows (its first start, where a tmpfs can be mounted, on a disk that fills: one line, exit 4, resumed on a bigger
-one). `mode=got`: a concept graph for every row that compiled, its leaves grounded in the index and its new notion
-defined before the theorem; `mode=agent`: tool calls never above the budget, SR@K in the report. Also
-`mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
+files, bad input lines; the table, its statuses and scores, the report; a second start over the same input with rows
+added asks only for the new rows; a first start on a disk that fills (where a tmpfs can be mounted) is one line,
+exit 4, and resumes on a bigger one. `mode=got`: a concept graph for every row that compiled, its leaves grounded in
+the index and its new notion defined before the theorem; `mode=agent`: tool calls never above the budget, SR@K in the
+report. Also `mine faithfulness.enabled=true`: a drifted candidate is marked and not proved.
 
 The test owns the LLM sim server, with the faithfulness labeller's random labels off, so every status and score
 below follows from the prompts' triggers and the repair script alone."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -32,6 +34,8 @@ from tests.mine_support import read_table, sim_server_config
 
 pytestmark = pytest.mark.ray
 PROOFNET_ROWS = 8
+# Rows added to the input of a finished run: a second start asks only for these.
+ADDED = {"added_refused": ("Every group of even order has an element of order two (sim:refuse).", "refused", None)}
 # Rows written by the test: what the sim's triggers make of them.
 TRIGGERED = {
     "plain_union": ("The union of two finite sets is finite.", "faithful", 1.0),
@@ -81,19 +85,28 @@ def _write_input(path: Path, proofnet: list[dict], extra: dict[str, tuple[str, s
     path.write_bytes(b"\n".join(lines + BAD_LINES) + b"\n")
 
 
-def _proofnet(shared_dir: Path) -> list[dict]:
+def _proofnet(shared_dir: Path, rows: int = PROOFNET_ROWS) -> list[dict]:
     lines = (shared_dir / "fixtures" / "proofnet-lean4-sample" / "proofnet.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines[:PROOFNET_ROWS]]
+    return [json.loads(line) for line in lines[:rows]]
 
 
-def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_report(world, shared_dir, tmp_path,
-                                                                                   capsys):
+@pytest.fixture(scope="module")
+def direct_run(world, shared_dir, tmp_path_factory) -> dict:
+    """One finished `mode=direct` run over ProofNet rows, the triggered rows and the bad lines: its input file, run
+    directory and printed summary. Read-only for its users, who copy the run and restore the input they change."""
+    root = tmp_path_factory.mktemp("direct")
+    source = root / "problems.jsonl"
+    _write_input(source, _proofnet(shared_dir), TRIGGERED)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert autoformalize.main([*_overrides(world, root / "run"), f"input={source}"]) == 0
+    return {"source": source, "run_dir": root / "run", "printed": printed.getvalue()}
+
+
+def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_report(direct_run, shared_dir):
     proofnet = _proofnet(shared_dir)
-    source = tmp_path / "problems.jsonl"
-    _write_input(source, proofnet, TRIGGERED)
-    run_dir = tmp_path / "run"
-    assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
-    printed = capsys.readouterr().out
+    run_dir = direct_run["run_dir"]
+    printed = direct_run["printed"]
     assert "SIMULATED run" in printed and "formalizations: 17" in printed and "formalized in this start: 17 (mode=direct)" in printed
 
     table = read_table(run_dir, "formalizations")
@@ -140,12 +153,34 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
     assert "| problems.jsonl |" in page
 
 
-def test_a_start_on_a_full_disk_is_one_line_and_a_second_start_asks_only_for_new_rows(world, shared_dir, tmp_path,
-                                                                                      capsys):
-    proofnet = _proofnet(shared_dir)
+def test_a_second_start_asks_only_for_the_rows_added_to_its_input(world, direct_run, shared_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(direct_run["run_dir"], run_dir)
+    before = read_table(run_dir, "formalizations")
+    source = direct_run["source"]
+    written = source.read_bytes()
+    _write_input(source, _proofnet(shared_dir, PROOFNET_ROWS + 1), {**TRIGGERED, **ADDED})
+    reset_stats(world["base_url"])
+    try:
+        assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
+    finally:
+        source.write_bytes(written)
+    after = read_table(run_dir, "formalizations")
+    new_rows = 1 + len(ADDED)
+    assert after.height == before.height + new_rows and after["id"].n_unique() == after.height
+    asked = fetch_stats(world["base_url"])["received_by_stage"]
+    assert asked["think"] == new_rows, "rows written by the first start are not asked again"
+    kept = after.filter(pl.col("id").is_in(before["id"].to_list())).sort("id")
+    assert kept.select("id", "status", "statement").equals(before.select("id", "status", "statement").sort("id"))
+    for name, (_, status, score) in ADDED.items():
+        [added] = after.filter(pl.col("id") == name).iter_rows(named=True)
+        assert (added["status"], added["faithfulness_score"]) == (status, score), name
+
+
+def test_a_start_on_a_full_disk_is_one_line_and_resumes_on_a_bigger_one(world, shared_dir, tmp_path, capsys):
     source = tmp_path / "problems.jsonl"
     first = dict(list(TRIGGERED.items())[:2])
-    _write_input(source, proofnet[:3], first)
+    _write_input(source, _proofnet(shared_dir)[:3], first)
     run_dir = tmp_path / "run"
     with tiny_disk_at(tmp_path / "tiny") as tiny:
         if tiny is None:
@@ -156,18 +191,11 @@ def test_a_start_on_a_full_disk_is_one_line_and_a_second_start_asks_only_for_new
         assert left_half_written(tiny / "run") == []
         shutil.copytree(tiny / "run", run_dir)
     assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
-    before = read_table(run_dir, "formalizations")
-
-    _write_input(source, proofnet[:4], TRIGGERED)
-    reset_stats(world["base_url"])
-    assert autoformalize.main([*_overrides(world, run_dir), f"input={source}"]) == 0
-    after = read_table(run_dir, "formalizations")
-    new_rows = 1 + len(TRIGGERED) - len(first)
-    assert after.height == before.height + new_rows and after["id"].n_unique() == after.height
-    asked = fetch_stats(world["base_url"])["received_by_stage"]
-    assert asked["think"] == new_rows, "rows written by the first start are not asked again"
-    kept = after.filter(pl.col("id").is_in(before["id"].to_list())).sort("id")
-    assert kept.select("id", "status", "statement").equals(before.select("id", "status", "statement").sort("id"))
+    table = read_table(run_dir, "formalizations")
+    assert table.height == 3 + len(first) + len(BAD_LINES) and table["id"].n_unique() == table.height
+    rows = {row["id"]: row for row in table.iter_rows(named=True)}
+    for name, (_, status, score) in first.items():
+        assert (rows[name]["status"], rows[name]["faithfulness_score"]) == (status, score), name
 
 
 def test_mine_marks_a_drifted_candidate_unfaithful_and_does_not_prove_it(world, tmp_path):
