@@ -1,8 +1,9 @@
 """`mine` stopped from outside or on a full disk, through the command line as a user runs it: a Ctrl-C at a terminal
-(SIGINT to the job's process group) while the driver imports its modules or joins the Ray it started is one line and
-exit 130, SIGTERM is Ctrl-C (one line, exit 143) while Ray starts and while the run runs, the start after a kill -9
-stops what the killed driver's Ray left, a full disk is one line (exit 4) with nothing half-written left, and each
-run resumes to the end with no candidate twice."""
+(SIGINT to the job's process group) while the driver imports its modules (Ray never starts: no Ray log) or joins the
+Ray it started is one line and exit 130, SIGTERM is Ctrl-C (one line, exit 143) while Ray starts (the run never
+begins: no `[status]` line) and while the run runs, the start after a kill -9 stops what the killed driver's Ray left,
+a full disk is one line (exit 4) with nothing half-written left, and each run resumes to the end with no candidate
+twice. Each stop waits for a sign of its phase, and the test checks the phase was the one it meant."""
 
 from __future__ import annotations
 
@@ -31,12 +32,6 @@ INTERRUPTED = "interrupted: rows already written are kept; run the same command 
 # that the driver is still joining (seconds here; a Ctrl-C then crashed it at exit in 5 of 6 tries before the fix).
 RAY_STARTED = "Started a local Ray instance"
 JOINING_S = 0.5
-# How long after the driver began to start its Ray a SIGTERM is sent (starting takes seconds; a SIGTERM then ended the
-# driver with status 15 and no line, or Ray's C++ dump, and left Ray's agents running, before the fix).
-STARTING_S = 1.0
-# When the driver is importing its modules, which takes about three seconds here after its first half second; a
-# Ctrl-C then printed a KeyboardInterrupt traceback, a SIGTERM ended it with no line, before the fix.
-IMPORTING_S = 2.0
 LEFT_GRACE_S = 20  # for a stopped run's Ray processes to go away
 
 
@@ -53,6 +48,24 @@ def start(run_dir: Path, out: Path, at_a_terminal: bool = False) -> subprocess.P
                                 start_new_session=True)
 
 
+def once_importing(driver: subprocess.Popen) -> None:
+    """Wait until the driver holds stops, the first thing its command line does (it then catches SIGTERM), before the
+    seconds it spends importing its modules (a Ctrl-C then printed a KeyboardInterrupt traceback, a SIGTERM ended it
+    with no line, before the fix)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not catches(driver.pid, signal.SIGTERM):
+        assert driver.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (the caught-signals mask of /proc/PID/status)."""
+    [mask] = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+              if line.startswith("SigCgt:")]
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def once_joining_ray(driver: subprocess.Popen, run_dir: Path) -> None:
     """Wait until the driver's Ray has started and the driver is joining it (when a Ctrl-C crashed the driver)."""
     log = run_dir / "logs" / "ray.log"
@@ -65,13 +78,16 @@ def once_joining_ray(driver: subprocess.Popen, run_dir: Path) -> None:
 
 
 def once_starting_ray(driver: subprocess.Popen, run_dir: Path) -> None:
-    """Wait until the driver is starting its Ray (its log file is made just before), and a second more."""
+    """Wait until the driver is starting its Ray: its log file is made just before, and Ray has not yet logged that it
+    started, which takes seconds (a SIGTERM then ended the driver with status 15 and no line, or Ray's C++ dump, and
+    left Ray's agents running, before the fix)."""
+    log = run_dir / "logs" / "ray.log"
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while not (run_dir / "logs" / "ray.log").exists():
+    while not log.exists():
         assert driver.poll() is None
         assert time.monotonic() < deadline
         time.sleep(POLL_S)
-    time.sleep(STARTING_S)
+    assert RAY_STARTED not in log.read_text(), "Ray had started before the test saw its log: no stop while it starts"
 
 
 def once_running(driver: subprocess.Popen, out: Path) -> None:
@@ -107,16 +123,21 @@ def finish(run_dir: Path, out: Path) -> str:
 def test_ctrl_c_and_sigterm_are_one_line_and_a_killed_drivers_ray_is_stopped_by_the_next_start(tmp_path):
     run_dir = tmp_path / "run"
     driver = start(run_dir, tmp_path / "importing.log", at_a_terminal=True)
-    time.sleep(IMPORTING_S)
+    once_importing(driver)
     os.killpg(driver.pid, signal.SIGINT)
     assert driver.wait(timeout=RUN_TIMEOUT_S) == 130
     assert (tmp_path / "importing.log").read_text().splitlines() == [INTERRUPTED]
+    assert not (run_dir / "logs" / "ray.log").exists(), "a stop while the driver imports: Ray never started"
 
     driver = start(tmp_path / "stopped-starting", tmp_path / "terminated-starting.log")
     once_starting_ray(driver, tmp_path / "stopped-starting")
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=RUN_TIMEOUT_S) == 143
-    assert (tmp_path / "terminated-starting.log").read_text().splitlines() == [INTERRUPTED]
+    printed = (tmp_path / "terminated-starting.log").read_text()
+    assert "[status]" not in printed, "a stop while Ray starts: the run never began"
+    assert printed.splitlines() == [INTERRUPTED]
+    ray_log = (tmp_path / "stopped-starting" / "logs" / "ray.log").read_text()
+    assert RAY_STARTED in ray_log, "the stop was held until Ray had started"
     _, lingering = psutil.wait_procs(ray_agents_of(driver.pid), timeout=LEFT_GRACE_S)
     assert lingering == [], "the Ray a SIGTERM stopped while it started is gone"
 
