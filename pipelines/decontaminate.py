@@ -32,6 +32,7 @@ from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.benchmarks import (
     CANDIDATES,
     Decontaminator,
+    concat_files,
     decontaminator,
     first_present,
     method_description,
@@ -102,11 +103,13 @@ def _column_texts(table: pa.Table, column: str | None) -> list[str | None] | Non
     return texts
 
 
-def _read_tables(filesystem: pafs.FileSystem, root: str) -> pa.Table:
+def _read_tables(filesystem: pafs.FileSystem, root: str, text_columns: Sequence[str]) -> pa.Table:
+    """The Parquet and JSONL files at `root` as one table (`text_columns` holding text); a file that cannot be read
+    as one is a `SetupError` naming it."""
     files = table_files(filesystem, root)
     if not files:
         raise SetupError(f"{root} holds no Parquet or JSONL file")
-    return pa.concat_tables([read_table_file(filesystem, path) for path in files], promote_options="default")
+    return concat_files(files, [read_table_file(filesystem, path, text_columns) for path in files])
 
 
 def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
@@ -117,15 +120,16 @@ def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
     if info.type == pafs.FileType.NotFound:
         raise SetupError(f"corpus={without_options(location)} does not exist")
     named: list[tuple[str, pa.Table]]
+    text_columns = [column] if column is not None else [*DEFAULT_CORPUS_COLUMNS, RAW_STATEMENT]
     if info.type == pafs.FileType.Directory and filesystem.get_file_info(f"{root}/{CANDIDATES}").type == \
             pafs.FileType.Directory:
-        named = [(CANDIDATES, _read_tables(filesystem, f"{root}/{CANDIDATES}"))]
+        named = [(CANDIDATES, _read_tables(filesystem, f"{root}/{CANDIDATES}", text_columns))]
     elif info.type == pafs.FileType.Directory and filesystem.get_file_info(f"{root}/{MANIFEST}").type == \
             pafs.FileType.File:
-        named = [(name, _read_tables(filesystem, f"{root}/{name}")) for name in EXPORT_CORPORA
+        named = [(name, _read_tables(filesystem, f"{root}/{name}", text_columns)) for name in EXPORT_CORPORA
                  if filesystem.get_file_info(f"{root}/{name}").type == pafs.FileType.Directory]
     else:
-        named = [(ROWS, _read_tables(filesystem, root))]
+        named = [(ROWS, _read_tables(filesystem, root, text_columns))]
     texts = {name: _column_texts(table, column) for name, table in named}
     by_candidate: dict[str, str] = {}
     for name, table in named:

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from operators.rows.candidates import ATTEMPT, FAITHFULNESS_FIELDS, PROVENANCE, TIMESTAMP, USAGE_FIELDS
+from operators.rows.input_values import described
 
 # Statuses. `pending` and `compiled` are passed between stages; the others are final.
 PENDING = "pending"
@@ -145,9 +146,6 @@ def informal_statement(text: str) -> str:
 # names are text, a table's ids often numbers).
 TEXT_FIELDS = ("informal", "informal_stmt", "header", "formal_statement", "reference", "source")
 ID_FIELDS = ("name", "id")
-# A wrong value is shown in a row's reason up to this many characters.
-SHOWN_CHARS = 40
-KIND_WORDS = {bool: "the boolean", int: "the integer", float: "the number", list: "the list", dict: "the mapping"}
 
 
 def wrong_field(record: Mapping[str, Any], field: str) -> str | None:
@@ -158,11 +156,8 @@ def wrong_field(record: Mapping[str, Any], field: str) -> str | None:
         return None
     if field in ID_FIELDS and isinstance(value, int) and not isinstance(value, bool):
         return None
-    kind = KIND_WORDS.get(type(value), f"a {type(value).__name__}")
-    shown = json.dumps(value, ensure_ascii=False, default=str)
-    shown = shown if len(shown) <= SHOWN_CHARS else shown[: SHOWN_CHARS - 1] + "…"
     expected = "text or an integer" if field in ID_FIELDS else "text"
-    return f"`{field}` is {kind} {shown}, not {expected}"
+    return f"`{field}` is {described(value)}, not {expected}"
 
 
 def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any],

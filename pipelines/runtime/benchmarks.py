@@ -5,7 +5,7 @@ or a hash of its problems). `pipelines.decontaminate`, `pipelines.export` and `m
 
 from __future__ import annotations
 
-import io
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,13 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from lean_pool.lean_source import read_commands
 from operators.decontaminate import STATEMENT_KINDS, BenchmarkSet, MatchSettings, Problem, StatementJudge, Verdict
 from operators.retrieval.declaration_index import content_hash, git_head
 from operators.retrieval.embeddings import load_encoder
+from operators.rows.input_values import described
 from operators.storage import is_uri, open_location, without_options
 from pipelines.runtime.cli import SetupError
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
@@ -43,18 +43,102 @@ class Benchmark:
     problems: list[Problem]
 
 
+def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
+    """A file's bytes; one that cannot be read is a `SetupError` naming it."""
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return stream.read()
+    except OSError as error:
+        raise SetupError(f"cannot read {path}: {error}") from None
+
+
 def read_text(filesystem: pafs.FileSystem, path: str) -> str:
-    """A UTF-8 file's text."""
-    with filesystem.open_input_stream(path) as stream:
-        return stream.read().decode("utf-8")
+    """A UTF-8 file's text; a file in another encoding is a `SetupError` naming it and the line of the first byte that
+    is not UTF-8."""
+    data = read_bytes(filesystem, path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise SetupError(f"{path} line {line} is not UTF-8: {error.reason} at byte {error.start}") from None
 
 
-def read_table_file(filesystem: pafs.FileSystem, path: str) -> pa.Table:
-    """A Parquet or JSONL file as a table."""
-    if path.endswith(PARQUET_SUFFIX):
-        return pq.read_table(path, filesystem=filesystem)
-    with filesystem.open_input_stream(path) as stream:
-        return pajson.read_json(io.BytesIO(stream.read()))
+def jsonl_records(filesystem: pafs.FileSystem, path: str) -> list[tuple[int, dict[str, Any]]]:
+    """The objects of a JSONL file with their line numbers, blank lines skipped; a line that is not UTF-8 or not a
+    JSON object is a `SetupError` naming the file and the line."""
+    records = []
+    for number, raw in enumerate(read_bytes(filesystem, path).split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise SetupError(f"{path} line {number} is not UTF-8: {error.reason} at byte {error.start}") from None
+        except json.JSONDecodeError as error:
+            raise SetupError(f"{path} line {number} is not JSON: {error.msg} at column {error.colno}") from None
+        if not isinstance(record, dict):
+            raise SetupError(f"{path} line {number} is not a JSON object")
+        records.append((number, record))
+    return records
+
+
+def records_table(path: str, records: Sequence[tuple[int, Mapping[str, Any]]], text_columns: Sequence[str]
+                  ) -> pa.Table:
+    """JSONL records (with their line numbers) as a table, each key a column, null where a record lacks it. A value
+    of `text_columns` that is not text, or a column whose values Arrow cannot hold together, is a `SetupError` naming
+    the file and the line."""
+    names = list(dict.fromkeys(name for _, record in records for name in record))
+    columns = {}
+    for name in names:
+        given = [(number, record[name]) for number, record in records if record.get(name) is not None]
+        wrong = next(((number, value) for number, value in given if not isinstance(value, str)), None)
+        if name in text_columns and wrong:
+            raise SetupError(f"{path} line {wrong[0]}: {name} is {described(wrong[1])}, not text")
+        try:
+            columns[name] = pa.array([record.get(name) for _, record in records])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            first = given[0]
+            other = next((item for item in given if type(item[1]) is not type(first[1])), None)
+            if other is None:
+                raise SetupError(f"{path}: {name} holds values Arrow cannot store: {error}") from None
+            raise SetupError(f"{path} line {other[0]}: {name} is {described(other[1])}, where line {first[0]} gives "
+                             f"{described(first[1])}") from None
+    return pa.table(columns)
+
+
+def read_table_file(filesystem: pafs.FileSystem, path: str, text_columns: Sequence[str] = ()) -> pa.Table:
+    """A Parquet or JSONL file as a table, each of `text_columns` it has holding text; a file that is not Parquet, a
+    broken line or a text column of another type is a `SetupError` naming the file (and the line or row)."""
+    if not path.endswith(PARQUET_SUFFIX):
+        return records_table(path, jsonl_records(filesystem, path), text_columns)
+    try:
+        table = pq.read_table(path, filesystem=filesystem)
+    except (pa.ArrowException, OSError) as error:
+        raise SetupError(f"{path} is not a readable Parquet file: {error}") from None
+    for column in text_columns:
+        if column in table.column_names and not is_text(table.schema.field(column).type):
+            values = enumerate(table.column(column).to_pylist(), start=1)
+            wrong = next(((row, value) for row, value in values if value is not None), None)
+            if wrong:
+                raise SetupError(f"{path} row {wrong[0]}: {column} is {described(wrong[1])}, not text")
+    return table
+
+
+def is_text(kind: pa.DataType) -> bool:
+    """Whether a column of type `kind` holds text (or only nulls)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+
+
+def concat_files(paths: Sequence[str], tables: Sequence[pa.Table]) -> pa.Table:
+    """The tables read from `paths` as one; a file whose columns do not fit those of the files before it (a column of
+    another type) is a `SetupError` naming it."""
+    table = tables[0]
+    for path, more in zip(paths[1:], tables[1:], strict=True):
+        try:
+            table = pa.concat_tables([table, more], promote_options="default")
+        except pa.ArrowException as error:
+            raise SetupError(f"{path}: its columns do not fit those of {paths[0]}: {error}") from None
+    return table
 
 
 def table_files(filesystem: pafs.FileSystem, root: str) -> list[str]:
@@ -123,7 +207,8 @@ def read_benchmark(entry: str | Mapping[str, Any], read: Mapping[str, Any]) -> B
         problems = []
         for path in table_files(filesystem, candidates if run else root):
             source = path[len(root) + 1 :] or PurePosixPath(path).name
-            problems += table_problems(name, source, read_table_file(filesystem, path), read)
+            text_columns = [*read["statement_columns"], *read["header_columns"]]
+            problems += table_problems(name, source, read_table_file(filesystem, path, text_columns), read)
     if not problems:
         raise SetupError(f"benchmark {without_options(location)} holds no theorem and no statement to compare with")
     revision, revision_source = spec.get("revision"), "given"
