@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from operators.llm import prompts
-from operators.llm.calls import LLMResult
+from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 from operators.llm.settings import LLMSettings
 from operators.rows import seeds
 from operators.rows.candidates import (
@@ -27,7 +27,7 @@ from operators.rows.candidates import (
     settle_operator_error,
     unit_id,
 )
-from operators.split import split_answer
+from operators.split import DISCOVERED, split_answer
 from operators.step import LLMOperator
 from operators.storage import resolve
 
@@ -106,7 +106,7 @@ class DiscoverSettings:
 def answered(result: LLMResult, marker: str, max_lemmas: int) -> dict[str, Any]:
     """The discovery's columns given the discover model's answer: its candidate snippets (at most `max_lemmas`, the
     rest counted as dropped), or why there are none (the endpoint failed, the seed did not fit the model, no answer,
-    no marker, no lemma)."""
+    no marker, no lemma; and whether the answer was cut at its max_tokens, which is often why)."""
     out = {"llm_calls": [llm_call_entry(STAGE, 1, result)], "prompt_tokens": result.prompt_tokens,
            "completion_tokens": result.completion_tokens, "response": result.text,
            "finish_reason": result.finish_reason}
@@ -119,8 +119,10 @@ def answered(result: LLMResult, marker: str, max_lemmas: int) -> dict[str, Any]:
     if not result.ok:
         return {**out, "status": NO_ANSWER, "reason": f"{result.error_kind}: {result.error}"}
     split = split_answer(result.text, marker, max_lemmas)
+    cut = split.status != DISCOVERED and result.finish_reason == CUT_FINISH_REASON
     return {**out, "code": split.code, "snippets": list(split.snippets), "status": split.status,
-            "reason": split.reason, "dropped_lemmas": split.dropped}
+            "reason": f"{split.reason}; it was cut off at the token limit" if cut else split.reason,
+            "dropped_lemmas": split.dropped}
 
 
 class DiscoverOperator(LLMOperator):

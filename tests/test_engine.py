@@ -1,7 +1,8 @@
 """The jobs against a real vLLM engine serving a real model on the CPU (tests/real_engine.py), through `llm=openai`
 as a user points Folklore at a `vllm serve` process: what a model actually does (prose instead of code, answers cut
 at max tokens, 400s for budgets its context cannot hold, a model name the server does not serve) must end every row
-with a status and a true reason, in a closing block that says what the model did, and never hang.
+with a status and a true reason, checked against the answer the row stores (tests/engine_rows.py), in a closing block
+that says what the model did, and never hang.
 
 Lean is the simulator: these tests are about the LLM side, and the model (135M parameters) writes no Lean worth
 checking."""
@@ -17,9 +18,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from conf import package_dir
+from conf import compose_config, package_dir
 from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 from lean_pool.refusals import refusal_reasons
+from operators.rows.formalizations import NOT_COMPILABLE
+from tests.engine_rows import assert_discovery_reason_is_true, assert_formalization_reason_is_true
 from tests.mine_support import FAST_LEAN
 
 # An engine start takes 1.5-3 min on 2 cores (the first test pays for it) and a job with the real model minutes more.
@@ -97,11 +100,10 @@ def test_mining_with_the_real_model_ends_every_seed_with_a_true_reason(engine: V
     discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
     assert seeds.height == 3 and discoveries.height == 3
     # The model writes what it writes: each answer either held a marker and lemmas (candidates) or says why not.
+    marker = compose_config("mine", ["preset=demo"]).discover.marker
     for row in discoveries.iter_rows(named=True):
-        assert row["status"] and row["reason"], row
         assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0
-        if row["finish_reason"] == "length":
-            assert row["completion_tokens"] == MAX_TOKENS
+        assert_discovery_reason_is_true(row, marker, MAX_TOKENS)
     discover = llm_lines(done)["discover"]
     assert counter(discover, "calls") == 3 and counter(discover, "prompt_tokens") > 0
     cut = discoveries.filter(pl.col("finish_reason") == "length").height
@@ -139,10 +141,15 @@ def test_a_refused_proof_is_explained_to_the_model_in_the_next_prompt(engine: Vl
         done = run("evaluate", *overrides)
     assert done.returncode == 0, done.stdout + done.stderr
     row = pl.read_parquet(tmp_path / "run" / "candidates" / "*.parquet").row(0, named=True)
-    assert row["status"] != "proved" and row["reason"]
     proofs = [r for r in proxy.requests if r["headers"].get("x-folklore-stage") == "prove"]
     assert len(proofs) >= 2
     [reason] = [r.split(": ", 1)[1] for r in refusal_reasons(cheat)]  # without its line number
+    # Every answer stored is the cheat, so every prover's last attempt was refused for it, and no proof was found.
+    max_repairs = compose_config("evaluate", []).prove.max_repairs
+    assert row["status"] != "proved" and row["reason"] == f"no prover succeeded within {max_repairs} repairs", row
+    for proof in row["proofs"]:
+        assert {attempt["response"] for attempt in proof["attempts"]} == {cheat}, proof
+        assert proof["reason"].startswith(f"attempt {len(proof['attempts'])}: refused: ") and reason in proof["reason"]
     first, second = ("\n".join(m["content"] for m in r["body"]["messages"]) for r in proofs[:2])
     assert reason not in first and reason in second
 
@@ -158,8 +165,11 @@ def test_autoformalizing_with_the_real_model_gives_every_problem_a_status_and_a_
     assert done.returncode == 0, done.stdout + done.stderr
     rows = pl.read_parquet(run_dir / "formalizations" / "*.parquet")
     assert rows.height == PROBLEMS
+    marker = compose_config("autoformalize", ["preset=demo"]).formalize.marker
     for row in rows.iter_rows(named=True):
         assert row["status"] and row["reason"], row
-        if row["status"] != "compiled" and not any(a.get("code") for a in row.get("attempts") or []):
-            assert "no Lean check ran" in row["reason"], row
+        if row["status"] == NOT_COMPILABLE:
+            assert_formalization_reason_is_true(row, marker)
+            if not any(attempt["code"] for attempt in row["attempts"]):
+                assert "no Lean check ran" in row["reason"], row
     assert llm_lines(done), done.stdout

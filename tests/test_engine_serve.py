@@ -1,6 +1,7 @@
 """`llm=vllm` on the CPU: the job deploys the real model (SmolLM2-135M-Instruct, tests/real_engine.py's folder) through
-Ray Serve LLM with the CPU engines option (`llm/engines=cpu`), mines the demo seeds against it and ends well, the
-application deleted and no process of the run left; asking for an accelerator no node has ends after
+Ray Serve LLM with the CPU engines option (`llm/engines=cpu`), mines the demo seeds against it and ends well (each
+discovery's reason the true one for the answer it stores, tests/engine_rows.py), the application deleted and no process
+of the run left; asking for an accelerator no node has ends after
 `llm.serve.placement_timeout_s` with one `error:` line. Ray's and Serve's own lines stay in the run's Ray log.
 
 Lean is the simulator: these tests are about the Serve path, and the model writes no Lean worth checking."""
@@ -23,6 +24,7 @@ import pytest
 from conf import compose_config, package_dir
 from harness.ray_nodes import free_port
 from harness.real_engine import model_dir
+from tests.engine_rows import assert_discovery_reason_is_true
 from tests.mine_support import FAST_LEAN
 
 # An engine start through Ray Serve LLM takes 2-4 min on 2 cores, after Ray's start and vLLM's import in the driver.
@@ -45,6 +47,7 @@ LEFT_BEHIND_WAIT_S = 30
 # Ray prints it among the error messages, which may tell of real failures (lean_pool/ray_start.py).
 RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
             "Deployment Options", "Started Serve")
+SERVED = ["preset=demo", "llm=vllm", "llm/engines=cpu"]
 ENGINE = "llm.serve.engines.smollm2"
 APP_DELETED = "Deleting app ['folklore-llm']"
 DEPLOYING = "Deploying new version of Deployment(name='LLMServer:smollm2'"
@@ -56,8 +59,8 @@ CONTROLLER_TIME = re.compile(r"\) INFO (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) co
 def mine(run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`python -m pipelines.mine` on the demo seeds with every role on the CPU engine through Ray Serve LLM, as a user
     runs it; its printed lines, and what of its processes is still running once it ended."""
-    sampling = compose_config("mine", ["llm=vllm", "llm/engines=cpu"]).llm.sampling
-    overrides = ["preset=demo", "llm=vllm", "llm/engines=cpu", f"{ENGINE}.model_source={model_dir()}",
+    sampling = compose_config("mine", SERVED).llm.sampling
+    overrides = [*SERVED, f"{ENGINE}.model_source={model_dir()}",
                  f"llm.serve.http_port={free_port()}", f"run_dir={run_dir}",
                  f"seeds.root={package_dir('pipelines/demo_seeds')}", *FAST_SIM_LEAN,
                  *[f"llm.sampling.{stage}.max_tokens={MAX_TOKENS}" for stage in sampling], *extra]
@@ -105,9 +108,10 @@ def test_mining_through_ray_serve_llm_on_the_cpu_ends_well_and_leaves_nothing_ru
     assert not [words for words in RAYS_OWN if words in printed], printed
     discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
     assert discoveries.height == 3
+    marker = compose_config("mine", SERVED).discover.marker
     for row in discoveries.iter_rows(named=True):
-        assert row["status"] and row["reason"], row
         assert row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= MAX_TOKENS, row
+        assert_discovery_reason_is_true(row, marker, MAX_TOKENS)
     discover = next(line for line in done.stdout.splitlines() if line.startswith("llm discover:"))
     assert "calls=3 ok=3 " in discover, discover
     # The model answered from a Serve replica of Ray Serve LLM's engine, and the job deleted the application it started.

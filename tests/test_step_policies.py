@@ -399,6 +399,14 @@ def test_a_discover_answer_gives_the_discovery_its_status(result, status):
     assert (out.get("error") is not None) == (status == "error_infra")
 
 
+def test_a_discover_answer_cut_at_its_budget_says_so_in_its_reason():
+    prose = LLMResult(text="Some lemmas, but the marker never came", finish_reason="length")
+    assert answered(prose, DISCOVER_MARKER, max_lemmas=1)["reason"] == (
+        f"the answer has no `{DISCOVER_MARKER}` line; it was cut off at the token limit")
+    finished = LLMResult(text="Some lemmas, and no marker.", finish_reason="stop")
+    assert answered(finished, DISCOVER_MARKER, max_lemmas=1)["reason"] == f"the answer has no `{DISCOVER_MARKER}` line"
+
+
 # --- settings -------------------------------------------------------------------------------------------
 
 
