@@ -121,8 +121,9 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
 
 def write(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileOutcome]) -> None:
     """This start's patches and descriptions under `out` (an earlier start's removed first) and `contributions/`."""
-    with refused_patches_in_one_line(job.out):
-        clear(job.out, [PATCHES, DESCRIPTIONS])
+    with refused_patches_in_one_line(job.output):
+        clear(job.output, [PATCHES, DESCRIPTIONS])
+        job.output.claim()
         for outcome in outcomes:
             if outcome.patch is not None:
                 paths = patch_paths(outcome.file)

@@ -42,8 +42,11 @@ from pipelines.reporting.run_data import RunData, RunNotFound, load_run
 from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file
 from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import compose_config, run_job
+from pipelines.runtime.outputs import run_output
 from pipelines.runtime.run_dir import RunDir
 
+# The job's name, as its output folder's marker says it.
+JOB = "export"
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl"}
 CARD_FILE = "README.md"
 # The names `datasets` gives the Arrow types the corpora use, in a card's `dataset_info.features`.
@@ -232,21 +235,22 @@ def dataset_card(manifest: Mapping[str, Any], card: Mapping[str, Any]) -> str:
 
 
 def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Write the corpora and Lean files of `run` under its export directory; returns the manifest written."""
+    """Write the corpora and Lean files of `run` into its export folder (`out_subdir`), in place of an earlier export
+    (a corpus, split or Lean file this one leaves out must not stay beside it); returns the manifest written."""
     fmt = str(cfg["format"])
     if fmt not in FORMATS:
         raise ExportRefused(f"format={fmt} is not one of {sorted(FORMATS)}")
     if run.simulated and not cfg["allow_sim"]:
         raise ExportRefused(f"{run.uri} is a simulated run (scripted LLM or Lean): its rows are not training data. "
                             "Pass allow_sim=true to export it anyway, marked simulated.")
+    output = run_output(RunDir(run.uri), "out_subdir", str(cfg["out_subdir"]), JOB)
+    output.check_own()
     mining = mining_config(run)
-    target = RunDir(run.uri)
-    base = join(target.path, cfg['out_subdir'])
 
     def put(relative: str, data: bytes) -> None:
-        directory = f"{base}/{relative}".rsplit("/", 1)[0]
-        target.filesystem.create_dir(directory, recursive=True)
-        with target.filesystem.open_output_stream(f"{base}/{relative}") as stream:
+        directory = f"{output.path}/{relative}".rsplit("/", 1)[0]
+        output.filesystem.create_dir(directory, recursive=True)
+        with output.filesystem.open_output_stream(f"{output.path}/{relative}") as stream:
             stream.write(data)
 
     manifest: dict[str, Any] = {"source_run": run.uri, "run_id": run.manifest.get("run_id"),
@@ -256,6 +260,7 @@ def export(run: RunData, cfg: Mapping[str, Any]) -> dict[str, Any]:
     if cfg["decontaminate"]["benchmarks"]:
         contaminated, manifest["decontamination"] = contaminated_candidates(run, cfg["decontaminate"])
     excluded = []
+    output.empty()
     for name, rows in corpus_rows(run, cfg, mining).items():
         removed = excluded_rows(name, rows, contaminated)
         excluded += removed

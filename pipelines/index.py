@@ -3,7 +3,9 @@
 Ray tasks parse the Lean files (pure text, no toolchain), a pool of embedding actors turns the
 statements into vectors, and the driver writes the Parquet table, the faiss index and the manifest.
 The index is keyed by the tree's Mathlib revision and the embedding model: run again on the same
-ones, it does nothing (and starts no Ray); on another revision, it rebuilds. The job prints only its own lines:
+ones, it does nothing (and starts no Ray); on another revision, it rebuilds. It builds only in a folder of its own
+(`pipelines.runtime.outputs`): new, empty or marked by an earlier build, never the tree it reads or a folder holding
+it. The job prints only its own lines:
 what it wrote and what it read; Ray's notices go to `OUT/logs/ray.log`, which its last line names.
 """
 
@@ -53,7 +55,10 @@ from operators.retrieval.declarations import parse_declarations
 from operators.retrieval.embeddings import EmbedOperator
 from operators.storage import is_uri, join, open_location
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
+from pipelines.runtime.outputs import Output, placed_output
 
+# The job's name, as its output folder's marker says it.
+JOB = "index"
 # Why a whole file gave no declaration, as `parse_file` counts it; the manifest's other skip reasons are declarations.
 UNREADABLE_FILE = "unreadable_file"
 PARSER_ERROR = "parser_error"
@@ -136,11 +141,12 @@ def embed_table(table: pa.Table, cfg: DictConfig) -> pa.Table:
 class Source:
     """The tree to index and where its index goes, found on the driver before Ray starts: `out` is where it is built
     (faiss writes local files), `home` where it is kept (`out` itself, or the object-storage location it is copied
-    to once built)."""
+    to once built), `output` that place as the job's own folder."""
 
     root: Path
     out: Path
     home: str
+    output: Output
     relatives: list[str]
     revision: str
     revision_source: str
@@ -154,7 +160,8 @@ def build_dir(location: str) -> Path:
 
 def find_source(cfg: DictConfig) -> Source:
     """The chosen `.lean` files of `cfg.mathlib_dir` and their revision; a `SetupError` when there is nothing to
-    index, a `StorageError` when `out` is on object storage that cannot be reached."""
+    index or `out` is no place for an index (the tree itself, in it or holding it, or a place no run belongs), a
+    `StorageError` when `out` is on object storage that cannot be reached."""
     location = str(cfg.out)
     if is_uri(location):
         open_location(location, create=True)
@@ -162,12 +169,15 @@ def find_source(cfg: DictConfig) -> Source:
     root = Path(cfg.mathlib_dir).expanduser().resolve()
     if not root.is_dir():
         raise SetupError(f"mathlib_dir={cfg.mathlib_dir} is not a directory (point it at a Mathlib checkout)")
+    output = placed_output("out", location, JOB, None,
+                           {f"the tree it indexes, mathlib_dir={cfg.mathlib_dir}": str(root)})
     relatives = lean_files(root, list(cfg.include), list(cfg.exclude))
     if not relatives:
         raise SetupError(f"mathlib_dir={cfg.mathlib_dir} has no .lean file matching include={list(cfg.include)} "
                          f"and exclude={list(cfg.exclude)}")
     revision, revision_source = source_revision(root, _file_bytes(root, relatives))
-    return Source(root, out, location if is_uri(location) else str(out), relatives, revision, revision_source)
+    return Source(root, out, location if is_uri(location) else str(out), output, relatives, revision,
+                  revision_source)
 
 
 def current_index(cfg: DictConfig, source: Source) -> dict[str, Any] | None:
@@ -210,6 +220,7 @@ def build(cfg: DictConfig, source: Source) -> dict[str, Any]:
         "project_version": metadata.version("folklore"),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    source.output.claim()
     write_index(source.out, embedded.drop_columns(["vector"]), index, manifest)
     if is_uri(source.home):
         upload_index(source.out, source.home)
@@ -284,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if existing is not None:
             print("\n".join(summary_lines(existing, source.home, up_to_date=True)), flush=True)
             return
+        source.output.check_own()
         with ray_for_build(cfg, source.out) as log:
             manifest = build(cfg, source)
             work.mark()

@@ -38,8 +38,11 @@ from pipelines.reporting.markdown import NONE, count_pct, markdown_table, number
 from pipelines.reporting.run_data import FormalizationRun, RunData, RunNotFound, load_any
 from pipelines.reporting.summary import Closing, closing_lines, rows_by_status
 from pipelines.runtime.cli import compose_config, run_job
+from pipelines.runtime.outputs import Output, run_output
 from pipelines.runtime.run_dir import RunDir
 
+# The job's name, as its output folder's marker says it.
+JOB = "report"
 REPORT_FILE = "report.md"
 MIN_PROVERS_FOR_OVERLAP = 2
 
@@ -349,16 +352,14 @@ def render_formalizations(run: FormalizationRun, cfg: Mapping[str, Any]) -> Repo
     return Report("\n".join(sections), figures, tables)
 
 
-def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
-    """Write report.md, the PNGs and tables/*.csv into the run directory at `uri`, in place of an earlier report (a
-    plot this report does not draw must not stay beside it); returns the report's location."""
-    target = RunDir(uri)
-    base = join(target.path, out_subdir)
-    target.filesystem.delete_dir_contents(base, missing_dir_ok=True)
-    target.filesystem.create_dir(f"{base}/tables", recursive=True)
+def write(output: Output, report: Report, dpi: int) -> str:
+    """Write report.md, the PNGs and tables/*.csv into the report's own folder (`output`, checked as its own), in place
+    of an earlier report (a plot this report does not draw must not stay beside it); returns the report's location."""
+    output.empty()
+    output.filesystem.create_dir(f"{output.path}/tables", recursive=True)
 
     def put(relative: str, data: bytes) -> None:
-        with target.filesystem.open_output_stream(f"{base}/{relative}") as stream:
+        with output.filesystem.open_output_stream(f"{output.path}/{relative}") as stream:
             stream.write(data)
 
     put(REPORT_FILE, report.markdown.encode())
@@ -368,7 +369,7 @@ def write(uri: str, report: Report, out_subdir: str, dpi: int) -> str:
         put(f"{name}.png", buffer.getvalue())
     for name, table in report.tables.items():
         put(f"tables/{name}.csv", table.write_csv().encode())
-    return join(target.uri, out_subdir, REPORT_FILE)
+    return join(output.location, REPORT_FILE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -377,9 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run_report() -> None:
         cfg: DictConfig = compose_config("report", sys.argv[1:] if argv is None else argv)
         run = load_any(str(cfg.run_dir))
+        output = run_output(RunDir(run.uri), "out_subdir", str(cfg.out_subdir), JOB)
+        output.check_own()
         settings = {key: cfg[key] for key in ("sim_label", "domains", "top_reasons", "plots", "formalizations")}
         rendered = render(run, settings) if isinstance(run, RunData) else render_formalizations(run, settings)
-        location = write(run.uri, rendered, str(cfg.out_subdir), int(cfg.plots.dpi))
+        location = write(output, rendered, int(cfg.plots.dpi))
         what = f"{len(rendered.figures)} plots, {len(rendered.tables)} CSV tables beside it"
         print("\n".join(closing_lines(Closing(run.uri, {REPORT_FILE: (location, what)}, simulated=run.simulated))),
               flush=True)

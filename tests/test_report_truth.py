@@ -17,6 +17,7 @@ from operators.stages import COST_STAGES
 from pipelines import report
 from pipelines.reporting import stats
 from pipelines.reporting.run_data import load_run
+from pipelines.runtime.outputs import marker
 from tests.handmade_run import REPO, candidate, candidates, provenance, prover_run, write_run
 
 SETTINGS = yaml.safe_load((REPO / "conf" / "report.yaml").read_text())
@@ -58,6 +59,7 @@ def test_a_one_prover_report_embeds_no_overlap_plot(tmp_path):
     run_dir = write_run(tmp_path / "run", rows=one_prover_rows())
     out = run_dir / "report"
     out.mkdir()
+    (out / marker(report.JOB)).write_text("an earlier report's folder")
     (out / "overlap.png").write_bytes(b"a plot an earlier report drew")
     assert report.main([f"run_dir={run_dir}"]) == 0
     page = (out / "report.md").read_text()

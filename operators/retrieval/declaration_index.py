@@ -13,7 +13,7 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,15 +133,27 @@ def build_faiss(vectors: np.ndarray, settings: Mapping[str, Any]) -> tuple[faiss
 
 
 def write_index(out_dir: Path, table: pa.Table, index: faiss.Index, manifest: Mapping[str, Any]) -> None:
-    """Write the three files into a fresh directory, then swap it in: a reader never sees half an index."""
-    staging = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    pq.write_table(table.cast(DECLARATION_SCHEMA), staging / TABLE_FILE)
-    faiss.write_index(index, str(staging / FAISS_FILE))
-    (staging / MANIFEST_FILE).write_text(json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    staging.rename(out_dir)
+    """Write the three files into `out_dir`, the old manifest removed first and the new one written last, each file
+    under a hidden name and then renamed: a reader finds the whole index or none (a clear `StaleIndex`), never half
+    of one, and nothing else in the folder is touched or removed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MANIFEST_FILE).unlink(missing_ok=True)
+    _write_whole(out_dir / TABLE_FILE, lambda path: pq.write_table(table.cast(DECLARATION_SCHEMA), path))
+    _write_whole(out_dir / FAISS_FILE, lambda path: faiss.write_index(index, str(path)))
+    _write_whole(out_dir / MANIFEST_FILE, lambda path: path.write_text(
+        json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True)))
+
+
+def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """Have `write` write `path` under a hidden name beside it, then rename it over `path` (a link there is replaced,
+    not followed); a failed write leaves no hidden file behind."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(temporary)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    temporary.replace(path)
 
 
 def node_local(location: str | Path) -> Path:

@@ -3,7 +3,8 @@ one), the Mathlib files and names it works against, the Lean check of a patched 
 
 The job reads the run's candidates and writes its own `contributions/` table into the run whole, each start
 replacing the last: what it offers depends on the checkout and settings of that start alone, so nothing of an
-earlier start is mixed in. Patches and descriptions go under `out` (default `<run_dir>/contribute`).
+earlier start is mixed in. Patches and descriptions go under `out` (default `<run_dir>/contribute`), a folder of
+contribute's own (`pipelines.runtime.outputs`): never the run's other folders, the checkout or the seeds tree.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from operators.stages import CONTRIBUTE_STAGES, running
 from operators.storage import StorageFull, join, open_location, refused_write
 from pipelines.runtime.cli import SetupError
 from pipelines.runtime.job import MiningJob, index_location
+from pipelines.runtime.outputs import Output, marker, placed_output, run_output
 from pipelines.runtime.stages import Stage
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 
@@ -66,15 +68,30 @@ class ContributeJob(MiningJob):
         self.manifest = manifest
         self.mathlib = MathlibFiles(self.mathlib_dir())
         self.mathlib.check()
+        self.output = self.checked_output()
         return manifest
 
     def find_inputs(self) -> None:
         """Nothing to list: the run's candidates are read once the job has started."""
 
+    def checked_output(self) -> Output:
+        """Where patches and descriptions go (`out`, else `<run_dir>/contribute`), refused in one line before anything
+        starts unless it is a folder of contribute's own: directly in the run and none of its tables, or elsewhere
+        outside the checkout and the seeds tree; absent, empty or marked by an earlier start."""
+        if self.cfg.out is None:
+            output = run_output(self.run, "out", join(self.run.uri, DEFAULT_OUT), self.JOB, DEFAULT_OUT)
+        else:
+            seeds = ((self.manifest.get("config") or {}).get("seeds") or {}).get("root")
+            trees = {f"the Mathlib checkout {self.mathlib.root}": self.mathlib.root,
+                     **({f"the seeds tree {seeds}": str(seeds)} if seeds is not None else {})}
+            output = placed_output("out", str(self.cfg.out), self.JOB, self.run, trees)
+        output.check_own()
+        return output
+
     @property
     def out(self) -> str:
         """Where patches and descriptions go."""
-        return str(self.cfg.out) if self.cfg.out is not None else join(self.run.uri, DEFAULT_OUT)
+        return self.output.location
 
     def mathlib_dir(self) -> str:
         """The checkout the patches are against: `mathlib_dir`, else the run's own `seeds.root`."""
@@ -146,7 +163,7 @@ def write_text(location: str, relative: str, text: str) -> str:
 
 
 @contextmanager
-def refused_patches_in_one_line(out: str) -> Iterator[None]:
+def refused_patches_in_one_line(output: Output) -> Iterator[None]:
     """Turn a write `out` refused while this start's patches and descriptions were written (a full disk, a quota, a
     read-only filesystem) into one `StorageFull` naming `out`, once what was written of them is removed: no patch is
     left cut short, and the run's tables are as they were (`contributions/` is written after the patches)."""
@@ -157,18 +174,22 @@ def refused_patches_in_one_line(out: str) -> Iterator[None]:
         if reason is None:
             raise
         with suppress(OSError):  # a read-only `out` took nothing of this start's to remove
-            clear(out, [PATCHES, DESCRIPTIONS])
-        raise StorageFull(f"{out} refused a write ({reason}): this start's patches and descriptions there are removed "
-                          "and the run's tables are as they were, so nothing is lost; make room (or give another "
-                          "out=DIR) and run the same command again") from None
+            clear(output, [PATCHES, DESCRIPTIONS])
+        raise StorageFull(f"{output.location} refused a write ({reason}): this start's patches and descriptions there "
+                          "are removed and the run's tables are as they were, so nothing is lost; make room (or give "
+                          "another out=DIR) and run the same command again") from None
 
 
-def clear(location: str, folders: Sequence[str]) -> None:
-    """Remove what an earlier start wrote into these folders of `location`, so this start's outputs stand alone."""
-    filesystem, path = open_location(location)
+def clear(output: Output, folders: Sequence[str]) -> None:
+    """Remove what an earlier start wrote into these folders of contribute's own `output` (and its marker, when that
+    is all the folder holds then), so this start's outputs stand alone."""
+    filesystem, path = output.filesystem, output.path
     for folder in folders:
         if filesystem.get_file_info(f"{path}/{folder}").type == pafs.FileType.Directory:
             filesystem.delete_dir(f"{path}/{folder}")
+    left = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    if [entry.base_name for entry in left] == [marker(output.job)]:
+        filesystem.delete_file(f"{path}/{marker(output.job)}")
 
 
 def patch_paths(file: str) -> Mapping[str, str]:
