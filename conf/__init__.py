@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from importlib.resources import files
@@ -36,6 +37,10 @@ HYDRA_KEY = "hydra"
 MAX_SHOWN_CHARS = 60
 # Reference configs kept per process: a job, a test run or `plan` composes the same few again and again.
 REFERENCES_KEPT = 16
+# An item of a list or mapping value as the command line writes it (`[a, bü]`, `{name: bü}`): what comes before it
+# (the bracket or comma, a mapping's key), then the item itself, which holds no bracket, comma or quote.
+_ITEM = re.compile(r"(?P<before>[\[{,]\s*(?:[^\[\]{},'\"\s:]+:\s*)?)"
+                   r"(?P<item>[^\[\]{},'\"\s](?:[^\[\]{},'\"]*[^\[\]{},'\"\s])?)")
 # A value that says nothing about a type: ??? (to be given), or a default's interpolation that needs such a value.
 _ANY = object()
 
@@ -174,6 +179,42 @@ def _unknown_key(path: str, reference: DictConfig, groups: Sequence[str]) -> Con
         return ConfigError(f"{path}: no such key")
     where = ".".join(path.split(".")[:depth]) or "the top level"
     return ConfigError(f"{path}: no such key; {where} has {', '.join(map(str, parent))}")
+
+
+def _quoted(text: str) -> str:
+    """`text` in Hydra's single quotes; a backslash before the closing quote is doubled, as Hydra asks."""
+    trailing = len(text) - len(text.rstrip("\\"))
+    return "'" + text + "\\" * trailing + "'"
+
+
+def quoted_for_hydra(override: str) -> str:
+    """`override` with a value holding characters other than ASCII quoted (`run_dir=rün` -> `run_dir='rün'`, in a
+    list or mapping each such item: `benchmarks=[bü, x]` -> `benchmarks=['bü', x]`): Hydra's grammar reads only ASCII
+    unquoted, and a user types a path or a name as it is. An override that quotes already is left as given."""
+    key, equals, value = override.partition("=")
+    if not equals or value.isascii() or not key.isascii() or "'" in value or '"' in value:
+        return override
+    if not value.startswith(("[", "{")):
+        return f"{key}={_quoted(value)}"
+    return f"{key}=" + _ITEM.sub(lambda m: m["before"] + (m["item"] if m["item"].isascii() else _quoted(m["item"])),
+                                 value)
+
+
+def _unquoted_hint(given: Sequence[str]) -> str:
+    """What to add to Hydra's error when a value with characters other than ASCII does not parse even as
+    `quoted_for_hydra` quotes it (it quotes some of its items itself): quote it by hand; empty otherwise."""
+    parser = OverridesParser.create()
+    for override in given:
+        key, _, value = override.partition("=")
+        if key.isascii() and not value.isascii():
+            try:
+                parser.parse_override(quoted_for_hydra(override))
+            except HydraException:
+                quote = '"' if "'" in value else "'"
+                quoted = "each item with such characters, e.g. ['bü']" if value.startswith(("[", "{")) else \
+                    f"it: {key}={quote}{value}{quote}"
+                return f"; Hydra reads characters other than ASCII only in quotes: quote {quoted}"
+    return ""
 
 
 def _check_keys(override: Override, reference: DictConfig, groups: Sequence[str]) -> None:
@@ -331,6 +372,7 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
     `llm=sim`, `lean=repl`), so the keys those choices bring are known and their defaults' types apply."""
     if not OmegaConf.has_resolver("package_dir"):
         OmegaConf.register_new_resolver("package_dir", package_dir)
+    given, overrides = overrides, [quoted_for_hydra(override) for override in overrides]
     try:
         with initialize_config_module(config_module="conf", version_base=None):
             loader = GlobalHydra.instance().config_loader()
@@ -350,6 +392,6 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
                 _check_setting(override, cfg, reference, name)
             _check_ranges(cfg)
     except HydraException as error:
-        raise ConfigError(composition_error_text(str(error))) from None
+        raise ConfigError(composition_error_text(str(error)) + _unquoted_hint(given)) from None
     return cfg
 

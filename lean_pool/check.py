@@ -1,10 +1,11 @@
 """Command line: check Lean files through the pool and print one JSON line per file.
 
 `python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [statement=PATH] [replay=true] [key=value ...]`.
-Arguments with `=` are Hydra overrides of `conf/check.yaml`; the rest are files or directories (searched for
-`*.lean`). With `statement=`, each proof must prove that statement unchanged (a changed statement, a missing target
-or a context that changes its meaning is an `error`). With `replay=true`, a file the warm REPL verified is replayed
-in a fresh Lean process (`verify.replay`) and is only `verified` when both accept it.
+Arguments with `=` are Hydra overrides of `conf/check.yaml`, unless they name an existing file or directory or come
+after `--`; the rest are files or directories (searched for `*.lean`). With `statement=`, each proof must prove that
+statement unchanged (a changed statement, a missing target or a context that changes its meaning is an `error`). With
+`replay=true`, a file the warm REPL verified is replayed in a fresh Lean process (`verify.replay`) and is only
+`verified` when both accept it.
 
 stdout holds only the JSON lines, in the order the paths were given (a directory's files sorted), each with the same
 keys, so it pipes into `jq`; the closing counts, errors and notes go to stderr, and Ray's own notices to a log file.
@@ -48,7 +49,9 @@ NOT_REPLAYED = "skipped: the warm check did not verify it"
 # Exit status when some file fell short of the mode's goal (0: none did; 2 and 130 come from `run_command`, which also
 # ends a Ctrl-C after the last file's line with 0, the verdicts' status then standing).
 SOME_FELL_SHORT = 1
-USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...]"
+USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...] [-- PATH...]"
+# After it every argument is a path, `=` or not.
+END_OF_OVERRIDES = "--"
 # Where the driver's Ray log lines go: a check has no run directory, and stdout must stay JSON lines. Appended to,
 # so two checks at once both keep theirs.
 RAY_LOG = Path(tempfile.gettempdir()) / "folklore" / "logs" / "check-ray.log"
@@ -65,9 +68,15 @@ class UnreadableFile(Exception):
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Separate Hydra overrides (`key=value`, `+key=value`, `~key`) from paths."""
-    overrides = [arg for arg in argv if "=" in arg or arg.startswith("~")]
-    paths = [arg for arg in argv if arg not in overrides]
+    """Separate paths from Hydra overrides (`key=value`, `+key=value`, `~key`): every argument after `--` is a path,
+    and before it so is one naming an existing file or directory (`x=1.lean`), whatever it looks like."""
+    paths: list[str] = []
+    overrides: list[str] = []
+    for position, arg in enumerate(argv):
+        if arg == END_OF_OVERRIDES:
+            return [*paths, *argv[position + 1 :]], overrides
+        looks_like_override = "=" in arg or arg.startswith("~")
+        (overrides if looks_like_override and not os.path.lexists(arg) else paths).append(arg)
     return paths, overrides
 
 
