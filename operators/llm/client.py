@@ -32,9 +32,10 @@ from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from operators.llm.budgets import ModelContext, card_context, unfit_budgets
-from operators.llm.calls import LLMRequest, LLMResult
+from operators.llm.calls import CUT_FINISH_REASON, LLMRequest, LLMResult
 from operators.llm.errors import (
     CONTENT_KINDS,
     DOWN_KINDS,
@@ -61,6 +62,8 @@ _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
 _UNENCODABLE = re.compile("[\ud800-\udfff]")
 # How many of an endpoint's listed models the probe names when a role's model is not among them.
 _LISTED_EXAMPLES = 8
+# How many characters of a body that is not a chat completion a stored error shows.
+_BODY_SHOWN = 120
 
 
 def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
@@ -250,6 +253,7 @@ class LLMClient:
         """The outcome of one request after its retries (`complete`)."""
         client, slots = self._ensure()
         kwargs = create_kwargs(request, self.endpoint)
+        timeout_s = self.endpoint.request_timeout_s
         started = time.monotonic()
         kind, message = "connection", ""
         for attempt in range(1, self.retry.max_attempts + 1):
@@ -258,9 +262,12 @@ class LLMClient:
                 raise EndpointDown(self._down)
             async with slots:
                 try:
-                    response = await client.chat.completions.create(**kwargs)
-                except openai.APITimeoutError as exc:
-                    kind, message = "timeout", str(exc)
+                    # httpx's timeout bounds each read, so an endpoint sending a byte at a time is never late; this
+                    # bounds the whole answer.
+                    response = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout_s)
+                except (openai.APITimeoutError, TimeoutError):
+                    kind, message = "timeout", (f"no whole answer within {timeout_s:g} s "
+                                                f"(llm.endpoints.{self.endpoint.name}.request_timeout_s)")
                 except openai.APIConnectionError as exc:
                     kind, message = "connection", str(exc)
                 except openai.APIStatusError as exc:
@@ -271,7 +278,10 @@ class LLMClient:
                     kind, message = "malformed_response", str(exc)
                 else:
                     self._failures_in_a_row = 0
-                    return _success(response, time.monotonic() - started, attempt)
+                    fault = answer_fault(response)
+                    if fault is None:
+                        return _success(response, time.monotonic() - started, attempt)
+                    kind, message = "malformed_response", fault
             message = redact(message, self._key)
             self._count_failure(request, kind, message)
             if kind not in RETRYABLE_KINDS or attempt == self.retry.max_attempts:
@@ -357,27 +367,62 @@ def tool_calls_of(message: Any) -> tuple[dict[str, str], ...]:
                  for call in (getattr(message, "tool_calls", None) or []) if getattr(call, "function", None))
 
 
+def answer_fault(response: Any) -> str | None:
+    """What makes a chat completion the endpoint sent with a success status no answer at all, or None when it is one.
+
+    A body that is not a chat completion (an HTML page from a proxy: the `openai` client then returns its text), no
+    choices, or a message whose content is null with no tool call, no refusal and no cut at `max_tokens`: the
+    endpoint failed, not the request, so the call is retried like a 5xx and a resumed run asks again. An answer
+    whose content is empty text, or null because `max_tokens` ran out first, is the model's (`empty_response`)."""
+    if not isinstance(response, ChatCompletion):
+        body = " ".join(str(response).split())
+        shown = body if len(body) <= _BODY_SHOWN else body[:_BODY_SHOWN] + "..."
+        return f"the endpoint answered with a body that is not a chat completion: {shown!r}"
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return "the endpoint answered a chat completion with no choices"
+    first = choices[0]
+    message = getattr(first, "message", None)
+    content = getattr(message, "content", None)
+    if content is not None and not isinstance(content, str):
+        return f"the endpoint answered a message whose content is not text: {type(content).__name__}"
+    finish = getattr(first, "finish_reason", None)
+    if content is None and not tool_calls_of(message) and not getattr(message, "refusal", None) \
+            and finish != CUT_FINISH_REASON:
+        return f"the endpoint answered a message whose content is null, with no tool call (finish_reason={finish})"
+    return None
+
+
+def _tokens(usage: Any, name: str) -> int:
+    """A token count of a completion's usage, 0 when the endpoint sent none (or not a number)."""
+    count = getattr(usage, name, None)
+    return count if isinstance(count, int) else 0
+
+
 def _success(response: Any, latency: float, tries: int) -> LLMResult:
-    """Turn a chat completion into a result; no content and no tool call is an `empty_response` error, usage
-    kept."""
-    usage = response.usage
-    texts = tuple(as_text(choice.message.content or "") for choice in response.choices)
-    finish = response.choices[0].finish_reason if response.choices else None
-    calls = tool_calls_of(response.choices[0].message) if response.choices else ()
+    """Turn a chat completion `answer_fault` passed into a result; no content and no tool call is an
+    `empty_response` error (a refusal's words kept in it), usage kept."""
+    usage = getattr(response, "usage", None)
+    messages = [getattr(choice, "message", None) for choice in response.choices]
+    texts = tuple(as_text(content) if isinstance(content := getattr(message, "content", None), str) else ""
+                  for message in messages)
+    finish = response.choices[0].finish_reason
+    calls = tool_calls_of(messages[0])
     common = dict(
         finish_reason=finish,
         model=response.model,
         system_fingerprint=getattr(response, "system_fingerprint", None),
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
+        prompt_tokens=_tokens(usage, "prompt_tokens"),
+        completion_tokens=_tokens(usage, "completion_tokens"),
         latency_s=latency,
         tries=tries,
         tool_calls=calls,
     )
-    if not calls and (not texts or not texts[0].strip()):
-        return LLMResult(
-            text=None, texts=texts, error_kind="empty_response", error=f"no content (finish_reason={finish})", **common
-        )
+    if not calls and not texts[0].strip():
+        refusal = getattr(messages[0], "refusal", None)
+        said = f": the model refused: {' '.join(str(refusal).split())}" if refusal else ""
+        return LLMResult(text=None, texts=texts, error_kind="empty_response",
+                         error=f"no content (finish_reason={finish}){said}", **common)
     return LLMResult(text=texts[0] or None, texts=texts, **common)
 
 

@@ -411,7 +411,7 @@ def completion_body(
         if approx_tokens(text, cpt) > limit:
             text, finish = text[: int(limit * cpt)], "length"
         completion_tokens += 0 if empty else approx_tokens(text, cpt)
-        message: dict[str, Any] = {"role": "assistant", "content": None if empty else text}
+        message: dict[str, Any] = {"role": "assistant", "content": "" if empty else text}
         if calls:
             message["tool_calls"] = calls
         choices.append(
