@@ -56,7 +56,14 @@ from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
-from pipelines.runtime.run_identity import ChangedSettings, claim, deciding_settings, matches, refusal
+from pipelines.runtime.run_identity import (
+    ChangedSettings,
+    claim,
+    deciding_settings,
+    matches,
+    refusal,
+    unrecorded_tables,
+)
 from pipelines.runtime.table_schemas import check_tables
 from pipelines.runtime.step_settings import step_settings
 
@@ -361,8 +368,9 @@ class MiningJob:
         check_tables(self.run, self.TABLES)
         recorded = self.run.read_manifest()
         with_rows = [table for table in self.TABLES if self.run.files(table)]
-        if recorded is None and with_rows:
-            recorded = self.unrecorded_manifest(with_rows)
+        unrecorded = unrecorded_tables(recorded, with_rows)
+        if unrecorded:
+            recorded = self.unrecorded_manifest(recorded, unrecorded)
         manifest = recorded or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
         try:
             manifest = claim(manifest, self.TABLES, with_rows, settings, list(resume.accept_changes), now_iso())
@@ -371,18 +379,19 @@ class MiningJob:
         self.run.write_manifest(manifest)
         return manifest
 
-    def unrecorded_manifest(self, with_rows: Sequence[str]) -> dict[str, Any]:
-        """The manifest of a run whose tables hold rows but whose run.json is gone: nothing says which settings made
-        them (the rows' provenance holds the models, not the budgets), so only `resume.accept_changes=[*]` vouches
-        that this start's settings did, and run.json records that it was taken on trust; else a `SetupError`."""
+    def unrecorded_manifest(self, recorded: dict[str, Any] | None, with_rows: Sequence[str]) -> dict[str, Any]:
+        """The manifest of a run whose tables hold rows but whose run.json is gone (`recorded` None) or records no
+        settings for them: nothing says which settings made them (the rows' provenance holds the models, not the
+        budgets), so only `resume.accept_changes=[*]` vouches that this start's settings did, and run.json records
+        that it was taken on trust; else a `SetupError`."""
         accepted = list(self.cfg.resume.accept_changes)
         if not matches(UNRECORDED_KEY, accepted):
-            raise SetupError(f"{self.run.uri} holds {' and '.join(with_rows)} rows but no {MANIFEST}: nothing says "
+            lacking = f"no {MANIFEST}" if recorded is None else f"a {MANIFEST} that records no settings for them"
+            raise SetupError(f"{self.run.uri} holds {' and '.join(with_rows)} rows but {lacking}: nothing says "
                              f"which settings made them. Restore {MANIFEST}, move the tables to another run_dir, or "
                              f"vouch that this command's settings made them with resume.accept_changes=[*]")
-        manifest = new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
-        manifest[UNRECORDED_KEY] = {"at": now_iso(), "tables": list(with_rows)}
-        return manifest
+        manifest = recorded or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        return {**manifest, UNRECORDED_KEY: {"at": now_iso(), "tables": list(with_rows)}}
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`."""

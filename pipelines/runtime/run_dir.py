@@ -39,6 +39,30 @@ PARQUET_SUFFIX = ".parquet"
 # Hex characters of the digest that names a file appended by `append_file` (128 bits: no two sets of ids collide).
 FILE_DIGEST_CHARS = 32
 MANIFEST = "run.json"
+# The kinds of JSON value a manifest's field may be, by the name a message gives them; and two more: a time (an ISO
+# 8601 string with a UTC offset) and null.
+JSON_KINDS: dict[str, type | tuple[type, ...]] = {"an object": dict, "a list": list, "a string": str,
+                                                  "an integer": int, "a number": (int, float)}
+TIME = "an ISO 8601 time with a UTC offset"
+NULL = "null"
+# The fields of run.json that jobs and readers read, where present, and what each may be (a dotted path, `*` for every
+# key of an object). run_id must be there, a string that is not empty.
+MANIFEST_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("run_id", ("a string",)),
+    ("created_at", (TIME,)),
+    ("config", ("an object",)),
+    *((f"config.{section}", ("an object", NULL)) for section in ("seeds", "prompts", "formalize", "prove",
+                                                                   "faithfulness")),
+    ("config.seeds.root", ("a string", NULL)),
+    ("config.prove.max_repairs", ("an integer", NULL)),
+    ("config.faithfulness.alpha", ("a number", NULL)),
+    ("tables", ("an object",)),
+    ("tables.*", ("an object",)),
+    ("tables.*.job", ("a string",)),
+    ("tables.*.fingerprint", ("a string",)),
+    ("tables.*.settings", ("an object",)),
+    ("accepted_changes", ("a list",)),
+)
 # Columns a message about a foreign file names before it gives only their count.
 SHOWN_COLUMNS = 3
 # The system's own folders: no run belongs in them or under them.
@@ -336,18 +360,24 @@ class RunDir:
 
     def read_manifest(self) -> dict[str, Any] | None:
         """The run's manifest (`run.json`: run id, creation time, first config, what made each table), None before the
-        first start; one that is not a JSON object is `ForeignContents`."""
+        first start; one that is not a file, not JSON or not of a manifest's shape (`manifest_problem`) is
+        `ForeignContents`."""
         path = join(self.path, MANIFEST)
-        if self.filesystem.get_file_info(path).type != pafs.FileType.File:
+        kind = self.filesystem.get_file_info(path).type
+        if kind == pafs.FileType.NotFound:
             return None
+        if kind != pafs.FileType.File:
+            raise ForeignContents(self._manifest_refusal("a directory" if kind == pafs.FileType.Directory
+                                                         else "not a regular file"))
         with self.filesystem.open_input_stream(path) as stream:
             text = stream.read()
         try:
             manifest = json.loads(text.decode())
         except ValueError as error:  # not UTF-8, or not JSON
             raise ForeignContents(self._manifest_refusal(first_line(error))) from None
-        if not isinstance(manifest, dict):
-            raise ForeignContents(self._manifest_refusal("not a JSON object"))
+        problem = manifest_problem(manifest)
+        if problem is not None:
+            raise ForeignContents(self._manifest_refusal(problem))
         return manifest
 
     def _manifest_refusal(self, why: str) -> str:
@@ -362,6 +392,62 @@ class RunDir:
                 stream.write(json.dumps(manifest, indent=2, default=str).encode())
 
         replace_whole(self.filesystem, join(self.path, MANIFEST), write)
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, as a message names it."""
+    if isinstance(value, bool):
+        return "true or false"
+    for kind, types in JSON_KINDS.items():
+        if isinstance(value, types):
+            return kind
+    return "null"
+
+
+def fits(value: Any, kind: str) -> bool:
+    """Whether the JSON value `value` is of `kind` (a key of `JSON_KINDS`, `null`, or `a time`)."""
+    if kind == NULL:
+        return value is None
+    if kind == TIME:
+        return isinstance(value, str) and aware_time(value) is not None
+    return not isinstance(value, bool) and isinstance(value, JSON_KINDS[kind])
+
+
+def aware_time(text: str) -> datetime | None:
+    """The ISO 8601 time `text` with its UTC offset, None when it is not one (a time without an offset says nothing
+    of which zone it was written in)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.utcoffset() is not None else None
+
+
+def values_at(document: Any, path: Sequence[str], where: str = "") -> Iterator[tuple[str, Any]]:
+    """The values of `document` at the dotted `path` (`*` stands for every key of an object) that are there, each
+    with its own dotted path; a step into what is not an object finds nothing."""
+    if not path:
+        yield where, document
+        return
+    if not isinstance(document, dict):
+        return
+    keys = list(document) if path[0] == "*" else [path[0]] if path[0] in document else []
+    for key in keys:
+        yield from values_at(document[key], path[1:], f"{where}.{key}" if where else str(key))
+
+
+def manifest_problem(manifest: Any) -> str | None:
+    """What keeps `manifest` (run.json, parsed) from being a run's manifest, None when nothing does: every reader
+    and job reads these fields as `MANIFEST_FIELDS` says, and one of another shape would stop it midway."""
+    if not isinstance(manifest, dict):
+        return f"{json_kind(manifest)}, not a JSON object"
+    if not manifest.get("run_id"):
+        return "it has no run_id"
+    for path, kinds in MANIFEST_FIELDS:
+        for where, value in values_at(manifest, path.split(".")):
+            if not any(fits(value, kind) for kind in kinds):
+                return f"{where} is {json_kind(value)}, not {' or '.join(kinds)}"
+    return None
 
 
 def new_manifest(config: dict[str, Any]) -> dict[str, Any]:

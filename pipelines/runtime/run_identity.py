@@ -85,6 +85,13 @@ def refusal(run: str, changes: Mapping[str, tuple[Any, Any]]) -> str:
             f"these rows knowingly with resume.accept_changes=[{','.join(changes)}] (run.json records it)")
 
 
+def unrecorded_tables(manifest: Mapping[str, Any] | None, tables_with_rows: Iterable[str]) -> list[str]:
+    """The tables holding rows whose deciding settings `manifest` (None: there is no run.json) does not record, or
+    records empty: nothing says which settings made their rows, so no start may claim that its own did unasked."""
+    recorded = (manifest or {}).get("tables") or {}
+    return [table for table in tables_with_rows if not (recorded.get(table) or {}).get("settings")]
+
+
 class ChangedSettings(ValueError):
     """A start's deciding settings differ from those the run directory's rows were made with: each differing key with
     (recorded, current)."""
