@@ -38,8 +38,9 @@ MAX_SHOWN_CHARS = 60
 # Reference configs kept per process: a job, a test run or `plan` composes the same few again and again.
 REFERENCES_KEPT = 16
 # An item of a list or mapping value as the command line writes it (`[a, bü]`, `{name: bü}`): what comes before it
-# (the bracket or comma, a mapping's key), then the item itself, which holds no bracket, comma or quote.
-_ITEM = re.compile(r"(?P<before>[\[{,]\s*(?:[^\[\]{},'\"\s:]+:\s*)?)"
+# (the bracket or comma, a mapping's key and the space after its colon), then the item itself, which holds no bracket,
+# comma or quote (a colon without a space, as in a URI or `C:\`, is the item's).
+_ITEM = re.compile(r"(?P<before>[\[{,]\s*(?:[^\[\]{},'\"\s:]+:\s+)?)"
                    r"(?P<item>[^\[\]{},'\"\s](?:[^\[\]{},'\"]*[^\[\]{},'\"\s])?)")
 # A value that says nothing about a type: ??? (to be given), or a default's interpolation that needs such a value.
 _ANY = object()

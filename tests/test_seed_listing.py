@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from conf import package_dir
+from operators.rows.seeds import seed_id
 from pipelines import plan
 from pipelines.runtime.job import check_store_list, list_seed_files, load_config
 
@@ -53,6 +54,17 @@ def test_plan_counts_each_seed_once_and_says_what_it_skipped(tmp_path, capsys):
     seeds_line, skipped_line, *_ = capsys.readouterr().out.splitlines()
     assert seeds_line.startswith(f"seeds: 4 files under {seeds}, 4 fit the discover model")
     assert skipped_line.startswith(f"seeds skipped under {seeds}: 2 not a regular file, 2 a second path")
+
+
+def test_files_one_module_name_would_confuse_keep_ids_of_their_own(tmp_path):
+    mathlib = tmp_path / "seeds" / "Mathlib"
+    (mathlib / "Order").mkdir(parents=True)
+    for name in ("Order/Clamp.lean", "Order.Clamp.lean", "Order/Clamp.Extra.lean"):
+        (mathlib / name).write_text("theorem t : True := trivial\n")
+    listing = list_seed_files(load_config(["preset=demo", f"seeds.root={tmp_path / 'seeds'}"]))
+    assert {path: seed_id(path) for path in listing.files} == {
+        "Mathlib/Order.Clamp.lean": "Mathlib.«Order.Clamp»", "Mathlib/Order/Clamp.lean": "Mathlib.Order.Clamp",
+        "Mathlib/Order/Clamp.Extra.lean": "Mathlib.Order.«Clamp.Extra»"}
 
 
 def seeds_list(entries: list[str]) -> str:

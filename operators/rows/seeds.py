@@ -35,9 +35,25 @@ class SeedText:
 
 
 def seed_id(relative_path: str) -> str:
-    """The Lean module name of a seed file: `Mathlib/Data/Finset/Max.lean` -> `Mathlib.Data.Finset.Max`."""
+    """The Lean module name of a seed file: `Mathlib/Data/Finset/Max.lean` -> `Mathlib.Data.Finset.Max`. A part of the
+    path with a dot in it is one component of the name, which Lean writes in «»: `Mathlib/Order.Clamp.lean` is
+    `Mathlib.«Order.Clamp»`, never taken for `Mathlib/Order/Clamp.lean`."""
     path = PurePosixPath(relative_path)
-    return ".".join(path.with_suffix("").parts) if path.suffix == LEAN_SUFFIX else ".".join(path.parts)
+    parts = path.with_suffix("").parts if path.suffix == LEAN_SUFFIX else path.parts
+    return ".".join(f"«{part}»" if "." in part else part for part in parts)
+
+
+def shared_seed_id(relative_paths: Iterable[str]) -> tuple[str, str, str] | None:
+    """The first two seed files that `seed_id` names alike, and the id (possible only when a file's name holds « or
+    »), or None when every file has an id of its own: the id keys every row of a seed, and two files under one id
+    would be mined as one."""
+    first_with: dict[str, str] = {}
+    for path in relative_paths:
+        name = seed_id(path)
+        if name in first_with:
+            return first_with[name], path, name
+        first_with[name] = path
+    return None
 
 
 def domain_of(seed: str, domains: Mapping[str, str], default: str) -> str:

@@ -48,7 +48,7 @@ from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.retrieval.declaration_index import StaleIndex, node_local, read_manifest, stale_reasons
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import ERROR_INFRA, PROVED, unit_id
-from operators.rows.seeds import domain_of, seed_id, select
+from operators.rows.seeds import domain_of, seed_id, select, shared_seed_id
 from operators.storage import first_line, is_uri, join, open_location
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
@@ -239,9 +239,14 @@ def check_store_list(filesystem: pafs.FileSystem, root: str, entries: Sequence[s
 
 
 def list_seed_files(cfg: DictConfig) -> SeedListing:
-    """The seed files `cfg.seeds` chooses, each listed once (`chosen_seeds`); none at all is a `SetupError`: a run
-    that would mine nothing says so instead of ending well."""
+    """The seed files `cfg.seeds` chooses, each listed once (`chosen_seeds`), each under a seed id of its own; none at
+    all, or two files under one id, is a `SetupError`: a run that would mine nothing says so instead of ending well."""
     listing = chosen_seeds(cfg)
+    shared = shared_seed_id(listing.files)
+    if shared:
+        first, second, name = shared
+        raise SetupError(f"seeds {first} and {second} under {cfg.seeds.root} would both be mined as {name}: rename "
+                         "one, or leave it out with seeds.exclude")
     if len(listing.files) > listing.missing:
         return listing
     if cfg.seeds.list is not None:
@@ -439,10 +444,12 @@ class MiningJob:
             if note:
                 print(note, file=sys.stderr, flush=True)
             session_record = self.ray_log.parent / RAY_SESSION
-            stopped = stop_leftovers(session_record)
-            if stopped:
-                print(f"note: stopped {len(stopped)} processes the previous start's Ray left running "
-                      f"({', '.join(sorted(set(stopped)))})", file=sys.stderr, flush=True)
+            leftovers = stop_leftovers(session_record)
+            for line in leftovers.notes:
+                print(line, file=sys.stderr, flush=True)
+            if leftovers.stopped:
+                print(f"note: stopped {len(leftovers.stopped)} processes the previous start's Ray left running "
+                      f"({', '.join(sorted(set(leftovers.stopped)))})", file=sys.stderr, flush=True)
             init_ray_logging_to(self.ray_log, include_dashboard=False, **options)
             if "address" not in options:
                 record_ray_session(session_record)
