@@ -25,9 +25,11 @@ import re
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,20 @@ RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor a
 WORKER_OUTPUT_LOGGER = "ray.worker_output"                           # a child of "ray": its records go where Ray's do
 # Seconds the processes a killed driver's Ray left behind get to end on SIGTERM before they are killed.
 LEFTOVERS_GRACE_S = 5
+# What `record_ray_session` writes (`logs/ray_session.json`): each field and the JSON types it may hold, and for each
+# of the session's processes it lists.
+SESSION_FIELDS: dict[str, tuple[type, ...]] = {"driver_pid": (int,), "driver_started": (float, int),
+                                               "session_dir": (str,), "processes": (list,)}
+PROCESS_FIELDS: dict[str, tuple[type, ...]] = {"pid": (int,), "started": (float, int), "name": (str,)}
+JSON_NAMES = {int: "a positive integer", float: "a positive number", str: "a string", list: "a list"}
+# The permissions of that record (before the umask).
+RECORD_MODE = 0o644
+# How Ray names a session's folder under its temp root, and how its agents and workers title themselves.
+SESSION_PREFIX = "session_"
+RAY_PROCESS_TITLE = "ray::"
+# Processes a note names before it gives only their count; characters of a foreign record's entry a note shows.
+SHOWN_PROCESSES = 5
+SHOWN_ENTRY_CHARS = 60
 # The terminal colours Ray puts around a line's prefix, which a log file does without.
 _TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
@@ -330,48 +346,184 @@ def start_own_session() -> bool:
 
 
 def record_ray_session(record: Path) -> None:
-    """Write to `record` which process started the local Ray this process runs and where Ray keeps that session's
-    files, so that the next start can stop what a driver killed with -9 left running (`stop_leftovers`)."""
+    """Write to `record` which process started the local Ray this process runs, where Ray keeps that session's files
+    and which of this process's children are that session's (pid, start time, name), so that the next start can stop
+    what a driver killed with -9 left running (`stop_leftovers`). The record is written under a new name and renamed
+    into place: a `record` that is a symlink is replaced, never written through."""
     driver = psutil.Process()
+    session_dir = ray._private.worker._global_node.get_session_dir_path()
+    processes = []
+    for process in driver.children(recursive=True):
+        try:
+            if of_session(process, session_dir):
+                processes.append({"pid": process.pid, "started": process.create_time(), "name": process.name()})
+        except psutil.Error:
+            continue
+    body = json.dumps({"driver_pid": driver.pid, "driver_started": driver.create_time(), "session_dir": session_dir,
+                       "processes": processes})
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"driver_pid": driver.pid, "driver_started": driver.create_time(),
-                                  "session_dir": ray._private.worker._global_node.get_session_dir_path()}))
+    temporary = record.with_name(f".{record.name}.{uuid.uuid4().hex}.tmp")
+    descriptor = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, RECORD_MODE)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(body)
+    os.replace(temporary, record)
 
 
-def stop_leftovers(record: Path) -> list[str]:
-    """Stop the processes of the Ray session `record` names (`record_ray_session`) when the driver that started it is
-    gone: a driver killed with -9 leaves Ray's node agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) running for
-    minutes. A process belongs to the session when it holds one of the session's files open; nothing else is touched,
-    nor anything while the driver still runs. The names of the processes stopped."""
+@dataclass(frozen=True)
+class Leftovers:
+    """What `stop_leftovers` did: the names of the processes it stopped, and a `note:` line for what it left alone."""
+
+    stopped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def record_problem(session: Any) -> str | None:
+    """What keeps `session` (a parsed `ray_session.json`) from being a record `record_ray_session` wrote, None when
+    nothing does."""
+    if not isinstance(session, dict):
+        return "not a JSON object"
+    for key, kinds in SESSION_FIELDS.items():
+        if key not in session:
+            return f"it has no {key}"
+        if not _fits(session[key], kinds):
+            return f"its {key} is not {JSON_NAMES[kinds[0]]}"
+    for entry in session["processes"]:
+        if not isinstance(entry, dict) or not all(_fits(entry.get(key), kinds)
+                                                  for key, kinds in PROCESS_FIELDS.items()):
+            return f"its processes hold {json.dumps(entry)[:SHOWN_ENTRY_CHARS]}, not a pid, start time and name"
+    return None
+
+
+def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a JSON value is of one of `kinds` and, a number, above 0 (as pids and start times are; true and false
+    are no numbers)."""
+    return isinstance(value, kinds) and not isinstance(value, bool) and \
+        not (isinstance(value, (int, float)) and value <= 0)
+
+
+def ray_temp_root() -> Path:
+    """Where Ray keeps its sessions on this machine (`RAY_TMPDIR`, else `TMPDIR`, else /tmp, with `ray` added), as
+    Ray itself finds it."""
+    from ray._common.utils import get_default_ray_temp_dir
+
+    return Path(get_default_ray_temp_dir())
+
+
+def is_session_dir(session_dir: Path, root: Path) -> bool:
+    """Whether `session_dir` can be the directory of a Ray session on this machine: a `session_*` folder right under
+    Ray's temp root `root`, itself no symlink (`session_latest` is one)."""
+    return session_dir.is_absolute() and session_dir.parent.resolve() == root.resolve() and \
+        session_dir.name.startswith(SESSION_PREFIX) and not session_dir.is_symlink()
+
+
+def of_session(process: psutil.Process, session_dir: str) -> bool:
+    """Whether `process` shows itself one of the Ray session `session_dir`'s: its command line names the session (as
+    Ray's GCS, raylet, dashboard and monitors have it), or it carries Ray's own process title and holds one of the
+    session's files open (Ray's agents and workers set their title over their command line)."""
+    command = " ".join(process.cmdline())
+    if Path(session_dir).name in command:
+        return True
+    return command.startswith(RAY_PROCESS_TITLE) and _holds_file_under(process, session_dir.rstrip("/") + "/")
+
+
+def stop_leftovers(record: Path) -> Leftovers:
+    """Stop what the Ray session `record` names (`record_ray_session`) left running when the driver that started it
+    is gone: a driver killed with -9 leaves Ray's node agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) running
+    for minutes. A process is stopped only when it is provably one of them (`not_a_leftover`); any other process
+    holding the session's files, and a record that is not one `record_ray_session` wrote or names a folder that is
+    not a Ray session, is a `note:` line, and nothing is touched. Nothing is, either, while the driver still runs."""
     try:
         session = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return []
-    if _alive(int(session["driver_pid"]), float(session["driver_started"])):
-        return []
-    session_dir = str(session["session_dir"]).rstrip("/") + "/"
-    leftovers = [process for process in psutil.process_iter(["pid"]) if _holds_file_under(process, session_dir)]
+    except FileNotFoundError:
+        return Leftovers()
+    except OSError as error:
+        return Leftovers(notes=[ignored_record(record, f"it cannot be read: {error.strerror}")])
+    except ValueError as error:  # not UTF-8, or not JSON
+        return Leftovers(notes=[ignored_record(record, f"not JSON: {error}")])
+    problem = record_problem(session)
+    if problem is not None:
+        return Leftovers(notes=[ignored_record(record, problem)])
+    if _alive(session["driver_pid"], float(session["driver_started"])):
+        return Leftovers()
+    session_dir = Path(session["session_dir"])
+    holding = [process for process in psutil.process_iter(["pid"])
+               if _holds_file_under(process, str(session_dir).rstrip("/") + "/")]
+    root = ray_temp_root()
+    if not is_session_dir(session_dir, root):
+        left = f"; left running what holds files there: {named(holding)}" if holding else ""
+        return Leftovers(notes=[(f"note: {record} names {session_dir}, not a Ray session under Ray's temp root "
+                                 f"{root}: ignored, no process stopped{left}")])
+    recorded = {entry["pid"]: float(entry["started"]) for entry in session["processes"]}
+    for pid, started in recorded.items():
+        with suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if process.create_time() == started and process not in holding and pid != os.getpid():
+                holding.append(process)
+    leftovers, notes = [], []
+    for process in holding:
+        reason = not_a_leftover(process, recorded, str(session_dir))
+        if reason is None:
+            leftovers.append(process)
+        else:
+            notes.append(f"note: left {named([process])} running: {reason}")
+    stopped = _stop(leftovers)
+    record.unlink(missing_ok=True)
+    return Leftovers(stopped, notes)
+
+
+def not_a_leftover(process: psutil.Process, recorded: Mapping[int, float], session_dir: str) -> str | None:
+    """Why `process` is not provably a leftover of the recorded session `session_dir`, None when it is one: the
+    record names its pid with its start time, it runs as this user, and it shows itself one of the session's
+    (`of_session`)."""
+    try:
+        if recorded.get(process.pid) != process.create_time():
+            return f"it holds files of {session_dir}, but the record does not name it (its pid and start time)"
+        if process.uids().real != os.getuid():
+            return "it runs as another user"
+        if not of_session(process, session_dir):
+            return f"its command line does not name the Ray session {Path(session_dir).name}"
+    except psutil.Error as error:
+        return f"it cannot be inspected ({error.__class__.__name__})"
+    return None
+
+
+def ignored_record(record: Path, why: str) -> str:
+    """The note for a Ray session record that is not one `record_ray_session` wrote."""
+    return f"note: {record} is not a record of a Ray session ({why}): ignored, no process stopped"
+
+
+def named(processes: list[psutil.Process]) -> str:
+    """Processes as a note names them, e.g. `python (pid 4242)`, the first `SHOWN_PROCESSES` of them."""
     names = []
-    for process in leftovers:
+    for process in processes[:SHOWN_PROCESSES]:
+        try:
+            names.append(f"{process.name()} (pid {process.pid})")
+        except psutil.Error:
+            names.append(f"pid {process.pid}")
+    more = f" and {len(processes) - SHOWN_PROCESSES} more" if len(processes) > SHOWN_PROCESSES else ""
+    return ", ".join(names) + more
+
+
+def _stop(processes: list[psutil.Process]) -> list[str]:
+    """End `processes`: SIGTERM, then SIGKILL for those still running after `LEFTOVERS_GRACE_S`; their names."""
+    names = []
+    for process in processes:
         try:
             names.append(process.name())
             process.terminate()
         except psutil.Error:
             continue
-    _, alive = psutil.wait_procs(leftovers, timeout=LEFTOVERS_GRACE_S)
+    _, alive = psutil.wait_procs(processes, timeout=LEFTOVERS_GRACE_S)
     for process in alive:
-        try:
+        with suppress(psutil.Error):
             process.kill()
-        except psutil.Error:
-            continue
-    record.unlink(missing_ok=True)
     return names
 
 
 def _alive(pid: int, started: float) -> bool:
     try:
         return psutil.Process(pid).create_time() == started
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError):
         return False
 
 

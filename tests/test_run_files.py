@@ -1,7 +1,9 @@
 """The files Folklore keeps in a run directory are data (issue 52): a `lease.json` or `run.json` that is not what a
 job writes, whoever made it so, is one `error:` line naming the file and what is wrong, exit 2, before Ray starts and
-with nothing written inside the run or outside it; no write goes through a symlink; and a start with other deciding
-settings is refused whenever the run's recorded settings are missing or empty."""
+with nothing written inside the run or outside it; no write goes through a symlink; a start with other deciding
+settings is refused whenever the run's recorded settings are missing or empty; and `logs/ray_session.json`, which
+says what a killed driver's Ray left running, ends only processes that are provably that Ray's, every other one
+named in a `note:` and left running."""
 
 from __future__ import annotations
 
@@ -9,11 +11,16 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
 import pytest
 
+from lean_pool.ray_start import Leftovers, ray_temp_root, stop_leftovers
 from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.run_dir import ForeignContents, RunDir
 from tests.handmade_run import write_run
@@ -210,3 +217,132 @@ def test_a_run_json_symlink_is_replaced_not_written_through(tmp_path: Path) -> N
     assert kept.read_bytes() == before
     assert not (run / "run.json").is_symlink() and json.loads((run / "run.json").read_text())["run_id"] == "handmade"
 
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """A process of the user's that has nothing to do with Folklore, holding a file open in a folder of its own."""
+    folder = tmp_path / "victims"
+    folder.mkdir()
+    process = start_holder(folder / "held.txt", named_on_command_line=True)
+    yield process, folder
+    process.kill()
+    process.wait()
+
+
+def start_holder(path: Path, named_on_command_line: bool) -> subprocess.Popen[str]:
+    """A Python process holding `path` open, which its command line names or not; started once it holds it."""
+    script = "import os, sys, time; f = open(sys.argv[-1], 'w'); print('holding', flush=True); time.sleep(600)"
+    process = subprocess.Popen([sys.executable, "-c", script, *([str(path)] if named_on_command_line else [])],
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "HELD": str(path)})
+    assert process.stdout is not None and process.stdout.readline() == "holding\n"
+    return process
+
+
+def gone_driver() -> tuple[int, float]:
+    """The pid and start time of a driver that runs no more."""
+    driver = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = psutil.Process(driver.pid).create_time()
+    driver.wait()
+    return driver.pid, started
+
+
+def session_record(session_dir: Path, *processes: subprocess.Popen[str], started: float | None = None) -> str:
+    """A Ray session record as a start writes it, of a driver that runs no more, naming `processes`."""
+    pid, driver_started = gone_driver()
+    entries = [{"pid": process.pid, "started": started or psutil.Process(process.pid).create_time(),
+                "name": psutil.Process(process.pid).name()} for process in processes]
+    return json.dumps({"driver_pid": pid, "driver_started": driver_started, "session_dir": str(session_dir),
+                       "processes": entries})
+
+
+@pytest.mark.parametrize(("written", "problem"), [
+    ("{}", "it has no driver_pid"),
+    ("[]", "not a JSON object"),
+    ('{"driver_pid": 1, "driver_started": "then", "session_dir": "/tmp/ray", "processes": []}',
+     "its driver_started is not a positive number"),
+    ('{"driver_pid": 1, "driver_started": 1.5, "session_dir": "/tmp/ray", "processes": [7]}',
+     "its processes hold 7, not a pid, start time and name"),
+    ("{not json", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    (None, "it cannot be read: Is a directory"),
+])
+def test_a_ray_session_record_that_is_not_one_is_a_note_and_stops_nothing(tmp_path: Path, victim: tuple,
+                                                                          written: str | None, problem: str) -> None:
+    record = tmp_path / "run" / "logs" / "ray_session.json"
+    record.parent.mkdir(parents=True)
+    if written is None:
+        record.mkdir()
+    else:
+        record.write_text(written)
+    assert stop_leftovers(record) == Leftovers(notes=[
+        f"note: {record} is not a record of a Ray session ({problem}): ignored, no process stopped"])
+    assert victim[0].poll() is None
+
+
+def test_a_record_naming_a_folder_that_is_no_ray_session_names_what_holds_files_there_and_stops_nothing(
+        tmp_path: Path, victim: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    process, folder = victim
+    root = tmp_path / "ray-tmp"
+    monkeypatch.setenv("RAY_TMPDIR", str(root))
+    record = tmp_path / "ray_session.json"
+    record.write_text(session_record(folder, process))
+    note = (f"note: {record} names {folder}, not a Ray session under Ray's temp root {root}/ray: ignored, no process "
+            f"stopped; left running what holds files there: {psutil.Process(process.pid).name()} (pid {process.pid})")
+    assert stop_leftovers(record) == Leftovers(notes=[note])
+    assert process.poll() is None
+
+
+def test_in_a_ray_session_only_a_process_the_record_names_with_its_start_time_and_naming_the_session_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's own processes name their session on their command line (its agents carry Ray's title instead); a
+    process of the user's holding a file of the session is left running, with a note saying why, unless the record
+    names it, with its start time, and it names the session."""
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    session = tmp_path / "ray" / "session_2026-11-28_12-00-00_000000_4242"
+    (session / "logs").mkdir(parents=True)
+    unrecorded = start_holder(session / "logs" / "a.log", named_on_command_line=True)
+    silent = start_holder(session / "logs" / "b.log", named_on_command_line=False)
+    restarted = start_holder(session / "logs" / "c.log", named_on_command_line=True)
+    leftover = start_holder(session / "logs" / "d.log", named_on_command_line=True)
+    record = tmp_path / "ray_session.json"
+    written = json.loads(session_record(session, silent, leftover))
+    written["processes"].append({"pid": restarted.pid, "started": 1.0, "name": "raylet"})
+    record.write_text(json.dumps(written))
+    name = psutil.Process(leftover.pid).name()
+    try:
+        left = stop_leftovers(record)
+        assert left.stopped == [name]
+        not_named = [(f"note: left {name} (pid {process.pid}) running: it holds files of {session}, but the record "
+                      "does not name it (its pid and start time)") for process in (unrecorded, restarted)]
+        not_naming = (f"note: left {name} (pid {silent.pid}) running: its command line does not name the Ray session "
+                      f"{session.name}")
+        assert sorted(left.notes) == sorted([*not_named, not_naming])
+        assert not psutil.pid_exists(leftover.pid)
+        assert [process.poll() for process in (unrecorded, silent, restarted)] == [None, None, None]
+        assert not record.exists()
+    finally:
+        for process in (unrecorded, silent, restarted, leftover):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.ray
+def test_a_start_on_a_run_whose_ray_record_names_another_folder_leaves_the_process_there_running(
+        tmp_path: Path, victim: tuple) -> None:
+    """The probe: a copied or edited `logs/ray_session.json` naming a folder where a process of the user's holds a
+    file; `mine` notes it, leaves it running and its files as they were, runs, and records its own session."""
+    process, folder = victim
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "ray_session.json").write_text(session_record(folder, process))
+    outside = state(folder)
+    done = command("mine", *STARTS["mine"], f"run_dir={run}")
+    assert done.returncode == 0, done.stderr
+    root = ray_temp_root()
+    assert (f"note: {run}/logs/ray_session.json names {folder}, not a Ray session under Ray's temp root {root}: "
+            f"ignored, no process stopped; left running what holds files there: {psutil.Process(process.pid).name()} "
+            f"(pid {process.pid})") in done.stderr.splitlines(), done.stderr
+    assert process.poll() is None
+    assert state(folder) == outside
+    recorded = json.loads((run / "logs" / "ray_session.json").read_text())
+    assert Path(recorded["session_dir"]).parent == root and recorded["processes"], recorded
