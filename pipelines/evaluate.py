@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -42,6 +41,7 @@ from pipelines.reporting import stats
 from pipelines.reporting.markdown import success_markdown
 from pipelines.reporting.run_data import load_run
 from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
+from pipelines.runtime.benchmarks import read_table_file, read_text
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
 from pipelines.runtime.job import MiningJob, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
@@ -83,9 +83,7 @@ def benchmark_statements(cfg: DictConfig) -> list[tuple[BenchmarkItem, str]]:
     if lean:
         items = []
         for path in lean:
-            with filesystem.open_input_stream(path) as stream:
-                text = stream.read().decode("utf-8")
-            items.append((layout_item(path[len(root) + 1:], str(cfg.benchmark.seed_root)), text))
+            items.append((layout_item(path[len(root) + 1:], str(cfg.benchmark.seed_root)), read_text(filesystem, path)))
         return items
     tables = [path for path in files if path.endswith(PARQUET_SUFFIX)]
     if not tables:
@@ -97,12 +95,12 @@ def _table_statements(filesystem: pafs.FileSystem, root: str, paths: list[str], 
                       ) -> list[tuple[BenchmarkItem, str]]:
     items: list[tuple[BenchmarkItem, str]] = []
     for path in paths:
-        schema = pq.read_schema(path, filesystem=filesystem)
-        if "statement" not in schema.names:
+        table = read_table_file(filesystem, path, ["statement"])
+        if "statement" not in table.column_names:
             raise SetupError(f"{path} has no `statement` column")
-        columns = [name for name in TABLE_COLUMNS if name in schema.names]
+        columns = [name for name in TABLE_COLUMNS if name in table.column_names]
         source = path[len(root) + 1:].removesuffix(PARQUET_SUFFIX)
-        records = pq.read_table(path, filesystem=filesystem, columns=columns).to_pylist()
+        records = table.select(columns).to_pylist()
         items += [(table_item(record, source, position, str(cfg.benchmark.default_domain)), record["statement"])
                   for position, record in enumerate(records) if record["statement"]]
     ids = [item.candidate_id for item, _ in items]

@@ -18,8 +18,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from conf import ConfigError, compose_config
-from pipelines import decontaminate
+from pipelines import decontaminate, evaluate
 from pipelines.autoformalize import input_files, load_config, read_problems
+from pipelines.runtime.cli import SetupError
 from tests.handmade_run import write_run
 from tests.test_run_dir_checks import one_error_line
 
@@ -150,6 +151,28 @@ def test_decontaminate_names_a_benchmark_table_whose_statement_is_not_text(tmp_p
     assert decontaminate.main([f"corpus={corpus}", f"benchmarks=[{bench}]", f"out={tmp_path / 'out'}"]) == 2
     assert capsys.readouterr() == ("", f"error: {bench} row 2: formal_statement is the integer 7, not text\n")
     assert not (tmp_path / "out").exists()
+
+
+# --- evaluate ---------------------------------------------------------------------------------------------------------
+
+
+def test_evaluate_names_a_benchmark_file_that_is_not_utf8_and_its_line(tmp_path: Path) -> None:
+    problem = tmp_path / "bench" / "abstract" / "Order" / "Clamp" / "1.lean"
+    problem.parent.mkdir(parents=True)
+    problem.write_bytes("theorem café : True := by sorry\n".encode("latin-1"))
+    line = refused(tmp_path, "evaluate", "preset=demo", f"benchmark_dir={tmp_path / 'bench'}",
+                   f"run_dir={tmp_path / 'run'}")
+    assert line == f"error: {problem} line 1 is not UTF-8: invalid continuation byte at byte 11"
+
+
+def test_evaluate_names_a_statements_table_it_cannot_read(tmp_path: Path) -> None:
+    numbers, text = tmp_path / "numbers.parquet", tmp_path / "text.parquet"
+    pq.write_table(pa.table({"candidate_id": ["a", "b"], "statement": [None, 5]}), numbers)
+    text.write_bytes(NOT_PARQUET)
+    with pytest.raises(SetupError, match=f"^{numbers} row 2: statement is the integer 5, not text$"):
+        evaluate.benchmark_statements(evaluate.load_config(["preset=demo", f"benchmark_dir={numbers}"]))
+    with pytest.raises(SetupError, match=f"^{text} is not a readable Parquet file: "):
+        evaluate.benchmark_statements(evaluate.load_config(["preset=demo", f"benchmark_dir={text}"]))
 
 
 # --- check: paths with `=` -------------------------------------------------------------------------------------------

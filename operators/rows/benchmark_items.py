@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from operators.rows.candidates import empty_candidate
+from operators.rows.seeds import seed_id
 
 LEAN_SUFFIX = ".lean"
 
@@ -41,11 +42,11 @@ def layout_item(relative_path: str, seed_root: str) -> BenchmarkItem:
     path = PurePosixPath(relative_path)
     if path.suffix != LEAN_SUFFIX or len(path.parts) < 3 or not path.stem.isdigit():
         raise BenchmarkLayoutError(f"{relative_path}: expected DOMAIN/SEED_PATH/N.lean with N a number")
-    seed_parts = (seed_root, *path.parts[1:-1])
+    seed_path = "/".join((seed_root, *path.parts[1:-1])) + LEAN_SUFFIX
     return BenchmarkItem(
         candidate_id=relative_path,
-        seed_id=".".join(seed_parts),
-        seed_path="/".join(seed_parts) + LEAN_SUFFIX,
+        seed_id=seed_id(seed_path),
+        seed_path=seed_path,
         domain=path.parts[0],
         index=int(path.stem),
     )
