@@ -36,6 +36,7 @@ from typing import Any
 import psutil
 import ray
 import ray._private.ray_constants as ray_constants
+from ray._common.utils import get_default_ray_temp_dir
 
 from lean_pool.command_line import SetupError, signals_held, stop_requested
 
@@ -404,8 +405,6 @@ def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
 def ray_temp_root() -> Path:
     """Where Ray keeps its sessions on this machine (`RAY_TMPDIR`, else `TMPDIR`, else /tmp, with `ray` added), as
     Ray itself finds it."""
-    from ray._common.utils import get_default_ray_temp_dir
-
     return Path(get_default_ray_temp_dir())
 
 
