@@ -40,8 +40,11 @@ from pipelines.runtime.benchmarks import (
     table_files,
 )
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config, run_job
+from pipelines.runtime.outputs import Output, placed_output
 from pipelines.runtime.run_dir import RunDir
 
+# The job's name, as its output folder's marker says it.
+JOB = "decontaminate"
 EXPORT_CORPORA = ("pairs", "judge", "trajectories")
 SUMMARY = "summary"
 # The job's own manifest, and the file that marks a directory as a Folklore export.
@@ -171,12 +174,24 @@ def summary_rows(decontaminator: Decontaminator, verdicts: Sequence[Verdict]) ->
     return rows
 
 
+def owned_output(cfg: Mapping[str, Any]) -> Output:
+    """`out` as this job's folder, checked before anything is read: never the corpus or a benchmark, nor in or around
+    one, and replaced only when absent, empty or written by an earlier decontaminate (`pipelines.runtime.outputs`)."""
+    inputs = {f"the corpus, corpus={cfg['corpus']}": str(cfg["corpus"]),
+              **{f"the benchmark {location}": str(location) for location in cfg["benchmarks"]}}
+    output = placed_output("out", str(cfg["out"]), JOB, None, inputs)
+    output.check_own()
+    return output
+
+
 def decontaminate(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Judge every row of the corpus and write the tables, the summary and the manifest under `out`; the manifest,
-    and per table written where it went."""
+    """Judge every row of the corpus and write the tables, the summary and the manifest under `out`, in place of what
+    an earlier start wrote there; the manifest, and per table written where it went."""
+    output = owned_output(cfg)
     tables = read_corpus(str(cfg["corpus"]), cfg["corpus_column"])
     judge = decontaminator(cfg, cfg["embedding"])
-    out = RunDir(str(cfg["out"]))
+    output.empty()
+    out = RunDir(output.location)
     written, every, counts = {}, [], {}
     for corpus in tables:
         verdicts = judge.judge(corpus.texts)

@@ -1,5 +1,5 @@
-"""A job deletes only what it made (issue 52): report, export, contribute and index write into a folder of their own,
-and replace only a folder marked as theirs. Every refusal is one line, exit 2, before anything is written: the run's
+"""A job deletes only what it made (issue 52): report, export, contribute, index and decontaminate write into a
+folder of their own, and replace only a folder marked as theirs. Every refusal is one line, exit 2, before anything is written: the run's
 files and every file beside it hash the same before and after. No Ray starts in these tests."""
 
 from __future__ import annotations
@@ -149,3 +149,23 @@ def test_index_builds_neither_into_the_tree_it_reads_nor_over_a_folder_it_did_no
     ]:
         line = refused(tmp_path, "index", f"mathlib_dir={checkout}", f"out={out}")
         assert line == f"error: out={out} cannot hold the output of index: {reason}"
+
+
+def test_decontaminate_writes_neither_into_a_run_nor_over_its_inputs(run: Path) -> None:
+    benchmark = run.parent / "bench"
+    benchmark.mkdir()
+    (benchmark / "p1.lean").write_text("theorem p1 (a b : ℕ) : a + b = b + a := by\n  sorry\n")
+    args = [f"corpus={run}", f"benchmarks=[{benchmark}]", "matches.embedding.enabled=false"]
+    for out, reason in [
+        (run, f"it is the corpus, corpus={run}; {ELSEWHERE}"),
+        (run.parent / "notes", FOREIGN.format(job="decontaminate")),
+        (run / "decontaminated", f"it lies inside the corpus, corpus={run}; {ELSEWHERE}"),
+        (benchmark, f"it is the benchmark {benchmark}; {ELSEWHERE}"),
+    ]:
+        line = refused(run.parent, "decontaminate", *args, f"out={out}")
+        assert line == f"error: out={out} cannot hold the output of decontaminate: {reason}"
+    out = run.parent / "clean"
+    for _ in range(2):
+        done = command("decontaminate", *args, f"out={out}")
+        assert done.returncode == 0, done.stderr
+        assert (out / marker("decontaminate")).is_file() and (out / "candidates").is_dir()
