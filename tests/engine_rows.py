@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lean_pool.refusals import refusal_reasons
 from operators.llm.calls import CUT_FINISH_REASON
+from operators.rows.formalizations import NOT_COMPILABLE, REFUSED
 from operators.split import DISCOVERED, NO_LEMMAS, NO_MARKER
 
 CUT = "it was cut off at the token limit"
@@ -32,13 +34,16 @@ def assert_discovery_reason_is_true(row: Mapping[str, Any], marker: str, max_tok
 
 
 def assert_formalization_reason_is_true(row: Mapping[str, Any], marker: str) -> None:
-    """A formalization the loop gave up on says why its last attempt failed, as the attempt's stored answer shows: no
-    answer came back, no line with the marker, no code block after it, cut at the token limit, or the failed check of
-    the code it held."""
+    """A formalization the loop refused or gave up on says why its last attempt failed, as the attempt's stored answer
+    shows: the refusal rules its code breaks, no answer came back, no line with the marker, no code block after it,
+    cut at the token limit, or the failed check of the code it held."""
     attempts = row["attempts"]
     answers = [call for call in row["llm_calls"] if call["stage"] in ATTEMPT_STAGES]
-    assert attempts and len(answers) == len(attempts), row
+    assert row["status"] in (REFUSED, NOT_COMPILABLE) and attempts and len(answers) == len(attempts), row
     last, answer, reason = attempts[-1], answers[-1], row["reason"]
+    if row["status"] == REFUSED:
+        assert reason == "refused before Lean: " + "; ".join(refusal_reasons(last["code"])), row
+        return
     assert f"(attempt {len(attempts)}: " in reason, row
     if answer["error_kind"]:
         assert "no answer came back" in reason and answer["error_kind"] in reason, row

@@ -21,7 +21,7 @@ import pytest
 from conf import compose_config, package_dir
 from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 from lean_pool.refusals import refusal_reasons
-from operators.rows.formalizations import NOT_COMPILABLE
+from operators.rows.formalizations import NOT_COMPILABLE, REFUSED
 from tests.engine_rows import assert_discovery_reason_is_true, assert_formalization_reason_is_true
 from tests.mine_support import FAST_LEAN
 
@@ -168,7 +168,7 @@ def test_autoformalizing_with_the_real_model_gives_every_problem_a_status_and_a_
     marker = compose_config("autoformalize", ["preset=demo"]).formalize.marker
     for row in rows.iter_rows(named=True):
         assert row["status"] and row["reason"], row
-        if row["status"] == NOT_COMPILABLE:
+        if row["status"] in (REFUSED, NOT_COMPILABLE):
             assert_formalization_reason_is_true(row, marker)
             if not any(attempt["code"] for attempt in row["attempts"]):
                 assert "no Lean check ran" in row["reason"], row
