@@ -28,7 +28,8 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
+from concurrent.futures import wait as wait_for_futures
+from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,19 +91,24 @@ DEFAULT_AUTH_TOKEN_FILE = Path("~/.ray/auth_token")
 # How a refused token reads in what `ray.init` raises: Ray's `AuthenticationError` itself (the mode is `token` here
 # and no token is found), or the GCS client's, only as text inside the `ConnectionError` Ray raises after it gave up.
 _TOKEN_REFUSED = re.compile(r"AuthenticationError|InvalidAuthToken")
+# What to do about a Ray cluster this process cannot join.
+JOIN_HINT = "start one with `ray start --head` on its head node, or leave ray.address unset to start a local Ray"
 
 
 def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """`ray.init` keyword arguments from a job's `ray:` section, and a note for the user when a setting was left out.
+    """`init_ray_logging_to` keyword arguments from a job's `ray:` section, and a note for the user when a setting was
+    left out.
 
     `ray.num_cpus` sizes a Ray the job starts itself; a cluster's nodes declare their own CPUs, and Ray refuses the
-    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so."""
+    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so. Joining a
+    cluster waits at most `ray.connect_timeout_s`."""
     address, num_cpus = ray_cfg.get("address"), ray_cfg.get("num_cpus")
     if address is None:
         return {"num_cpus": num_cpus}, None
     note = None if num_cpus is None else (f"note: ray.num_cpus={num_cpus} is ignored: joining the Ray cluster at "
                                           f"{address}, whose nodes declare their own CPUs")
-    return {"address": address}, note
+    timeout = ray_cfg.get("connect_timeout_s")
+    return {"address": address, **({} if timeout is None else {"connect_timeout_s": float(timeout)})}, note
 
 
 def limit_malloc_arenas(arenas: int) -> bool:
@@ -144,36 +150,70 @@ def route_ray_logs(path: Path, level: int = logging.INFO) -> None:
         logger.propagate = False
 
 
-def init_ray_logging_to(path: Path, **init_args: Any) -> None:
+def init_ray_logging_to(path: Path, connect_timeout_s: float | None = None, **init_args: Any) -> None:
     """`ray.init(**init_args)` with the driver's Ray log records routed to `path` from before the call to after it
     (see `route_ray_logs`). A cluster that refuses this process for want of its token is a `SetupError` saying what
     to set (`token_refused_line`), not Ray's traceback. A Ctrl-C or SIGTERM while Ray starts stops the job once Ray
-    has started, as it would later (`signals_held`, `join_ray_off_the_main_thread`)."""
+    has started, as it would later (`signals_held`, `join_ray_off_the_main_thread`).
+
+    Joining a cluster (`address`) starts no Ray process here that a stop could leave half made, and may never end
+    (Ray retries an address nobody answers at for many minutes): it stops at once on Ctrl-C or SIGTERM, Ray's C++
+    warnings meanwhile go to `path`, and a cluster Ray cannot find, or one that has not answered within
+    `connect_timeout_s`, is a `SetupError` naming the address."""
     route_ray_logs(path)
-    with signals_held():
+    address = init_args.get("address")
+    with signals_held() if address is None else nullcontext():
         try:
-            join_ray_off_the_main_thread(configure_logging=False, **init_args)
+            with nullcontext() if address is None else native_stderr_to(path):
+                join_ray_off_the_main_thread(connect_timeout_s, configure_logging=False, **init_args)
         except Exception as error:
-            if not refused_for_token(error):
+            if refused_for_token(error):
+                raise SetupError(token_refused_line(address)) from None
+            if address is None or not isinstance(error, ConnectionError):
                 raise
-            raise SetupError(token_refused_line(init_args.get("address"))) from None
+            said = str(error).strip().split(". ")[0].splitlines()[0].rstrip(".") if str(error).strip() else ""
+            raise SetupError(f"cannot join a Ray cluster at ray.address={address}: {said or type(error).__name__} "
+                             f"({JOIN_HINT})") from None
         route_ray_logs(path)
         route_rays_own_output()
 
 
-def join_ray_off_the_main_thread(**init_args: Any) -> None:
+def join_ray_off_the_main_thread(connect_timeout_s: float | None = None, **init_args: Any) -> None:
     """`ray.init(**init_args)`, run by the thread that starts every Ray of this process (`_RAY_STARTER`) and waited
     for, so that a Ctrl-C or SIGTERM meanwhile (`ray.init` takes six seconds on two cores) is the driver's to hold
-    (`signals_held`). Run in the main thread, `ray.init` makes SIGTERM end the process at once (status 15, no line,
-    Ray's agents left running for a minute), and the core it connects installs Abseil's crash handler for SIGTERM too
-    (a C++ stack dump, status 134). So the driver's core goes without that handler (read as Ray connects; the workers
-    keep theirs), and a crash of the driver still prints its Python stack, from the `faulthandler` Ray enables."""
+    (`signals_held`) or to stop on. Run in the main thread, `ray.init` makes SIGTERM end the process at once (status
+    15, no line, Ray's agents left running for a minute), and the core it connects installs Abseil's crash handler
+    for SIGTERM too (a C++ stack dump, status 134). So the driver's core goes without that handler (read as Ray
+    connects; the workers keep theirs), and a crash of the driver still prints its Python stack, from the
+    `faulthandler` Ray enables. A join of a cluster not done within `connect_timeout_s` is a `SetupError`; the thread
+    is left to Ray, and this process can only end."""
     ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
     started: Future[None] = Future()
     if not _RAY_STARTER.is_alive():
         _RAY_STARTER.start()
     _RAY_STARTS.put((init_args, started))
+    if not wait_for_futures([started], timeout=connect_timeout_s).done:
+        raise SetupError(f"no Ray cluster answered at ray.address={init_args.get('address')} within "
+                         f"ray.connect_timeout_s={connect_timeout_s:g} s ({JOIN_HINT})")
     started.result()
+
+
+@contextmanager
+def native_stderr_to(path: Path) -> Iterator[None]:
+    """Send what this process writes to its standard error (file descriptor 2: Ray's C++ core writes its warnings
+    there) to the end of `path` for the block, and Python's `sys.stderr` to the terminal meanwhile. A block that
+    fails leaves the descriptor on `path`: a join given up goes on in its thread, warning every few seconds, until
+    the process ends, and the job's own lines still reach the terminal."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    python_stderr = sys.stderr
+    sys.stderr = open(os.dup(terminal), "w", encoding=python_stderr.encoding, errors="backslashreplace", buffering=1)
+    send_stderr_to(path)
+    yield
+    sys.stderr.close()
+    sys.stderr = python_stderr
+    os.dup2(terminal, 2)
+    os.close(terminal)
 
 
 def _start_rays() -> None:

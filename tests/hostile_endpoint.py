@@ -37,17 +37,17 @@ def completion(choices: list[dict[str, Any]]) -> bytes:
 class HostileHandler(BaseHTTPRequestHandler):
     """Answers chat completions as the server's `fault` says; lists the server's `models`."""
 
-    server: "HostileServer"
+    server: HostileServer
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         if self.server.fault == HEALTHY:
             self._forward(None)
             return
         cards = [{"id": name, "object": "model", "created": 0, "owned_by": "hostile"} for name in self.server.models]
         self._send(200, "application/json", json.dumps({"object": "list", "data": cards}).encode())
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.count()
         fault = self.server.fault
@@ -101,7 +101,7 @@ class HostileHandler(BaseHTTPRequestHandler):
             status, content_type, payload = refused.code, refused.headers["Content-Type"], refused.read()
         self._send(status, content_type or "application/json", payload)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -132,7 +132,7 @@ class HostileEndpoint:
         self.server = HostileServer(fault, models, upstream, drip_every_s)
         self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
 
-    def __enter__(self) -> "HostileEndpoint":
+    def __enter__(self) -> HostileEndpoint:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
