@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from omegaconf import OmegaConf
 from openai.types.chat import ChatCompletion
 
 from conf import compose_config
@@ -26,6 +25,7 @@ from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
 from operators.llm.usage import StageUsage
 from tests.hostile_endpoint import DRIP, HEALTHY, HTML, NO_CHOICES, NULL_CONTENT, HostileEndpoint
+from tests.mine_support import sim_server_config
 from tests.test_bad_inputs import folklore, hashes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,8 +156,7 @@ def test_a_sigterm_while_joining_a_cluster_is_the_usual_line(tmp_path: Path) -> 
 def test_seeds_an_endpoint_answered_with_no_choices_are_mined_by_the_resume(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     composed = compose_config("mine", ["preset=demo"])
-    sim = OmegaConf.to_container(composed.llm.sim, resolve=True)
-    sim["models"] = ["gpt-5-mini"]  # every role of conf/llm/openai.yaml
+    sim = {**sim_server_config(0.01, "preset=demo"), "models": ["gpt-5-mini"]}  # every role of conf/llm/openai.yaml
     seeds = len(list((REPO / "pipelines" / "demo_seeds").rglob("*.lean")))
     # A clean run's candidates: every lemma of every discover answer is one (a duplicate too).
     clean = seeds * int(composed.discover.samples_per_seed) * int(composed.llm.sim.script.discover.lemmas_per_response)
