@@ -1,7 +1,8 @@
 """Input files and arguments as a careless user gives them (issue 52): a file a job cannot read is one `error:` line
 naming it (and the line or row), exit 2, with nothing written and the inputs unchanged; a row of the wrong shape in
 `autoformalize` is a `bad_input` row saying why, the others going on; `check` takes a path with `=`; a value with
-characters other than ASCII works unquoted; two seed files are never mined under one id. No Ray starts here."""
+characters other than ASCII works unquoted; two seed files are never mined under one id, and a run never lies in the
+seeds tree. No Ray starts here."""
 
 from __future__ import annotations
 
@@ -232,3 +233,13 @@ def test_two_seed_files_one_id_would_name_are_refused_before_anything_starts(tmp
                 "Mathlib.«a.x».«b.y»: rename one, or leave it out with seeds.exclude")
     assert refused(tmp_path, "mine", "preset=demo", f"seeds.root={seeds}", f"run_dir={tmp_path / 'run'}") == expected
     assert refused(tmp_path, "plan", "preset=demo", f"seeds.root={seeds}") == expected
+
+
+def test_a_run_directory_inside_the_seeds_tree_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds"
+    (seeds / "Mathlib").mkdir(parents=True)
+    (seeds / "Mathlib" / "Alpha.lean").write_text("theorem alpha : True := trivial\n")
+    for run in (seeds, seeds / "Mathlib" / "runs" / "night"):
+        assert refused(tmp_path, "mine", "preset=demo", f"seeds.root={seeds}", f"run_dir={run}") == (
+            f"error: run_dir={run} lies inside seeds.root={seeds}, which the job reads and never writes into: put "
+            "the run directory elsewhere")

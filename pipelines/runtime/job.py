@@ -54,6 +54,7 @@ from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.lease import lease_store, take
+from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
 from pipelines.runtime.run_identity import (
@@ -399,7 +400,8 @@ class MiningJob:
         return {**manifest, UNRECORDED_KEY: {"at": now_iso(), "tables": list(with_rows)}}
 
     def find_inputs(self) -> None:
-        """The seed files to mine; none is a `SetupError`."""
+        """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
+        refuse_run_inside(str(self.cfg.run_dir), str(self.cfg.seeds.root), "seeds.root")
         self.seeds = list_seed_files(self.cfg)
         self.seed_root, self.seed_files = self.seeds.root, self.seeds.files
 

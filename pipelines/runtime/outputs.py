@@ -82,6 +82,17 @@ def placement_refusal(path: Path, protected: Mapping[str, Path]) -> str | None:
     return None
 
 
+def refuse_run_inside(run_dir: str, tree: str, setting: str) -> None:
+    """A `SetupError` when the local run directory `run_dir` is, or lies inside, the local tree `setting` names: a job
+    that reads that tree (the seeds) would write into it, and its next start would read what the run wrote there."""
+    if is_uri(run_dir) or is_uri(tree):
+        return
+    run, root = Path(run_dir).expanduser().resolve(), Path(tree).expanduser().resolve()
+    if run == root or root in run.parents:
+        raise SetupError(f"run_dir={run_dir} lies inside {setting}={tree}, which the job reads and never writes into: "
+                         "put the run directory elsewhere")
+
+
 def replace_refusal(job: str, found: Found) -> str | None:
     """Why `job` may not write into the folder `found` describes, replacing what it wrote there before; None when it
     may: the folder is absent, empty, or holds the job's marker."""
