@@ -232,7 +232,7 @@ def victim(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
 
 def start_holder(path: Path, named_on_command_line: bool) -> subprocess.Popen[str]:
     """A Python process holding `path` open, which its command line names or not; started once it holds it."""
-    script = "import os, sys, time; f = open(sys.argv[-1], 'w'); print('holding', flush=True); time.sleep(600)"
+    script = "import os, time; f = open(os.environ['HELD'], 'w'); print('holding', flush=True); time.sleep(600)"
     process = subprocess.Popen([sys.executable, "-c", script, *([str(path)] if named_on_command_line else [])],
                                stdout=subprocess.PIPE, text=True, env={**os.environ, "HELD": str(path)})
     assert process.stdout is not None and process.stdout.readline() == "holding\n"
