@@ -44,7 +44,8 @@ import psutil
 from pipelines.reporting import stats
 from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
 from pipelines.reporting.run_data import load_run
-from pipelines.runtime.job import list_seed_files, load_config
+from pipelines.runtime.job import load_config
+from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import execute_writing
 
 REPO = Path(__file__).resolve().parents[1]

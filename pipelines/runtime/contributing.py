@@ -30,7 +30,8 @@ from operators.rows.contributions import ERROR_INFRA, FILE_REJECTED, OFFERED, PE
 from operators.stages import CONTRIBUTE_STAGES, running
 from operators.storage import StorageFull, join, open_location, refused_write
 from pipelines.runtime.cli import SetupError
-from pipelines.runtime.job import MiningJob, index_location
+from pipelines.runtime.index_check import index_location
+from pipelines.runtime.job import MiningJob
 from pipelines.runtime.outputs import Output, marker, placed_output, run_output
 from pipelines.runtime.stages import Stage
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
