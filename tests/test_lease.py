@@ -21,14 +21,13 @@ from pipelines.runtime.lease import (
     LEASE,
     Holder,
     LeaseHeld,
-    LocalLeaseStore,
-    S3LeaseStore,
     holder_gone,
     is_stale,
     parse_holder,
     refusal,
     take,
 )
+from pipelines.runtime.lease_stores import LocalLeaseStore, S3LeaseStore
 
 REPO = Path(__file__).resolve().parents[1]
 # A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.
