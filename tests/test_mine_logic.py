@@ -40,6 +40,7 @@ from operators.trivial import with_tactic
 from pipelines.reporting.summary import seeds_table, status_counts_by_seed
 from pipelines.runtime import job as mining_job
 from pipelines.runtime.job import ROW_BLOCK_BYTES, MiningJob, configure_data_context, load_config
+from pipelines.runtime.off_driver import OffDriver
 from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_waves
 from pipelines.runtime.run_dir import RunDir
 
@@ -415,10 +416,8 @@ def test_waves_starting_at_once_share_one_lean_pool(monkeypatch):
 def test_a_wave_executes_in_a_process_that_exits_with_it(ray_cluster):
     """What a wave's execution holds (Ray Data's records of its blocks, whatever its allocator kept) goes when the
     wave ends: it runs in a worker on the driver's node, not in the driver, and that worker does not outlive it."""
-    job = MiningJob.__new__(MiningJob)
-    job._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    job._off_the_driver, job._off_the_driver_changed = set(), threading.Condition()
-    executed_by = job.off_the_driver(lambda: os.getpid())
+    off_driver = OffDriver(NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False))
+    executed_by = off_driver.run(lambda: os.getpid())
     assert executed_by != os.getpid()
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(executed_by).wait(timeout=30)  # psutil.TimeoutExpired: the worker outlived its wave

@@ -49,6 +49,7 @@ from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.index_check import checked_index, index_location, index_revision
 from pipelines.runtime.lease import lease_store, take
+from pipelines.runtime.off_driver import OffDriver
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
@@ -77,9 +78,6 @@ NODE_LOG_DIGEST_CHARS = 16
 # batch is done, instead of waiting in one block for every row its task was given (the slowest repair loop of
 # the lot), and the writers can cut files at `output.rows_per_file` rows while the run goes.
 ROW_BLOCK_BYTES = 1
-# Seconds a stopping job waits for the work it cancelled off the driver (its waves) to let go of Ray before it
-# shuts Ray down.
-CANCELLED_PLANS_WAIT_S = 30
 # The key of run.json that records tables whose settings a start vouched for after their run.json was lost, and the
 # key `resume.accept_changes` must match for that.
 UNRECORDED_KEY = "settings_taken_on_trust"
@@ -145,8 +143,6 @@ class MiningJob:
             raise
         self._pool: LeanPool | None = None
         self._pool_lock = threading.Lock()
-        self._off_the_driver: set[ray.ObjectRef] = set()
-        self._off_the_driver_changed = threading.Condition()
 
     def claim_run_dir(self) -> dict[str, Any]:
         """Record in the run's manifest what makes this job's tables, before anything starts; a run directory whose
@@ -217,6 +213,7 @@ class MiningJob:
         # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
         self._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
         self.board = StatusBoard.options(scheduling_strategy=self._here).remote()
+        self._off_driver = OffDriver(self._here)
         self.ledger = start_usage_ledger()
         self.provenance = self._provenance(self.manifest["run_id"])
         self.ticker = Ticker(self.board, float(self.cfg.output.status_every_s)).__enter__()
@@ -246,7 +243,7 @@ class MiningJob:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self._cancel_off_the_driver()
+            self._off_driver.cancel()  # a job stopped by Ctrl-C or an error: its waves
             self.ticker.__exit__()
             if self._pool is not None:
                 self._pool.shutdown()
@@ -303,29 +300,9 @@ class MiningJob:
         return json.dumps({**{key: getattr(settings, key) for key in keys}, **self.index_provenance}, sort_keys=True)
 
     def off_the_driver(self, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` in a new Ray worker on the driver's node (which holds a local run directory) that exits
-        when it returns, so the memory its work takes is given back instead of staying in the driver for the rest
-        of the run. A wave's plan executes here: Ray Data keeps a record of every block in the process that
-        executes a plan until the plan ends (ray-project/ray#66016), and a process keeps much of what it freed, so
-        the driver holds the same few hundred MiB from a night's first wave to its last."""
-        remote = ray.remote(num_cpus=0, max_calls=1)(function)
-        ref = remote.options(scheduling_strategy=self._here).remote(*args)
-        with self._off_the_driver_changed:
-            self._off_the_driver.add(ref)
-        try:
-            return ray.get(ref)
-        finally:
-            with self._off_the_driver_changed:
-                self._off_the_driver.discard(ref)
-                self._off_the_driver_changed.notify_all()
-
-    def _cancel_off_the_driver(self) -> None:
-        """Stop what still runs off the driver (a job stopped by Ctrl-C or an error: its waves) and wait until the
-        threads waiting on it have let go of Ray, which must not shut down under a thread inside it."""
-        with self._off_the_driver_changed:
-            for ref in self._off_the_driver:
-                ray.cancel(ref, force=True)
-            self._off_the_driver_changed.wait_for(lambda: not self._off_the_driver, timeout=CANCELLED_PLANS_WAIT_S)
+        """`function(*args)` in a fresh Ray worker on the driver's node that exits when it returns (`OffDriver`): a
+        wave's plan, a table read whole, whatever would leave its weight in the driver for the rest of the run."""
+        return self._off_driver.run(function, *args)
 
     def discover_calls_returned(self) -> int:
         """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
