@@ -42,7 +42,7 @@ from pathlib import Path
 import psutil
 
 from pipelines.reporting import stats
-from pipelines.reporting.capacity import ROW_STAGE_OF_CALL, mining_shape
+from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.job import load_config
 from pipelines.runtime.seed_files import list_seed_files
@@ -195,8 +195,8 @@ def busy_fractions(run_dir: Path, args: list[str], window_s: float) -> dict[str,
     window (see the module's docstring)."""
     run = load_run(str(run_dir))
     shape = mining_shape(load_config(args))
-    cost = stats.cost_by_stage(run.candidates, run.discoveries)
-    busy = {stage: seconds / (window_s * shape.stage_slots[ROW_STAGE_OF_CALL[stage]])
+    cost = stats.cost_by_stage(run.candidates, run.discoveries, run.stages)
+    busy = {stage: seconds / (window_s * shape.stage_slots[shape.row_stage_of_call[stage]])
             for stage, calls, seconds in cost.select("stage", "llm_calls", "llm_seconds").iter_rows() if calls > 0}
     lean_seconds = float(run.candidates["lean_seconds"].fill_null(0.0).sum())
     # A check's seconds run from when its REPL is handed it, and a REPL is handed up to checks_in_flight_per_repl at

@@ -27,9 +27,21 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
-from lean_pool.lean_source import THEOREM_KINDS, code_tokens, opened_namespaces, read_commands, statement_key
+from lean_pool.lean_source import (
+    THEOREM_KINDS,
+    code_tokens,
+    opened_namespaces,
+    read_commands,
+    statement_key,
+)
 from operators.retrieval.embeddings import Encoder, encode_statements, load_encoder
-from operators.rows.candidates import CONTAMINATED, DISCOVERED, candidates_table, is_open
+from operators.rows.candidates import (
+    CONTAMINATED,
+    DISCOVERED,
+    candidates_table,
+    is_open,
+)
+from operators.stage import Config, Shared, Stage
 
 EXACT, NOTATION, EMBEDDING = "exact", "notation", "embedding"
 DECISIVE_KINDS = (EXACT, NOTATION, EMBEDDING)
@@ -311,3 +323,23 @@ class DecontaminateOperator:
             if verdict.contaminated:
                 row.update(status=CONTAMINATED, reason=f"contaminated: {verdict.reason()}")
         return candidates_table(rows)
+
+
+STAGE = "decontaminate"
+
+
+def benchmarks_named(cfg: Config) -> bool:
+    """`decontaminate.benchmarks` lists a benchmark: candidates are checked against its problems."""
+    return bool(cfg["decontaminate"]["benchmarks"])
+
+
+def decontaminate_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`decontaminate:` with the benchmarks' problems, which the driver reads before the run starts."""
+    section = cfg["decontaminate"]
+    return {"check": DecontaminateSettings(tuple(shared.benchmark_problems()), MatchSettings.from_config(section["matches"]),
+                                           dict(cfg["embedding"]))}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=DecontaminateOperator, arguments=decontaminate_arguments, resources=STAGE,
+    takes=frozenset({DISCOVERED}), gives=frozenset({DISCOVERED, CONTAMINATED}), runs=benchmarks_named)

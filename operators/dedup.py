@@ -26,11 +26,13 @@ from operators.rows.candidates import (
     DISCOVERED,
     DUPLICATE,
     MATHLIB,
+    TRIVIAL,
     candidates_table,
     is_open,
     sibling_order,
 )
-from operators.split import SubgoalSettings, explode_seeds, unfinished
+from operators.split import SEED_DISCOVERED, SubgoalSettings, explode_seeds, unfinished
+from operators.stage import Config, Execution, Shared, Stage
 
 
 @dataclass(frozen=True)
@@ -144,3 +146,22 @@ class SplitDedupOperator(DedupOperator):
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return unfinished(super().__call__(explode_seeds(batch, self.subgoals)), batch)
+
+
+def dedup_on(cfg: Config) -> bool:
+    """`dedup.enabled`: split compares each candidate with the index and its siblings."""
+    return bool(cfg["dedup"]["enabled"])
+
+
+def dedup_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`dedup:` with the index it reads, and the sub-goal settings split takes."""
+    section = cfg["dedup"]
+    return {"dedup": DedupSettings(threshold=float(section["threshold"]), k=int(section["k"]), index=shared.index),
+            "subgoals": shared.subgoals}
+
+
+# A batch is whole blocks of seed items, so a candidate is compared with every sibling, whatever the batch.
+DECLARATION = Stage(
+    name="split+dedup", operator=SplitDedupOperator, arguments=dedup_arguments, execution=Execution.WHOLE_BLOCKS,
+    resources="dedup", takes=frozenset({SEED_DISCOVERED}), gives=frozenset({DISCOVERED, DUPLICATE, TRIVIAL}),
+    runs=dedup_on)

@@ -27,7 +27,8 @@ from operators.rows.candidates import (
     settle_operator_error,
     unit_id,
 )
-from operators.split import DISCOVERED, split_answer
+from operators.split import DISCOVERED, SEED_DISCOVERED, SEED_TO_DISCOVER, split_answer
+from operators.stage import Config, Shared, Stage
 from operators.step import LLMOperator
 from operators.storage import resolve
 
@@ -167,3 +168,18 @@ def _stamped(row: dict[str, Any]) -> dict[str, Any]:
     """Every discovery carries the time it was settled, failed rows included."""
     row["finished_at"] = row.get("finished_at") or datetime.now(timezone.utc)
     return row
+
+
+def discover_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`discover:` and the seed limits of `seeds:` as the operator takes them."""
+    section, seed_limits = cfg["discover"], cfg["seeds"]
+    return {"discover": DiscoverSettings(
+        marker=str(section["marker"]), min_lemmas=int(section["min_lemmas"]), max_lemmas=int(section["max_lemmas"]),
+        seed_max_tokens=int(seed_limits["max_tokens"]), chars_per_token=float(seed_limits["chars_per_token"]),
+        prompts=shared.prompts)}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=DiscoverOperator, arguments=discover_arguments, resources=STAGE,
+    takes=frozenset({SEED_TO_DISCOVER}), gives=frozenset({SEED_DISCOVERED}),
+    calls={STAGE: ("discover",)}, prompts=("system", "discover", "discover_known"), parser=split_answer)

@@ -19,14 +19,25 @@ from lean_pool.lean_source import leading_imports, without_imports
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.llm import prompts
+from operators.llm.answers import extract_code
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
-from operators.repair import INFRA, PASSED, REJECTED, Ask, RepairLoop, Stop, exhausted_reason, run_loop
+from operators.repair import (
+    INFRA,
+    PASSED,
+    REJECTED,
+    Ask,
+    RepairLoop,
+    Stop,
+    exhausted_reason,
+    run_loop,
+)
 from operators.retrieval.grounding import grounded, open_grounder
 from operators.retrieval.settings import GroundingSettings
 from operators.rows.candidates import (
     COMPILED,
     DISCOVERED,
+    ERROR_INFRA,
     NOT_COMPILABLE,
     candidates_table,
     fail_infra,
@@ -35,6 +46,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.stage import Config, Shared, Stage
 from operators.step import LLMOperator
 
 STAGE = "formalize"
@@ -149,3 +161,19 @@ class FormalizeOperator(LLMOperator):
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)
         return self.table(settle_operator_error(row, self.stage) for row in table.to_pylist())
+
+
+def formalize_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`formalize:` with the prompts and grounding (None: closed-book)."""
+    section = cfg["formalize"]
+    return {"formalize": FormalizeSettings(max_repairs=int(section["max_repairs"]), marker=str(section["marker"]),
+                                           diagnose=bool(section["diagnose"]), prompts=shared.prompts,
+                                           grounding=shared.grounding)}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=STAGE, checks_lean=True,
+    takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
+    calls={STAGE: ("formalize",), DIAGNOSE_STAGE: ("diagnose",)},
+    prompts=("system", "formalize", "attempt", "attempt_refused", "attempt_rejected", "attempt_no_code", "diagnose",
+             "diagnosis"), parser=extract_code)

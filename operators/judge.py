@@ -18,6 +18,7 @@ from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
 from operators.rows.candidates import (
     DISCOVERED,
+    ERROR_INFRA,
     REJECTED_BY_JUDGE,
     candidates_table,
     fail_infra,
@@ -25,6 +26,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.stage import Config, Shared, Stage
 from operators.step import LLMOperator
 
 STAGE = "judge"
@@ -86,3 +88,14 @@ class JudgeOperator(LLMOperator):
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)
         return candidates_table(settle_operator_error(row, STAGE) for row in table.to_pylist())
+
+
+def judge_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`judge:` as the operator takes it."""
+    return {"judge": JudgeSettings(samples=int(cfg["judge"]["samples"]), prompts=shared.prompts)}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=JudgeOperator, arguments=judge_arguments, resources=STAGE,
+    takes=frozenset({DISCOVERED}), gives=frozenset({DISCOVERED, REJECTED_BY_JUDGE, ERROR_INFRA}),
+    calls={STAGE: ("judge",)}, prompts=("system", "judge"), parser=judge_accepts)

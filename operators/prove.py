@@ -23,6 +23,7 @@ from lean_pool.lean_source import leading_imports, without_imports, without_repe
 from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
 from operators.llm import prompts
+from operators.llm.answers import extract_code
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, Ask, RepairLoop, Stop, run_loop
@@ -30,6 +31,7 @@ from operators.retrieval.grounding import grounded, open_grounder
 from operators.retrieval.settings import GroundingSettings
 from operators.rows.candidates import (
     COMPILED,
+    ERROR_INFRA,
     PROVED,
     TRIVIAL,
     candidates_table,
@@ -39,6 +41,7 @@ from operators.rows.candidates import (
     record_llm_call,
     settle_operator_error,
 )
+from operators.stage import PROVERS, Config, Shared, Stage
 from operators.step import LLMOperator
 
 STAGE = "prove"
@@ -177,3 +180,22 @@ class ProveOperator(LLMOperator):
     async def __call__(self, batch: pa.Table) -> pa.Table:
         table = await super().__call__(batch)
         return candidates_table(settle_operator_error(row, STAGE) for row in table.to_pylist())
+
+
+def prove_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`prove:` with the prompts, grounding and what mining sub-goals asks of the provers."""
+    section = cfg["prove"]
+    subgoals = shared.subgoals
+    return {"prove": ProveSettings(
+        max_repairs=int(section["max_repairs"]), marker=str(section["marker"]),
+        env_lines=tuple(str(line) for line in section["env_lines"]), include_trivial=bool(section["include_trivial"]),
+        prompts=shared.prompts, grounding=shared.grounding, sketch=subgoals is not None and subgoals.sketch_prompt,
+        open_goals=subgoals is not None)}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=ProveOperator, arguments=prove_arguments, resources=STAGE, checks_lean=True,
+    takes=frozenset({COMPILED}), gives=frozenset({PROVED, COMPILED, TRIVIAL, ERROR_INFRA}),
+    calls={STAGE: (PROVERS,)}, prompts=("system", "prove", "prove_repair", "prove_sketch", "attempt",
+                                        "attempt_refused", "attempt_rejected", "attempt_no_code"),
+    parser=extract_code)

@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lean_pool.lean_source import THEOREM_KINDS, Command, goal_theorem, read_commands, read_goal
+from lean_pool.lean_source import (
+    THEOREM_KINDS,
+    Command,
+    goal_theorem,
+    read_commands,
+    read_goal,
+)
 from operators.llm.answers import extract_code
 from operators.rows.candidates import (
     COMPILED,
@@ -29,10 +35,15 @@ from operators.rows.candidates import (
     new_candidate,
     subgoal_id,
 )
+from operators.stage import Config, Execution, Shared, Stage
 from operators.storage import resolve
 
 # Discovery statuses that come from the answer's text.
 DISCOVERED = "discovered"
+# The statuses of seed items in a mining plan: a seed with samples still to draw (what discover takes), and a seed
+# whose discoveries are written (what split reads).
+SEED_TO_DISCOVER = "seed to discover"
+SEED_DISCOVERED = "seed discovered"
 NO_MARKER = "no_marker"
 NO_LEMMAS = "no_lemmas"
 
@@ -228,3 +239,18 @@ def unfinished(candidates: pa.Table, seeds: pa.Table) -> pa.Table:
 def split_seeds(batch: pa.Table, subgoals: SubgoalSettings | None = None) -> pa.Table:
     """The split step without dedup: the seeds' candidates (and sub-goals) an earlier run has not finished."""
     return unfinished(explode_seeds(batch, subgoals), batch)
+
+
+def split_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """Split takes the sub-goal settings alone (None when sub-goals are off)."""
+    return {"subgoals": shared.subgoals}
+
+
+def with_dedup(cfg: Config) -> str | None:
+    """Split compares each candidate with the index and its siblings when `dedup.enabled`: split+dedup runs instead."""
+    return "split+dedup" if cfg["dedup"]["enabled"] else None
+
+
+DECLARATION = Stage(
+    name="split", operator=split_seeds, arguments=split_arguments, execution=Execution.TASKS,
+    takes=frozenset({SEED_DISCOVERED}), gives=frozenset({DISCOVERED, TRIVIAL}), instead=with_dedup)

@@ -1,104 +1,124 @@
-"""The stages each job runs, in plan order, declared once.
+"""The declared stages, and a job's pipeline read from its config's `pipeline:` list.
 
-`mine`, `evaluate` and `autoformalize` build their Ray Data plans from these lists; the capacity model, the pre-start
-CPU check and the report read the same lists, so a stage a job runs is counted wherever its rows, actors or calls
-are. Pure data over a composed config (no Ray): what each stage is, which `stages.<shape>` sizes its actors, which
-config switch turns it on, and whether it checks Lean.
+Each stage is declared once in its own module (`operators.stage.Stage`); this module only collects them by name and
+turns a `pipeline:` list into the stages a run executes, in order. An entry `package.module:NAME` names a stage
+declared outside Folklore. A list that cannot work (an unknown name, a stage whose input statuses no earlier stage
+gives, a stage listed twice) is a `PipelineError` whose message is one line, before anything starts. Pure data over
+a composed config (no Ray).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import difflib
+import importlib
+from collections.abc import Iterable, Sequence
 
-from operators import discover, formalize, judge, prove, trivial
-from operators.autoformalize import direct, faithfulness
+from operators import (
+    decontaminate,
+    dedup,
+    discover,
+    formalize,
+    judge,
+    prove,
+    split,
+    trivial,
+)
+from operators.autoformalize import faithfulness, modes
 from operators.contribute import name, shorten
+from operators.stage import PROVERS, Config, Stage
 
-Config = Mapping[str, Any]
-
-SPLIT = "split"
-SPLIT_DEDUP = "split+dedup"
-DECONTAMINATE = "decontaminate"
-
-
-def always(cfg: Config) -> bool:
-    """A stage every run of its job has."""
-    return True
+# Every stage Folklore declares, by name.
+DECLARED: dict[str, Stage] = {stage.name: stage for stage in (
+    discover.DECLARATION, split.DECLARATION, dedup.DECLARATION, decontaminate.DECLARATION, judge.DECLARATION,
+    formalize.DECLARATION, faithfulness.DECLARATION, trivial.DECLARATION, prove.DECLARATION, modes.DECLARATION,
+    name.DECLARATION, shorten.DECLARATION)}
+# How an entry names a stage declared in a module of its own: `package.module:NAME`.
+MODULE_SEPARATOR = ":"
 
 
-def dedup_on(cfg: Config) -> bool:
-    """`dedup.enabled`: split compares each candidate with the index and its siblings."""
-    return bool(cfg["dedup"]["enabled"])
+class PipelineError(ValueError):
+    """A `pipeline:` list that cannot run; the message is one line naming the entry and why."""
 
 
-def dedup_off(cfg: Config) -> bool:
-    """Split alone, as Ray tasks, when dedup is off."""
-    return not dedup_on(cfg)
+def external(entry: str) -> Stage:
+    """The stage `package.module:NAME` declares."""
+    module_name, _, attribute = entry.partition(MODULE_SEPARATOR)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise PipelineError(f"pipeline entry {entry}: cannot import {module_name} ({error}); the module must be "
+                            "importable where the job runs (installed, or on PYTHONPATH)") from None
+    declared = getattr(module, attribute, None)
+    if not isinstance(declared, Stage):
+        found = "nothing" if declared is None else f"a {type(declared).__name__}"
+        raise PipelineError(f"pipeline entry {entry}: {module_name}.{attribute} is {found}, not an "
+                            "operators.stage.Stage")
+    return declared
 
 
-def benchmarks_named(cfg: Config) -> bool:
-    """`decontaminate.benchmarks` lists a benchmark: candidates are checked against its problems."""
-    return bool(cfg["decontaminate"]["benchmarks"])
+def resolve(entry: str, cfg: Config) -> Stage:
+    """The stage an entry of `pipeline:` names, or the one that takes its place under `cfg` (`Stage.instead`)."""
+    if MODULE_SEPARATOR in entry:
+        stage = external(entry)
+    elif entry in DECLARED:
+        stage = DECLARED[entry]
+    else:
+        close = difflib.get_close_matches(entry, DECLARED, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise PipelineError(f"pipeline entry {entry} is not a stage: {hint}the stages are {', '.join(DECLARED)}, "
+                            "or package.module:NAME for one declared outside Folklore")
+    replacement = stage.instead(cfg) if stage.instead else None
+    return DECLARED[replacement] if replacement else stage
 
 
-def faithfulness_on(cfg: Config) -> bool:
-    """`faithfulness.enabled`: compiled statements are checked against what was asked."""
-    return bool(cfg["faithfulness"]["enabled"])
+def listed(cfg: Config) -> tuple[Stage, ...]:
+    """Every stage `pipeline:` lists, resolved under `cfg`, whether its switch is on or not."""
+    entries = [str(entry) for entry in cfg["pipeline"]]
+    twice = sorted({entry for entry in entries if entries.count(entry) > 1})
+    if twice:
+        raise PipelineError(f"pipeline lists {', '.join(twice)} twice: a stage runs once in a pipeline")
+    return tuple(resolve(entry, cfg) for entry in entries)
 
 
-@dataclass(frozen=True)
-class StageSpec:
-    """One stage: its name (what the status board and the report call it), the `stages:` entry that sizes its actors
-    (None: it runs as Ray tasks that hold no CPU between batches), when it runs, and whether it calls an LLM and
-    checks Lean (what the report's cost table and the capacity model count for it)."""
-
-    name: str
-    shape: str | None
-    runs: Callable[[Config], bool] = always
-    calls_llm: bool = False
-    checks_lean: bool = False
-
-    @property
-    def optional(self) -> bool:
-        """Whether a config switch turns this stage on or off."""
-        return self.runs is not always
+def pipeline(cfg: Config, inputs: Iterable[str]) -> tuple[Stage, ...]:
+    """The stages a run of `cfg` executes, in order: those `pipeline:` lists whose switch is on. Rows enter with
+    the statuses `inputs`; each stage must take a status that the inputs or an earlier stage give, else no row would
+    ever reach it."""
+    running = tuple(stage for stage in listed(cfg) if stage.runs(cfg))
+    check_order(running, frozenset(inputs))
+    return running
 
 
-# Candidates from a statement to a proof: what `mine` runs after judge and what `evaluate` runs on a benchmark.
-STATEMENT_STAGES = (
-    StageSpec(formalize.STAGE, formalize.STAGE, calls_llm=True, checks_lean=True),
-    StageSpec(faithfulness.STAGE, faithfulness.STAGE, faithfulness_on, calls_llm=True),
-    StageSpec(trivial.STAGE, trivial.STAGE, checks_lean=True),
-    StageSpec(prove.STAGE, prove.STAGE, calls_llm=True, checks_lean=True),
-)
-# The mining method: seed files to proofs.
-MINING_STAGES = (
-    StageSpec(discover.STAGE, discover.STAGE, calls_llm=True),
-    StageSpec(SPLIT, None, dedup_off),
-    StageSpec(SPLIT_DEDUP, "dedup", dedup_on),
-    StageSpec(DECONTAMINATE, DECONTAMINATE, benchmarks_named),
-    StageSpec(judge.STAGE, judge.STAGE, calls_llm=True),
-    *STATEMENT_STAGES,
-)
-# Informal statements to Lean, then the faithfulness check (always on in `autoformalize`).
-AUTOFORMALIZE_STAGES = (
-    StageSpec(direct.STAGE, direct.STAGE, calls_llm=True, checks_lean=True),
-    StageSpec(faithfulness.STAGE, faithfulness.STAGE, calls_llm=True),
-)
-# A run's proved lemmas to Mathlib: a name by the conventions, then the shortest proof that passes (`contribute`).
-CONTRIBUTE_STAGES = (
-    StageSpec(name.STAGE, name.STAGE, calls_llm=True),
-    StageSpec(shorten.STAGE, shorten.STAGE, checks_lean=True),
-)
-# The stages that take candidates after discover, in plan order (the capacity model's rows and slots).
-CANDIDATE_STAGES = tuple(spec.name for spec in MINING_STAGES[1:] if spec.name not in (SPLIT, SPLIT_DEDUP))
-LEAN_STAGES = tuple(spec.name for spec in MINING_STAGES if spec.checks_lean)
-# The mining stages that cost LLM calls or Lean checks: the rows of the report's cost table.
-COST_STAGES = tuple(spec for spec in MINING_STAGES if spec.calls_llm or spec.checks_lean)
+def check_order(stages: Sequence[Stage], inputs: frozenset[str]) -> None:
+    """A `PipelineError` naming the first stage that takes no status its predecessors (or the inputs) give."""
+    available = set(inputs)
+    for index, stage in enumerate(stages):
+        if not stage.takes & available:
+            before = ", ".join(previous.name for previous in stages[:index]) or "nothing (it is first)"
+            givers = [other.name for other in DECLARED.values() if other.gives & stage.takes and other is not stage]
+            needs = f"; put it after {' or '.join(givers)}" if givers else ""
+            raise PipelineError(f"pipeline: {stage.name} takes rows {' or '.join(sorted(stage.takes))}, which no "
+                                f"stage before it gives (before it: {before}){needs}")
+        available |= stage.gives
 
 
-def running(stages: tuple[StageSpec, ...], cfg: Config) -> tuple[StageSpec, ...]:
-    """The stages of `stages` that a run of `cfg` runs, in plan order."""
-    return tuple(spec for spec in stages if spec.runs(cfg))
+def call_roles(stages: Iterable[Stage], provers: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The roles each LLM call label of `stages` is asked with (`PROVERS` standing for `provers`); a label two
+    stages use is asked with the roles of both."""
+    roles: dict[str, tuple[str, ...]] = {}
+    for stage in stages:
+        for label, asked in stage.calls.items():
+            expanded = [role for entry in asked for role in (provers if entry == PROVERS else (entry,))]
+            roles[label] = tuple(dict.fromkeys([*roles.get(label, ()), *expanded]))
+    return roles
+
+
+def call_stage(stages: Iterable[Stage]) -> dict[str, str]:
+    """The stage whose rows each LLM call label is made for."""
+    return {label: stage.name for stage in stages for label in stage.calls}
+
+
+def statuses(stages: Iterable[Stage]) -> tuple[str, ...]:
+    """Every status `stages` may leave on a row, in pipeline order (what a closing block counts beside the table's
+    own statuses)."""
+    return tuple(dict.fromkeys(status for stage in stages for status in sorted(stage.gives)))

@@ -16,7 +16,16 @@ import pyarrow as pa
 
 from lean_pool.lean_source import find_tokens
 from lean_pool.session_check import CheckResult
-from operators.rows.candidates import COMPILED, TRIVIAL, candidates_table, fail_infra, is_open, record_lean_check
+from operators.rows.candidates import (
+    COMPILED,
+    ERROR_INFRA,
+    TRIVIAL,
+    candidates_table,
+    fail_infra,
+    is_open,
+    record_lean_check,
+)
+from operators.stage import Config, Shared, Stage
 
 STAGE = "trivial"
 
@@ -70,3 +79,13 @@ class TrivialOperator:
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         return candidates_table(await asyncio.gather(*(self._guarded(row) for row in batch.to_pylist())))
+
+
+def trivial_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`trivial:` as the operator takes it."""
+    return {"trivial": TrivialSettings(tactic=str(cfg["trivial"]["tactic"]))}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=TrivialOperator, arguments=trivial_arguments, resources=STAGE, checks_lean=True,
+    takes=frozenset({COMPILED}), gives=frozenset({COMPILED, TRIVIAL, ERROR_INFRA}))

@@ -211,7 +211,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     origins = stats.funnel_by_origin(c, run.discoveries)
     success = stats.success_at(c, max_repairs, domains)
     overlap = stats.overlap(c)
-    cost = stats.cost_by_stage(c, run.discoveries)
+    cost = stats.cost_by_stage(c, run.discoveries, run.stages)
     total = stats.totals(c, cost)
     reasons = stats.rejection_reasons(c, top)
     sections = [

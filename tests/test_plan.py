@@ -19,8 +19,6 @@ from pipelines.reporting.capacity import (
     Cluster,
     Costs,
     MiningShape,
-    first_request_s,
-    longest_path_s,
     mining_shape,
     resources,
     stated_costs,
@@ -28,6 +26,7 @@ from pipelines.reporting.capacity import (
     streaming_shortfall,
     workload,
 )
+from pipelines.reporting.measured_costs import first_request_s, longest_path_s
 from pipelines.runtime.job import load_config
 from tests.mine_support import FAST_LEAN, mine_run, read_table
 

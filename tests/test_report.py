@@ -68,7 +68,7 @@ def test_overlap_says_what_each_prover_alone_solved(sim_run):
 
 
 def test_cost_per_stage_and_per_proved_lemma(sim_run):
-    cost = stats.cost_by_stage(sim_run.candidates, sim_run.discoveries)
+    cost = stats.cost_by_stage(sim_run.candidates, sim_run.discoveries, sim_run.stages)
     assert cost.columns[:4] == ["stage", "llm_calls", "failed_calls", "cut_calls"]
     assert cost.rows() == [
         ("discover", 3, 0, 1, 3000, 1500, 30.0, 0),

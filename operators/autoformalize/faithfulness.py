@@ -31,6 +31,7 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows import candidates, formalizations
 from operators.rows.formalizations import LABELS, MAJOR, MINOR, PERFECT
+from operators.stage import Config, Shared, Stage
 from operators.step import LLMOperator
 
 STAGE = "faithfulness"
@@ -283,3 +284,26 @@ class FaithfulnessOperator(LLMOperator):
         table = await super().__call__(batch)
         return self.kind.table([candidates.settle_operator_error(row, STAGE) for row in table.to_pylist()])
 
+
+def faithfulness_on(cfg: Config) -> bool:
+    """`faithfulness.enabled`: compiled statements are checked against what was asked."""
+    return bool(cfg["faithfulness"]["enabled"])
+
+
+def faithfulness_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`faithfulness:` with its templates beside the shared system message, and the table whose rows it checks."""
+    section = cfg["faithfulness"]
+    return {"faithfulness": FaithfulnessSettings(
+        alpha=float(section["alpha"]), minor_penalty=float(section["minor_penalty"]),
+        max_terms=int(section["max_terms"]), prove_unfaithful=bool(section["prove_unfaithful"]), index=shared.index,
+        prompts={"system": shared.prompts["system"], "decompose": str(section["decompose"]),
+                 "label": str(section["label"]), "no_definitions": str(section["no_definitions"])}),
+        "rows": shared.table}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=FaithfulnessOperator, arguments=faithfulness_arguments, resources=STAGE,
+    takes=frozenset({candidates.COMPILED, formalizations.COMPILED}),
+    gives=frozenset({candidates.COMPILED, candidates.UNFAITHFUL, candidates.ERROR_INFRA, formalizations.FAITHFUL,
+                     formalizations.UNFAITHFUL, formalizations.ERROR_INFRA}),
+    calls={DECOMPOSE_STAGE: (ROLE,), STAGE: (ROLE,)}, prompts=("system",), parser=extract_json, runs=faithfulness_on)

@@ -14,7 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.contribute.naming import NamingRules, check_name, rules_text, suggested_name
+from operators.contribute.naming import (
+    NamingRules,
+    check_name,
+    naming_rules,
+    rules_text,
+    suggested_name,
+)
 from operators.llm import prompts
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
@@ -29,6 +35,7 @@ from operators.rows.contributions import (
     UNNAMED,
     contributions_table,
 )
+from operators.stage import Config, Shared, Stage
 from operators.step import LLMOperator
 
 STAGE = "name"
@@ -115,3 +122,16 @@ class NameOperator(LLMOperator):
                 row.update(status=ERROR_INFRA, reason=f"{STAGE}: operator error: {error}")
             rows.append(row)
         return contributions_table(rows)
+
+
+def name_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`contribute.name:` with the prompts and the checker's rules (`naming:`)."""
+    return {"name": NameSettings(role=str(cfg["contribute"]["name"]["role"]), prompts=shared.prompts,
+                                 rules=naming_rules(cfg["naming"]))}
+
+
+# The role that proposes names is configured (`contribute.name.role`): its budget is held to every role's model.
+DECLARATION = Stage(
+    name=STAGE, operator=NameOperator, arguments=name_arguments, resources=STAGE,
+    takes=frozenset({PENDING}), gives=frozenset({PENDING, UNNAMED, ERROR_INFRA}), calls={STAGE: ()},
+    prompts=("system", "name"), parser=proposed_name)

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lean_pool.lean_source import THEOREM_KINDS, body_start, read_commands
 from operators.rows.contributions import PENDING, contributions_table
+from operators.stage import Config, Shared, Stage
 from operators.trivial import with_tactic
 
 STAGE = "shorten"
@@ -103,3 +104,14 @@ class ShortenOperator:
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         return contributions_table(await asyncio.gather(*(self._guarded(row) for row in batch.to_pylist())))
+
+
+def shorten_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """`contribute.shorten:` as the operator takes it."""
+    section = cfg["contribute"]["shorten"]
+    return {"shorten": ShortenSettings(tactics=tuple(section["tactics"]), timeout_s=float(section["timeout_s"]))}
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=ShortenOperator, arguments=shorten_arguments, resources=STAGE, checks_lean=True,
+    takes=frozenset({PENDING}), gives=frozenset({PENDING}))

@@ -4,7 +4,8 @@ what was started."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from operators.llm.cache import cache_dir
 from operators.llm.client import LLMClients, probe_endpoints
@@ -23,8 +24,9 @@ class LLMBackend:
     of failing rows. Use as a context manager.
     """
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: Any, call_roles: Mapping[str, Sequence[str]]) -> None:
         self._cfg = plain_config(cfg)
+        self._call_roles = call_roles
         self.settings = settings_from_config(self._cfg)
         self._stop: Callable[[], None] | None = None
 
@@ -69,7 +71,7 @@ class LLMBackend:
         """Raise `LLMConfigError` naming every endpoint that cannot serve the run."""
         LLMClients(self.settings)  # an unset key variable is an LLMConfigError
         probe = self._cfg["probe"]
-        problems = probe_endpoints(self.settings, float(probe["timeout_s"])) if probe["enabled"] else []
+        problems = probe_endpoints(self.settings, float(probe["timeout_s"]), self._call_roles) if probe["enabled"] else []
         if problems:
             raise LLMConfigError(f"{'; '.join(problems)} (checked before the run; llm.probe.enabled=false skips this)")
 

@@ -7,30 +7,11 @@ cannot fit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from operators.llm.settings import LLMSettings
-
-# Which roles ask with each stage's sampling, as the operators call them (`LLMSettings.request(role, stage, ...)`):
-# the models a stage's `max_tokens` must fit. `prove` is asked by every role in `provers`; a stage not listed here
-# is held to every role's model.
-STAGE_ROLES: dict[str, tuple[str, ...]] = {
-    "discover": ("discover",),
-    "judge": ("judge",),
-    "formalize": ("formalize", "autoformalize"),  # autoformalize's drafts are repaired by the formalize loop
-    "diagnose": ("diagnose",),
-    "think": ("autoformalize",),
-    "draft": ("autoformalize",),
-    "concept_graph": ("autoformalize",),
-    "ground": ("autoformalize",),
-    "define": ("autoformalize",),
-    "decompose": ("faithfulness",),
-    "faithfulness": ("faithfulness",),
-    "agent": ("agent",),
-    "translate": ("translator",),
-}
-PROVE_STAGE = "prove"
 
 
 @dataclass(frozen=True)
@@ -58,17 +39,17 @@ def card_context(card: Any) -> tuple[int, str] | None:
     return None
 
 
-def stage_roles(settings: LLMSettings, stage: str) -> list[str]:
-    """The configured roles that ask with `stage`'s sampling (`STAGE_ROLES`; the provers for `prove`; every role
-    for a stage the table does not know)."""
-    if stage == PROVE_STAGE:
-        return list(settings.provers)
-    return [role for role in STAGE_ROLES.get(stage, tuple(settings.roles)) if role in settings.roles]
+def stage_roles(settings: LLMSettings, label: str, call_roles: Mapping[str, Sequence[str]]) -> list[str]:
+    """The configured roles asked with the sampling of call label `label` (`call_roles`, from the stages'
+    declarations; every role for a label no stage declares)."""
+    return [role for role in call_roles.get(label, tuple(settings.roles)) if role in settings.roles]
 
 
-def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext]) -> list[str]:
-    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`),
-    given the contexts the endpoints declared, keyed by (endpoint, model). A budget as large as the context leaves
+def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext],
+                  call_roles: Mapping[str, Sequence[str]]) -> list[str]:
+    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`,
+    given the roles each call label is asked with), given the contexts the endpoints declared, keyed by
+    (endpoint, model). A budget as large as the context leaves
     no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
     max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
     declares none are not checked. Every configured stage is checked, whether the job runs it or not: the settings
@@ -77,7 +58,7 @@ def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], Mode
     for stage, sampling in settings.sampling.items():
         if sampling.max_tokens is None:
             continue
-        bound = [settings.roles[role] for role in stage_roles(settings, stage)]
+        bound = [settings.roles[role] for role in stage_roles(settings, stage, call_roles)]
         declared = [contexts[(role.endpoint, role.model)] for role in bound if (role.endpoint, role.model) in contexts]
         if not declared:
             continue

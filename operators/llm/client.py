@@ -28,7 +28,7 @@ import os
 import random
 import re
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import openai
@@ -122,7 +122,7 @@ def public_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
 
 
-def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
+def probe_endpoints(settings: LLMSettings, timeout_s: float, call_roles: Mapping[str, Sequence[str]]) -> list[str]:
     """What makes the endpoints unusable for this run, one line each (empty when all is well); raises
     `LLMConfigError` when a key variable is not set.
 
@@ -132,7 +132,7 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
     reasons of its own (reasoning models' minimum budgets). An endpoint that answers the listing with 404 or an
     empty list is not checked for model names, and one answering 429 or 5xx is left to the run's retries: only
     what retrying cannot fix is a problem here. Where the listing declares a model's context (vLLM and Ray Serve
-    LLM do), every stage's `max_tokens` must fit it (`unfit_budgets`).
+    LLM do), every stage's `max_tokens` must fit it (`unfit_budgets`, given the roles each call label is asked with).
     """
     problems: list[str] = []
     contexts: dict[tuple[str, str], ModelContext] = {}
@@ -141,7 +141,7 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float) -> list[str]:
         found, declared = _probe(settings.endpoints[name], models, timeout_s)
         problems += found
         contexts.update(((name, context.model), context) for context in declared)
-    return problems + unfit_budgets(settings, contexts)
+    return problems + unfit_budgets(settings, contexts, call_roles)
 
 
 def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> tuple[list[str], list[ModelContext]]:

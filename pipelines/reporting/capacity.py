@@ -9,38 +9,20 @@ here is pure (no Ray, no I/O), so `pipelines.plan` stays a thin wrapper and each
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-
-import polars as pl
 
 from lean_pool.kimina import KIMINA
 from lean_pool.replay import OFF as REPLAY_OFF
 from operators import discover, formalize, judge, prove, trivial
 from operators.autoformalize import faithfulness
-from operators.rows import seeds
-from operators.rows.candidates import CONTAMINATED
-from operators.rows.candidates import PROVED as PROVED_STATUS
-from operators.rows.candidates import SEED as SEED_ORIGIN
-from operators.rows.candidates import SUBGOAL as SUBGOAL_ORIGIN
-from operators.stages import CANDIDATE_STAGES, DECONTAMINATE, LEAN_STAGES, MINING_STAGES, benchmarks_named, running
-from pipelines.reporting import stats
+from operators.decontaminate import STAGE as DECONTAMINATE
+from operators.decontaminate import benchmarks_named
+from operators.split import SEED_DISCOVERED
+from operators.stage import Stage
+from operators.stages import call_roles, call_stage, listed
 
-# The stage whose rows each LLM call (by the stage its `llm_calls` entry names) is made for.
-ROW_STAGE_OF_CALL = {
-    discover.STAGE: discover.STAGE,
-    judge.STAGE: judge.STAGE,
-    formalize.STAGE: formalize.STAGE,
-    formalize.DIAGNOSE_STAGE: formalize.STAGE,
-    faithfulness.DECOMPOSE_STAGE: faithfulness.STAGE,
-    faithfulness.STAGE: faithfulness.STAGE,
-    prove.STAGE: prove.STAGE,
-}
-# The LLM roles (conf/llm `models`) each stage's calls go to; prove's are the config's `provers`.
-ROLES_OF_STAGE = {discover.STAGE: ("discover",), judge.STAGE: ("judge",), formalize.STAGE: ("formalize", "diagnose"),
-                  faithfulness.STAGE: ("faithfulness",)}
 SECONDS_PER_HOUR = 3600.0
 SIM = "sim"
 
@@ -86,8 +68,9 @@ class MiningShape:
     many rows each stage keeps in flight (its actors' concurrency, capped by its endpoints' concurrency), and what
     the simulators state of themselves: the LLM sim's capacity (requests served at once) and mean service seconds
     per call stage, the Lean sim's seconds per check and per header import (None for real backends, whose speed
-    the plan takes from conf/plan.yaml or an earlier run); the discover rounds, and the sub-goal levels mined (0: off)
-    with the goals mined per failed candidate."""
+    the plan takes from conf/plan.yaml or an earlier run); which stage's rows each LLM call label serves, the stages
+    that take candidates and those that check Lean, in pipeline order (all from the stages' declarations); the
+    discover rounds, and the sub-goal levels mined (0: off) with the goals mined per failed candidate."""
 
     samples_per_seed: int
     min_lemmas: int
@@ -109,6 +92,9 @@ class MiningShape:
     replay_slots_per_worker: int
     llm_on_cluster: bool
     stage_slots: Mapping[str, int]
+    row_stage_of_call: Mapping[str, str]
+    candidate_stages: tuple[str, ...]
+    lean_stages: tuple[str, ...]
     endpoint_capacity: int | None
     service_s: Mapping[str, float]
     lean_sim_costs: tuple[float, float] | None
@@ -207,18 +193,27 @@ class Resources:
         return max(self.bounds_s, key=self.bounds_s.__getitem__)
 
 
+def running_stages(cfg: Mapping[str, Any]) -> tuple[Stage, ...]:
+    """The stages a mining run of `cfg` executes, in pipeline order (their declarations; the order is checked when
+    the run starts)."""
+    return tuple(stage for stage in listed(cfg) if stage.runs(cfg))
+
+
 def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
     """The plan's view of a composed mining config (`conf/mine.yaml` with its overrides)."""
-    llm, lean, stages = cfg["llm"], cfg["lean"], cfg["stages"]
+    llm, lean = cfg["llm"], cfg["lean"]
     provers = tuple(llm["provers"])
-    roles = {**ROLES_OF_STAGE, prove.STAGE: provers}
+    stages = running_stages(cfg)
 
-    def slots(stage: str) -> int:
-        shape = stages[stage]
-        in_flight = int(shape["actors"]) * int(shape["max_concurrent_calls_per_actor"]) * int(shape["batch_size"])
-        endpoints = [llm["endpoints"][llm["models"][role]["endpoint"]] for role in roles.get(stage, ())]
+    def slots(stage: Stage) -> int:
+        resources = stage.resources_of(cfg)
+        in_flight = resources.rows_in_flight if resources else 1
+        asked = {role for roles in call_roles([stage], provers).values() for role in roles}
+        endpoints = [llm["endpoints"][llm["models"][role]["endpoint"]] for role in sorted(asked)]
         return min([in_flight, *(int(endpoint["concurrency"]) for endpoint in endpoints)])
 
+    candidate_stages = tuple(stage.name for stage in stages if not stage.takes & {SEED_DISCOVERED}
+                             and stage.name != discover.STAGE)
     return MiningShape(
         samples_per_seed=int(cfg["discover"]["samples_per_seed"]),
         min_lemmas=int(cfg["discover"]["min_lemmas"]),
@@ -239,9 +234,12 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         repl_max_uses=int(lean["max_uses"]),
         replay_slots_per_worker=int(cfg["verify"]["slots_per_worker"]),
         llm_on_cluster=llm["backend"] == "vllm",
-        stage_slots={stage: slots(stage) for stage in (discover.STAGE, *CANDIDATE_STAGES)},
+        stage_slots={stage.name: slots(stage) for stage in stages if stage.calls_llm or stage.checks_lean},
+        row_stage_of_call=call_stage(stages),
+        candidate_stages=candidate_stages,
+        lean_stages=tuple(stage.name for stage in stages if stage.checks_lean),
         endpoint_capacity=int(llm["sim"]["capacity"]) if llm["backend"] == SIM else None,
-        service_s=sim_service_s(llm["sim"]["latency"]) if llm["backend"] == SIM else {},
+        service_s=sim_service_s(llm["sim"]["latency"], call_stage(stages)) if llm["backend"] == SIM else {},
         lean_sim_costs=(float(lean["sim"]["check_s"]), float(lean["sim"]["import_s"])) if lean["backend"] == SIM
         else None,
         rounds=int(cfg["rounds"]),
@@ -258,46 +256,67 @@ def stated_subgoals(shape: MiningShape, proved_rows: float, proved_share: float,
     return proved_rows * (1.0 - proved_share) * min(per_failed_proof, shape.subgoal_max_per_candidate)
 
 
-def sim_service_s(latency: Mapping[str, Any]) -> dict[str, float]:
-    """The LLM sim's mean service seconds per call stage: the mean of its log-normal latency around each stage's
-    median."""
+def sim_service_s(latency: Mapping[str, Any], labels: Iterable[str]) -> dict[str, float]:
+    """The LLM sim's mean service seconds per call label of `labels`: the mean of its log-normal latency around each
+    label's median."""
     spread = math.exp(float(latency["sigma"]) ** 2 / 2)
-    return {stage: float(latency["by_stage"].get(stage, latency["median_s"])) * spread for stage in ROW_STAGE_OF_CALL}
+    return {label: float(latency["by_stage"].get(label, latency["median_s"])) * spread for label in labels}
+
+
+def stated_funnel(assumed: Mapping[str, Any], shape: MiningShape) -> tuple[dict[str, float], float]:
+    """The share of candidates each candidate stage takes in, by the assumed shares of the stages before it, and
+    the share that reaches the provers. A stage the funnel does not know (one a pipeline adds) is assumed to keep
+    every row: it takes in what the next known stage takes in."""
+    running = set(shape.candidate_stages)
+    judged = 1.0 - float(assumed["duplicate_share"]) if shape.dedup else 1.0
+    formalized = judged * float(assumed["judge_accept_share"]) if judge.STAGE in running else judged
+    compiled = formalized * float(assumed["compiled_share"])
+    kept = compiled * float(assumed["faithful_share"]) if faithfulness.STAGE in running else compiled
+    trivial_kept = shape.include_trivial or trivial.STAGE not in running
+    proved_rows = kept if trivial_kept else kept * (1.0 - float(assumed["trivial_share"]))
+    known = {DECONTAMINATE: judged, judge.STAGE: judged, formalize.STAGE: formalized, faithfulness.STAGE: compiled,
+             trivial.STAGE: kept, prove.STAGE: proved_rows}
+    shares: dict[str, float] = {}
+    following = proved_rows
+    for stage in reversed(shape.candidate_stages):
+        following = known.get(stage, following)
+        shares[stage] = following
+    return {stage: shares[stage] for stage in shape.candidate_stages}, proved_rows
 
 
 def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
     """Costs from the assumed costs (`plan.assumed`) and the config's budgets: repairs and proof attempts are
-    capped at T and K + 1, judge calls are `judge.samples`, stages that are off take no rows."""
+    capped at T and K + 1, judge calls are `judge.samples`, stages the pipeline does not run take no rows, and a
+    stage it adds makes one call per label (`plan.assumed.llm.other` unless named) and one Lean check per row."""
     repairs = min(float(assumed["repairs_per_statement"]), shape.formalize_max_repairs)
     attempts = shape.provers * min(float(assumed["proof_attempts_per_statement"]), shape.prove_max_repairs + 1)
-    judged = 1.0 - float(assumed["duplicate_share"]) if shape.dedup else 1.0
-    formalized = judged * float(assumed["judge_accept_share"])
-    compiled = formalized * float(assumed["compiled_share"])
-    kept = compiled * float(assumed["faithful_share"]) if shape.faithfulness else compiled
-    proved_rows = kept if shape.include_trivial else kept * (1.0 - float(assumed["trivial_share"]))
-    per_row = {discover.STAGE: 1.0, judge.STAGE: float(shape.judge_samples), formalize.STAGE: repairs,
-               formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
-               faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
+    row_shares, proved_rows = stated_funnel(assumed, shape)
+    method = {discover.STAGE: 1.0, judge.STAGE: float(shape.judge_samples), formalize.STAGE: repairs,
+              formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
+              faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
+    per_row = {label: method.get(label, 1.0) for label in shape.row_stage_of_call}
     llm = assumed["llm"]
-    latency = {stage: shape.service_s.get(stage, float(llm[stage]["latency_s"])) for stage in per_row}
+    stated = {label: llm.get(label, llm["other"]) for label in per_row}
+    latency = {label: shape.service_s.get(label, float(stated[label]["latency_s"])) for label in per_row}
     check_s = shape.lean_sim_costs[0] if shape.lean_sim_costs else float(assumed["lean_check_s"])
     longest_attempts = shape.prove_max_repairs + 1
-    path_calls = (shape.judge_samples * latency[judge.STAGE]
-                  + shape.formalize_max_repairs * (latency[formalize.STAGE]
-                                                   + (latency[formalize.DIAGNOSE_STAGE] if shape.diagnose else 0.0))
-                  + longest_attempts * latency[prove.STAGE])
-    path_checks = 1 + shape.formalize_max_repairs + 1 + longest_attempts  # formalize, trivial, prove
+    path_calls = (shape.judge_samples * latency.get(judge.STAGE, 0.0)
+                  + shape.formalize_max_repairs * (latency.get(formalize.STAGE, 0.0)
+                                                   + (latency.get(formalize.DIAGNOSE_STAGE, 0.0) if shape.diagnose
+                                                      else 0.0))
+                  + longest_attempts * latency.get(prove.STAGE, 0.0))
+    checks = {formalize.STAGE: 1.0 + repairs, trivial.STAGE: 1.0, prove.STAGE: attempts}
+    path_checks = sum({formalize.STAGE: 1 + shape.formalize_max_repairs, prove.STAGE: longest_attempts}.get(stage, 1)
+                      for stage in shape.lean_stages)
     return Costs(
         source="assumed costs (conf/plan.yaml plan.assumed)",
         candidates_per_unit=shape.min_lemmas * float(assumed["candidates_per_lemma_asked"]),
-        row_shares={DECONTAMINATE: judged if shape.decontaminate else 0.0, judge.STAGE: judged,
-                    formalize.STAGE: formalized,
-                    faithfulness.STAGE: compiled if shape.faithfulness else 0.0, trivial.STAGE: kept,
-                    prove.STAGE: proved_rows},
-        calls={stage: CallCost(per_row[stage], float(llm[stage]["prompt_tokens"]),
-                               float(llm[stage]["completion_tokens"]), float(llm[stage]["latency_s"]))
-               for stage in per_row},
-        checks_per_row={formalize.STAGE: 1.0 + repairs, trivial.STAGE: 1.0, prove.STAGE: attempts},
+        row_shares={stage: share if stage != DECONTAMINATE or shape.decontaminate else 0.0
+                    for stage, share in row_shares.items()},
+        calls={label: CallCost(per_row[label], float(stated[label]["prompt_tokens"]),
+                               float(stated[label]["completion_tokens"]), float(stated[label]["latency_s"]))
+               for label in per_row},
+        checks_per_row={stage: checks.get(stage, 1.0) for stage in shape.lean_stages},
         replays_per_candidate=proved_rows * shape.provers * float(assumed["proved_share"]) if shape.replay else 0.0,
         lean_check_s=float(assumed["lean_check_s"]),
         replay_s=float(assumed["replay_s"]),
@@ -305,111 +324,6 @@ def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
         path_s=path_calls + path_checks * check_s,
         subgoals_per_candidate=stated_subgoals(shape, proved_rows, float(assumed["proved_share"]),
                                                float(assumed["subgoals_per_failed_proof"])),
-    )
-
-
-def rows_entering(candidates: pl.DataFrame) -> dict[str, int]:
-    """How many of a run's candidates each stage after split worked on, read off the columns it fills
-    (decontaminate passes on what the judge saw and keeps what it marked)."""
-    counts = candidates.select(
-        (pl.col("judge_verdict").is_not_null() | (pl.col("status") == CONTAMINATED)).sum().alias(DECONTAMINATE),
-        pl.col("judge_verdict").is_not_null().sum().alias(judge.STAGE),
-        (pl.col("formalize_attempts").list.len() > 0).sum().alias(formalize.STAGE),
-        pl.col("faithful").is_not_null().sum().alias(faithfulness.STAGE),
-        pl.col("trivial").is_not_null().sum().alias(trivial.STAGE),
-        (pl.col("proofs").list.len() > 0).sum().alias(prove.STAGE),
-    ).row(0, named=True)
-    return {stage: int(count) for stage, count in counts.items()}
-
-
-def first_request_s(discoveries: pl.DataFrame, started_at: datetime) -> float:
-    """Seconds from a run's start to its first LLM request: the earliest discover call's return less its latency."""
-    sent = discoveries.select(
-        pl.col("finished_at"),
-        pl.col("llm_calls").list.eval(pl.element().struct.field("latency_s")).list.sum().alias("latency_s"))
-    first = sent.select(pl.col("finished_at").dt.epoch("us") / 1e6 - pl.col("latency_s").fill_null(0.0)).min().item()
-    return max(0.0, first - started_at.timestamp())
-
-
-def longest_path_s(candidates: pl.DataFrame, service_s: Mapping[str, float], check_s: float) -> float:
-    """The longest time one candidate needs from its discovery on, its calls and checks one after another: each
-    call at its stage's service seconds where they are known (the LLM sim's), else at its measured latency."""
-    services = pl.col("llm_calls").list.eval(
-        pl.element().struct.field("stage").replace_strict(dict(service_s), default=None, return_dtype=pl.Float64)
-        .fill_null(pl.element().struct.field("latency_s"))).list.sum()
-    paths = candidates.select(services.fill_null(0.0) + pl.col("lean_checks").fill_null(0) * check_s)
-    return float(paths.max().item() or 0.0)
-
-
-def measured_subgoals(candidates: pl.DataFrame, shape: MiningShape, rows: Mapping[str, int],
-                      stated_per_failed_proof: float) -> float:
-    """Sub-goal candidates per candidate: as the run made them when it mined sub-goals, else as its failed proofs
-    would at the stated goals per failed proof; 0 when the plan mines none."""
-    if not shape.subgoal_levels:
-        return 0.0
-    origin = candidates["origin"].fill_null(SEED_ORIGIN) if "origin" in candidates.columns else None
-    subgoals = int((origin == SUBGOAL_ORIGIN).sum()) if origin is not None else 0
-    if subgoals:
-        return subgoals / (candidates.height - subgoals)
-    proved = int((candidates["status"] == PROVED_STATUS).sum())
-    proving = rows[prove.STAGE]
-    return stated_subgoals(shape, proving / candidates.height, proved / proving if proving else 0.0,
-                           stated_per_failed_proof)
-
-
-def measured_costs(candidates: pl.DataFrame, discoveries: pl.DataFrame, chars_per_token: float, source: str,
-                   shape: MiningShape, started_at: datetime | None, stated_startup_s: float,
-                   stated_subgoals_per_failed_proof: float = 0.0) -> Costs:
-    """Costs measured from an earlier run (started at `started_at`) and its tables: per LLM call stage its calls per
-    row and mean tokens and latency (discover's prompt less the seed's estimated tokens), checks per row of each
-    Lean stage (from the histories), replays and their seconds, the seconds of the other checks, the run's start-up
-    (`stated_startup_s` when its start is not recorded), its longest candidate path (at the simulators' stated
-    speeds where `shape` has them) and its sub-goal candidates per candidate (`measured_subgoals`)."""
-    sent = discoveries.filter(pl.col("seed_status") == seeds.OK)
-    units = sent.height
-    if units == 0 or candidates.is_empty():
-        raise ValueError(f"{source} has no discover call or no candidate to measure costs from")
-    rows = {discover.STAGE: units, **rows_entering(candidates)}
-    calls = stats.llm_calls(candidates, discoveries)
-    unknown = set(calls["stage"].unique().to_list()) - set(ROW_STAGE_OF_CALL)
-    if unknown:
-        raise ValueError(f"{source} has LLM calls of stages a mining plan does not know: {sorted(unknown)}")
-    seed_tokens = float(sent["seed_chars"].sum()) / chars_per_token  # as `seeds.chars_per_token` estimates them
-    per_stage = calls.group_by("stage").agg(
-        pl.len().alias("calls"), pl.col("prompt_tokens").fill_null(0).sum(),
-        pl.col("completion_tokens").fill_null(0).sum(), pl.col("latency_s").fill_null(0.0).sum())
-    totals = {stage: values for stage, *values in per_stage.iter_rows()}
-    costs = {}
-    for stage in (stage for stage in ROW_STAGE_OF_CALL if stage in totals):  # in plan order
-        count, prompt_tokens, completion_tokens, latency = totals[stage]
-        if stage == discover.STAGE:
-            prompt_tokens -= seed_tokens
-        costs[stage] = CallCost(count / max(rows[ROW_STAGE_OF_CALL[stage]], 1), prompt_tokens / count,
-                                completion_tokens / count, latency / count)
-    replays = candidates.select(pl.col("proofs").explode().struct.field("replay_seconds")).drop_nulls()
-    replay_seconds = float(replays.to_series().sum())
-    checks = stats.lean_checks_by_stage(candidates)
-    stage_checks = sum(checks.values())
-    lean_seconds = float(candidates["lean_seconds"].fill_null(0.0).sum()) - replay_seconds
-    check_s = lean_seconds / stage_checks if stage_checks else 0.0
-    subgoals = measured_subgoals(candidates, shape, rows, stated_subgoals_per_failed_proof)
-    discovered = candidates.height / (1.0 + subgoals) if shape.subgoal_levels else candidates.height
-    return Costs(
-        source=source,
-        candidates_per_unit=discovered / units,
-        row_shares={stage: rows[stage] / candidates.height if stage != DECONTAMINATE or shape.decontaminate else 0.0
-                    for stage in CANDIDATE_STAGES},
-        calls=costs,
-        checks_per_row={stage: checks[stage] / rows[stage] if rows[stage] else 0.0 for stage in LEAN_STAGES},
-        replays_per_candidate=replays.height / candidates.height,
-        lean_check_s=check_s,
-        replay_s=replay_seconds / replays.height if replays.height else 0.0,
-        startup_s=stated_startup_s if started_at is None else first_request_s(sent, started_at),
-        path_s=longest_path_s(candidates, shape.service_s,
-                              shape.lean_sim_costs[0] if shape.lean_sim_costs else check_s),
-        subgoals_per_candidate=subgoals,
-        imports_per_check=(float(candidates["lean_imports"].fill_null(0).sum()) / stage_checks
-                           if "lean_imports" in candidates.columns and stage_checks else None),
     )
 
 
@@ -425,7 +339,7 @@ def workload(seed_tokens: Sequence[int], shape: MiningShape, costs: Costs) -> Wo
     seed_prompt = float(sum(seed_tokens) * shape.samples_per_seed * shape.rounds)
     loads = {}
     for stage, cost in costs.calls.items():
-        calls = rows[ROW_STAGE_OF_CALL[stage]] * cost.calls_per_row
+        calls = rows.get(shape.row_stage_of_call[stage], 0.0) * cost.calls_per_row
         prompt_tokens = calls * cost.prompt_tokens + (seed_prompt if stage == discover.STAGE else 0.0)
         loads[stage] = StageLoad(calls, prompt_tokens, calls * cost.completion_tokens, calls * cost.latency_s)
     checks = {stage: rows[stage] * per_row for stage, per_row in costs.checks_per_row.items()}
@@ -467,7 +381,7 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
         bounds["LLM sim"] = sum(load.calls * shape.service_s[stage] for stage, load in work.calls.items()
                                 ) / shape.endpoint_capacity
     for stage, slots in shape.stage_slots.items():
-        llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if ROW_STAGE_OF_CALL[call] == stage)
+        llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if shape.row_stage_of_call[call] == stage)
         busy = llm_seconds + work.checks.get(stage, 0.0) * check_s
         if busy > 0:
             bounds[f"stage {stage}"] = busy / slots
@@ -492,9 +406,13 @@ def streaming_cpus(cfg: Mapping[str, Any], waves: int) -> dict[str, float]:
     REPLs, and their replay slots when replaying; nothing with `lean=kimina`, whose server is not on Ray). Ray Data
     starts every stage's actors when a wave starts; those that do not fit wait until an earlier stage has finished
     and let its actors go, so stages run one after another."""
-    stages, at_once = cfg["stages"], min(int(cfg["ray"]["waves_in_flight"]), waves)
-    actors = [spec.shape for spec in running(MINING_STAGES, cfg) if spec.shape is not None]
-    needs = {shape: at_once * int(stages[shape]["actors"]) * float(stages[shape]["num_cpus"]) for shape in actors}
+    at_once = min(int(cfg["ray"]["waves_in_flight"]), waves)
+    needs = {}
+    for stage in running_stages(cfg):
+        resources = stage.resources_of(cfg)
+        if resources is not None:
+            needs[stage.resources if isinstance(stage.resources, str) else stage.name] = (
+                at_once * resources.actors * resources.num_cpus)
     needs["writer"] = at_once * float(cfg["output"]["writer_num_cpus"])
     if cfg["lean"]["backend"] != KIMINA:
         shape = mining_shape(cfg)

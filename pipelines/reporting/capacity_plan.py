@@ -18,12 +18,12 @@ from pipelines.reporting.capacity import (
     MiningShape,
     Resources,
     Workload,
-    measured_costs,
     mining_shape,
     resources,
     stated_costs,
     workload,
 )
+from pipelines.reporting.measured_costs import measured_costs
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.job import load_config

@@ -26,7 +26,7 @@ from operators.rows.candidates import (
     TRIVIAL,
     UNFAITHFUL,
 )
-from operators.stages import COST_STAGES
+from operators.stage import Stage
 
 ALL = "all"
 UNION = "union"
@@ -246,8 +246,9 @@ def lean_checks_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
     return {"formalize": int(formalize or 0), "trivial": int(trivial or 0), "prove": int(prove or 0)}
 
 
-def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) -> pl.DataFrame:
-    """Per stage: LLM calls, failed calls, answers cut at their `max_tokens` (`cut_calls`), prompt and completion
+def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None, stages: Sequence[Stage]
+                  ) -> pl.DataFrame:
+    """Per stage of `stages` (the run's pipeline) that calls an LLM or checks Lean: LLM calls, failed calls, answers cut at their `max_tokens` (`cut_calls`), prompt and completion
     tokens, LLM seconds (sum of latencies) and Lean checks; then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history
     kept, those checks too: so the rows' Lean checks add up to the run's total. The Lean seconds of a run are only
     known per candidate, so they are in `totals`, not here."""
@@ -264,9 +265,10 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
     unrecorded = int(candidates["lean_checks"].fill_null(0).sum()) - sum(checks.values())
     if unrecorded:
         checks[UNRECORDED] = unrecorded
-    stages = [spec.name for spec in COST_STAGES
-              if not spec.optional or spec.name in checks or spec.name in per_stage["stage"].to_list()]
-    names = [*stages, *(name for name in checks if name not in stages)]
+    called = per_stage["stage"].to_list()
+    costly = [stage.name for stage in stages if (stage.calls_llm or stage.checks_lean)
+              and (not stage.optional or stage.name in checks or stage.name in called)]
+    names = [*costly, *(name for name in checks if name not in costly)]
     base = pl.DataFrame({"stage": names, "lean_checks": [checks.get(stage, 0) for stage in names]})
     joined = base.join(per_stage, on="stage", how="left", maintain_order="left")
     filled = joined.with_columns(
@@ -279,7 +281,7 @@ def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None) ->
 
 def stage_rows(cost: pl.DataFrame) -> pl.DataFrame:
     """The rows of the cost table that are pipeline stages: what has LLM seconds to show (a replay calls no LLM)."""
-    return cost.filter(pl.col("stage").is_in([spec.name for spec in COST_STAGES]))
+    return cost.filter(~pl.col("stage").is_in([REPLAY, UNRECORDED]))
 
 
 def totals(candidates: pl.DataFrame, cost: pl.DataFrame) -> dict[str, float | int | None]:

@@ -1,9 +1,10 @@
-"""How a job's declared stages (`operators/stages.py`) become a streaming Ray Data plan and a written table.
+"""How a job's declared stages (`operators.stage.Stage`) become a streaming Ray Data plan and a written table.
 
-Each declared stage is built here into a `Stage`: its operator and the `map_batches` options its `stages:` entry
-gives. `streamed` chains them with no barrier and reports each stage's rows to the status board; `write` executes
-the plan off the driver into one of the run's tables. Every job (`mine`, `evaluate`, `autoformalize`) wires its
-plan with these, so there is one step contract: operator classes on `operators.step`, stages declared once.
+Each stage the run executes is built here into a `PlanStep`: its operator and the `map_batches` options its
+declaration and its `stages:` entry give (how it executes, its actors, CPUs, GPUs and custom resources, its batch
+size, its settings, the Lean pool when it checks Lean, the LLM settings, usage ledger and answer cache when it calls
+an LLM). `streamed` chains the steps with no barrier and reports each step's rows to the status board; `write`
+executes the plan off the driver into one of the run's tables. Every job wires its plan with these.
 """
 
 from __future__ import annotations
@@ -12,34 +13,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ray
 from ray.data import Dataset
 
-from operators import formalize, judge, prove, trivial
-from operators.autoformalize import faithfulness
-from operators.autoformalize.faithfulness import FaithfulnessOperator
-from operators.decontaminate import DecontaminateOperator
-from operators.dedup import SplitDedupOperator
-from operators.formalize import FormalizeOperator
-from operators.judge import JudgeOperator
-from operators.prove import ProveOperator
+from operators.discover import STAGE as DISCOVER
 from operators.rows.candidates import COMPILED, DISCOVERED
-from operators.split import split_seeds
-from operators.stages import DECONTAMINATE, MINING_STAGES, SPLIT, SPLIT_DEDUP, STATEMENT_STAGES, StageSpec, running
-from operators.trivial import TrivialOperator
+from operators.stage import Execution, Stage
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
-from pipelines.runtime.job import MiningJob
-from pipelines.runtime.waves import execute_writing
 from pipelines.runtime.progress import counted, report_batch
+from pipelines.runtime.waves import execute_writing
 
 # Statuses of a row a stage hands on that the next stage works on (a candidate still to judge or formalize, a
 # statement still to check for triviality, faithfulness or a proof; the same words in formalizations/).
 WORKED_ON = frozenset({DISCOVERED, COMPILED})
+# Rows per call of a stage that runs as Ray tasks: a seed item at a time.
+TASK_BATCH_ROWS = 1
 
 
 @dataclass(frozen=True)
-class Stage:
+class PlanStep:
     """One step of a plan: its name, what `map_batches` runs (an operator class or a function) and how."""
 
     name: str
@@ -47,50 +41,57 @@ class Stage:
     options: dict[str, Any]
 
 
-def discover_stage(job: MiningJob) -> Stage:
-    """Discover at the head of the plan: each seed's samples drawn, its discoveries written, the seed handed on (it
-    reports its own counts: what it hands on are seeds, not rows with a status)."""
-    return Stage(MINING_STAGES[0].name, DiscoverAndRecord, job.llm_options(
-        "discover", discover=job.steps.discover, provenance=job.provenance,
-        table_uri=job.run.table_uri(DISCOVERIES), board=job.board))
-
-
-def candidate_stage(job: MiningJob, spec: StageSpec, priority: int) -> Stage:
-    """The `Stage` of a declared stage that takes candidates; the Lean stages' checks wait behind those of waves
-    with a lower `priority` number."""
-    steps, name = job.steps, spec.name
-    pool = job.pool.with_priority(priority) if spec.checks_lean else None
-    builders: dict[str, Callable[[], Stage]] = {
-        SPLIT: lambda: Stage(name, split_seeds, {"batch_format": "pyarrow", "batch_size": 1,
-                                                 "fn_kwargs": {"subgoals": steps.subgoals}}),
-        SPLIT_DEDUP: lambda: Stage(name, SplitDedupOperator,
-                                   job.dedup_options(dedup=steps.dedup, subgoals=steps.subgoals)),
-        DECONTAMINATE: lambda: Stage(name, DecontaminateOperator,
-                                     job.operator_options(name, check=steps.decontaminate)),
-        judge.STAGE: lambda: Stage(name, JudgeOperator, job.llm_options(name, judge=steps.judge)),
-        formalize.STAGE: lambda: Stage(name, FormalizeOperator,
-                                   job.llm_options(name, formalize=steps.formalize, pool=pool)),
-        faithfulness.STAGE: lambda: Stage(name, FaithfulnessOperator,
-                                      job.llm_options(name, faithfulness=steps.faithfulness, rows="candidates")),
-        trivial.STAGE: lambda: Stage(name, TrivialOperator, job.operator_options(name, trivial=steps.trivial, pool=pool)),
-        prove.STAGE: lambda: Stage(name, ProveOperator, job.llm_options(name, prove=steps.prove, pool=pool)),
+def stage_options(job: Any, stage: Stage, arguments: dict[str, Any], priority: int = 0) -> dict[str, Any]:
+    """`map_batches` keyword arguments of `stage` in `job`'s plan, its operator given `arguments`: Ray tasks take
+    them as function arguments; an actor's constructor takes them with the Lean pool (its checks served after those
+    of waves with a lower `priority` number) when the stage checks Lean, and the LLM settings, its actor count, the
+    usage ledger and the run's answer cache when it calls an LLM."""
+    resources = stage.resources_of(job.cfg)
+    if stage.execution is Execution.TASKS or resources is None:
+        return {"batch_format": "pyarrow", "batch_size": TASK_BATCH_ROWS, "fn_kwargs": arguments}
+    constructor = dict(arguments)
+    if stage.checks_lean:
+        constructor["pool"] = job.pool.with_priority(priority)
+    if stage.calls_llm:
+        constructor.update(settings=job.settings, actors=resources.actors, ledger=job.ledger,
+                           cache_dir=job.llm_cache_dir)
+    whole_blocks = stage.execution is Execution.WHOLE_BLOCKS
+    options: dict[str, Any] = {
+        "batch_size": None if whole_blocks else resources.batch_size,
+        "batch_format": "pyarrow",
+        "num_cpus": resources.num_cpus,
+        "compute": ray.data.ActorPoolStrategy(size=resources.actors) if whole_blocks else ray.data.ActorPoolStrategy(
+            size=resources.actors, max_concurrent_calls_per_actor=resources.max_concurrent_calls_per_actor),
+        "fn_constructor_kwargs": constructor,
     }
-    return builders[name]()
+    if resources.num_gpus:
+        options["num_gpus"] = resources.num_gpus
+    if resources.custom:
+        options["resources"] = dict(resources.custom)
+    return options
 
 
-def statement_stages(job: MiningJob, priority: int = 0) -> list[Stage]:
-    """From a statement to a proof (`STATEMENT_STAGES`: what `evaluate` runs on a benchmark, too). A statement that
-    drifted in formalize's repairs is marked unfaithful and not proved by default."""
-    return [candidate_stage(job, spec, priority) for spec in running(STATEMENT_STAGES, job.cfg)]
+def plan_steps(job: Any, stages: Sequence[Stage], priority: int = 0) -> list[PlanStep]:
+    """`stages` as plan steps of `job`, each with the arguments the job built for it."""
+    return [PlanStep(stage.name, stage.operator_of(job.cfg),
+                     stage_options(job, stage, job.steps.of(stage.name), priority)) for stage in stages]
 
 
-def verify_stages(job: MiningJob, priority: int) -> list[Stage]:
-    """Every mining stage after discover that the config runs, in plan order (split or split+dedup, decontaminate,
-    judge, then the statement stages), the Lean checks at `priority`."""
-    return [candidate_stage(job, spec, priority) for spec in running(MINING_STAGES[1:], job.cfg)]
+def discover_step(job: Any) -> PlanStep:
+    """Discover at the head of the mining plan: each seed's samples drawn, its discoveries written, the seed handed
+    on (it reports its own counts: what it hands on are seeds, not rows with a status)."""
+    stage = job.steps.stages[0]
+    arguments = {**job.steps.of(DISCOVER), "provenance": job.provenance,
+                 "table_uri": job.run.table_uri(DISCOVERIES), "board": job.board}
+    return PlanStep(stage.name, DiscoverAndRecord, stage_options(job, stage, arguments))
 
 
-def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
+def after_discover(job: Any, priority: int) -> list[PlanStep]:
+    """Every stage of the mining pipeline after discover, its Lean checks at `priority`."""
+    return plan_steps(job, [stage for stage in job.steps.stages if stage.name != DISCOVER], priority)
+
+
+def streamed(ds: Dataset, stages: Sequence[PlanStep], board: Any) -> Dataset:
     """`ds` through every stage with no barrier between them: rows flow on as soon as a stage is done with them.
     Each stage reports the rows it hands on to the status `board`: by status, and those the next stage works on as
     going on to it."""
@@ -101,7 +102,7 @@ def streamed(ds: Dataset, stages: Sequence[Stage], board: Any) -> Dataset:
     return ds
 
 
-def write(job: MiningJob, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
+def write(job: Any, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
     """Count the rows on the status board as they are written to the run's `table`, a file per `rows_per_file`
     rows (a file per block when None), executing the plan in a process of its own that ends with it. The writers
     reserve `output.writer_num_cpus`, so they are never starved by the stages' actors and files land while the run

@@ -1,0 +1,87 @@
+"""The autoformalize stage, declared once over its three modes: `autoformalize.mode` picks the operator (direct, got,
+agent) and the settings of that mode join the skeleton's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from operators.autoformalize.agent import (
+    AGENT_ROLE,
+    AGENT_STAGE,
+    TRANSLATE_STAGE,
+    TRANSLATOR_ROLE,
+    AgentAutoformalizeOperator,
+    AgentSettings,
+)
+from operators.autoformalize.direct import (
+    DRAFT_STAGE,
+    STAGE,
+    THINK_STAGE,
+    AutoformalizeOperator,
+    AutoformalizeSettings,
+)
+from operators.autoformalize.got import (
+    DEFINE_STAGE,
+    GRAPH_STAGE,
+    GROUND_STAGE,
+    GraphAutoformalizeOperator,
+    GraphSettings,
+)
+from operators.formalize import DIAGNOSE_STAGE, formalize_arguments
+from operators.formalize import STAGE as FORMALIZE_STAGE
+from operators.llm.answers import extract_code
+from operators.rows.formalizations import (
+    AGENT,
+    BAD_INPUT,
+    COMPILED,
+    ERROR_INFRA,
+    GOT,
+    NOT_COMPILABLE,
+    PENDING,
+    REFUSED,
+)
+from operators.stage import Config, Shared, Stage
+
+ROLE = "autoformalize"
+OPERATORS: dict[str, Callable[..., Any]] = {
+    GOT: GraphAutoformalizeOperator, AGENT: AgentAutoformalizeOperator}
+
+
+def mode_operator(cfg: Config) -> Callable[..., Any]:
+    """The operator of `autoformalize.mode` (direct unless got or agent)."""
+    return OPERATORS.get(str(cfg["autoformalize"]["mode"]), AutoformalizeOperator)
+
+
+def mode_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
+    """The skeleton's settings (`autoformalize:` over mining's formalize loop) and those of the mode: the concept
+    graph's bounds, or the agent's budgets with the examples the driver read."""
+    section = cfg["autoformalize"]
+    formalize = formalize_arguments(cfg, shared)["formalize"]
+    arguments: dict[str, Any] = {"autoformalize": AutoformalizeSettings(
+        retrieve_k=int(section["retrieve_k"]), think=bool(section["think"]), prompts=shared.prompts,
+        formalize=formalize)}
+    if section["mode"] == GOT:
+        got = section["got"]
+        arguments["graph"] = GraphSettings(max_concepts=int(got["max_concepts"]), max_depth=int(got["max_depth"]),
+                                           ground_k=int(got["ground_k"]))
+    elif section["mode"] == AGENT:
+        agent = section["agent"]
+        arguments["agent"] = AgentSettings(
+            max_tool_calls=int(agent["max_tool_calls"]), search_k=int(agent["search_k"]),
+            max_search_k=int(agent["max_search_k"]), examples_k=int(agent["examples_k"]),
+            examples=shared.examples)
+    return arguments
+
+
+DECLARATION = Stage(
+    name=STAGE, operator=AutoformalizeOperator, pick=mode_operator, arguments=mode_arguments, resources=STAGE,
+    checks_lean=True, takes=frozenset({PENDING}),
+    gives=frozenset({COMPILED, NOT_COMPILABLE, REFUSED, BAD_INPUT, ERROR_INFRA}),
+    calls={THINK_STAGE: (ROLE,), DRAFT_STAGE: (ROLE,), FORMALIZE_STAGE: (ROLE,), DIAGNOSE_STAGE: ("diagnose",),
+           GRAPH_STAGE: (ROLE,), GROUND_STAGE: (ROLE,), DEFINE_STAGE: (ROLE,), AGENT_STAGE: (AGENT_ROLE,),
+           TRANSLATE_STAGE: (TRANSLATOR_ROLE,)},
+    prompts=("system", "related", "think", "draft_plan", "draft", "retry", "informal", "formalize", "concept_graph",
+             "ground", "define", "concept", "definitions", "no_known_definitions", "grounded", "agent", "translate",
+             "tool_compile", "tool_search_declarations", "tool_check_term", "tool_translate", "tool_examples"),
+    parser=extract_code)
