@@ -37,7 +37,7 @@ class Terminated(KeyboardInterrupt):
 
 
 # Set by the first stop signal a job receives: from then on what Ray forwards from the workers being torn down is not
-# the job's to print (`lean_pool.ray_start`).
+# the job's to print (`lean_pool.ray_output`).
 _stop_requested = threading.Event()
 
 

@@ -3,6 +3,9 @@ prints only its own lines (shared by the pipelines' jobs and `lean_pool.check`);
 under Ray keep their memory and their share of the CPU. It lives in lean_pool, the room the other two import, because
 all three use it.
 
+What Ray's workers and its C++ core print is kept off the terminal by `lean_pool.ray_output`; a cluster's refusal
+for want of a token is put in one line by `lean_pool.ray_auth`.
+
 The CPU share: with autogroup scheduling (on by default in most Linux kernels), CPU time is shared fairly between
 sessions first and only then between the processes of a session. Ray starts every worker of a job in the session
 of the process that started Ray, so a mining plan starting its stage actors (about ten CPU-seconds: seven Python
@@ -21,7 +24,6 @@ import json
 import logging
 import os
 import queue
-import re
 import subprocess
 import sys
 import threading
@@ -39,7 +41,9 @@ import ray
 import ray._private.ray_constants as ray_constants
 from ray._common.utils import get_default_ray_temp_dir
 
-from lean_pool.command_line import SetupError, signals_held, stop_requested
+from lean_pool.command_line import SetupError, signals_held
+from lean_pool.ray_auth import refused_for_token, token_refused_line
+from lean_pool.ray_output import native_stderr_to, route_rays_own_output
 
 # The driver's Ray loggers sent to the run's log file. `ray.init(configure_logging=False)` clears the handlers of
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
@@ -47,19 +51,6 @@ from lean_pool.command_line import SetupError, signals_held, stop_requested
 ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
 # The child whose process group a worker passes through on its way to a session of its own; killed as soon as it has.
 SESSION_HELPER = ("sleep", "60")
-# What the driver's Ray prints of its workers' output (with `log_to_driver`, the default) goes through its handler of
-# this name (ray._private.ray_logging's dispatcher). Of that output, Ray's own goes to the log file instead, as Ray
-# would print it: the autoscaler's events (while a resource request waits, "No available node types can fulfill
-# resource request ..." every ~35 s), and what Serve's controller, proxies and replicas and Ray Serve LLM's start-up
-# tasks write (the engines and their vLLM processes among them: loading, then statistics every few seconds for as long
-# as they serve). The job's own actors' lines (an endpoint's retry warnings, say) are printed as before until the job
-# is stopping (`to_the_log`). The error messages Ray's driver prints by another way (`(raylet)` lines: a worker
-# killed, workers started beyond the raylet's startup concurrency) are printed always: they may tell of a real failure.
-RAY_PRINTER = "ray_print_logs"
-AUTOSCALER_OUTPUT = "autoscaler"                                     # the `pid` Ray gives the autoscaler's events
-RAYS_OWN_SOURCES = ("ServeController", "ProxyActor", "ServeReplica:",  # actor and task names, as Ray prints them
-                    "initialize_remote_node", "_get_vllm_engine_config")
-WORKER_OUTPUT_LOGGER = "ray.worker_output"                           # a child of "ray": its records go where Ray's do
 # Seconds the processes a killed driver's Ray left behind get to end on SIGTERM before they are killed.
 LEFTOVERS_GRACE_S = 5
 # What `record_ray_session` writes (`logs/ray_session.json`): each field and the JSON types it may hold, and for each
@@ -76,21 +67,8 @@ RAY_PROCESS_TITLE = "ray::"
 # Processes a note names before it gives only their count; characters of a foreign record's entry a note shows.
 SHOWN_PROCESSES = 5
 SHOWN_ENTRY_CHARS = 60
-# The terminal colours Ray puts around a line's prefix, which a log file does without.
-_TERMINAL_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # glibc's `mallopt` parameter for the most malloc arenas a process keeps (M_ARENA_MAX in <malloc.h>).
 M_ARENA_MAX = -8
-# How a client takes part in Ray's token authentication (ray/_private/authentication): it sends a token only with
-# the mode set to `token`, and reads the token from the variable, else from the file the path variable names, else
-# from Ray's default file.
-AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"
-AUTH_TOKEN_MODE = "token"
-AUTH_TOKEN_VARIABLE = "RAY_AUTH_TOKEN"
-AUTH_TOKEN_PATH_VARIABLE = "RAY_AUTH_TOKEN_PATH"
-DEFAULT_AUTH_TOKEN_FILE = Path("~/.ray/auth_token")
-# How a refused token reads in what `ray.init` raises: Ray's `AuthenticationError` itself (the mode is `token` here
-# and no token is found), or the GCS client's, only as text inside the `ConnectionError` Ray raises after it gave up.
-_TOKEN_REFUSED = re.compile(r"AuthenticationError|InvalidAuthToken")
 # What to do about a Ray cluster this process cannot join.
 JOIN_HINT = "start one with `ray start --head` on its head node, or leave ray.address unset to start a local Ray"
 
@@ -198,24 +176,6 @@ def join_ray_off_the_main_thread(connect_timeout_s: float | None = None, **init_
     started.result()
 
 
-@contextmanager
-def native_stderr_to(path: Path) -> Iterator[None]:
-    """Send what this process writes to its standard error (file descriptor 2: Ray's C++ core writes its warnings
-    there) to the end of `path` for the block, and Python's `sys.stderr` to the terminal meanwhile. A block that
-    fails leaves the descriptor on `path`: a join given up goes on in its thread, warning every few seconds, until
-    the process ends, and the job's own lines still reach the terminal."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    python_stderr = sys.stderr
-    sys.stderr = open(os.dup(terminal), "w", encoding=python_stderr.encoding, errors="backslashreplace", buffering=1)
-    send_stderr_to(path)
-    yield
-    sys.stderr.close()
-    sys.stderr = python_stderr
-    os.dup2(terminal, 2)
-    os.close(terminal)
-
-
 def _start_rays() -> None:
     """Run the `ray.init` calls put on `_RAY_STARTS`, one after the other, for as long as the process lives: Ray's
     daemons are killed when the thread that started them ends (Linux's parent-death signal follows the thread), and
@@ -232,55 +192,6 @@ def _start_rays() -> None:
 
 _RAY_STARTS: queue.SimpleQueue[tuple[dict[str, Any], Future[None]]] = queue.SimpleQueue()
 _RAY_STARTER = threading.Thread(target=_start_rays, name="ray-starter", daemon=True)
-
-
-def to_the_log(data: Mapping[str, Any], stopping: bool) -> bool:
-    """Whether a batch of output the driver's Ray forwards from a worker goes to the run's log rather than the
-    terminal: Ray's own (see RAY_PRINTER), and everything once the job is `stopping`. Workers torn down mid-task
-    print C++ stack traces (a raylet call that failed, Abseil's dump of a SIGTERM that came while a worker started)
-    and the job's actors print what their stages meet while the job stops (an endpoint already shut down), none of
-    which says anything about the run."""
-    source = data.get("actor_name") or data.get("task_name") or ""
-    return stopping or data.get("pid") == AUTOSCALER_OUTPUT or source.startswith(RAYS_OWN_SOURCES)
-
-
-def route_rays_own_output() -> None:
-    """Send the autoscaler's events and the output of Serve's actors and Ray Serve LLM's tasks, which the driver's Ray
-    prints on the terminal, to the file `route_ray_logs` set up, formatted as Ray prints them, and all of it once the
-    job is stopping (`to_the_log`); let Ray print the rest of its workers' output as before (see RAY_PRINTER).
-    Nothing changes when Ray forwards no output (`log_to_driver=False`). Call it after `ray.init`."""
-    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
-    from ray._private.worker import print_worker_logs
-
-    printer = next((handler for name, handler in dispatcher.handlers if name == RAY_PRINTER), None)
-    if printer is None:
-        return
-    to_log = LinesToLog(logging.getLogger(WORKER_OUTPUT_LOGGER))
-
-    def dispatch(data: dict[str, Any]) -> None:
-        if to_the_log(data, stop_requested()):
-            print_worker_logs(data, to_log)
-        else:
-            printer(data)
-
-    dispatcher.remove_handler(RAY_PRINTER)
-    dispatcher.add_handler(RAY_PRINTER, dispatch)
-
-
-class LinesToLog:
-    """A text stream whose every non-empty line becomes an INFO record of `logger`, without terminal colours."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self.logger = logger
-
-    def write(self, text: str) -> int:
-        for line in _TERMINAL_COLOUR.sub("", text).splitlines():
-            if line.strip():
-                self.logger.info("%s", line)
-        return len(text)
-
-    def flush(self) -> None:
-        """Nothing is buffered."""
 
 
 @contextmanager
@@ -304,62 +215,6 @@ def logging_like_ray(*loggers: str) -> Iterator[None]:
             logger = logging.getLogger(name)
             logger.handlers = list(ray_handlers)
             logger.propagate = False
-
-
-def refused_for_token(error: BaseException) -> bool:
-    """Whether `error`, raised by `ray.init`, says the cluster's token authentication refused this process: Ray's
-    `AuthenticationError` anywhere in its chain, or its words in the chain's text (Ray keeps the GCS client's refusal
-    only as text in the cause of the `ConnectionError` it raises)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ray.exceptions.AuthenticationError) or _TOKEN_REFUSED.search(str(current)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def token_refused_line(address: str | None) -> str:
-    """What to set when the Ray cluster at `address` refused this process for lack of its token, from what Ray reads
-    here: the mode (no token is sent without `RAY_AUTH_MODE=token`) and where a token would come from."""
-    where = f"the Ray cluster at {address} (ray.address)" if address else "Ray"
-    refused = f"{where} refused the connection for lack of a token (the cluster runs with token authentication)"
-    mode = os.environ.get(AUTH_MODE_VARIABLE)
-    source = auth_token_source()
-    token = f"{AUTH_TOKEN_VARIABLE} to the cluster's token (or {AUTH_TOKEN_PATH_VARIABLE} to a file holding it)"
-    if (mode or "").lower() != AUTH_TOKEN_MODE:
-        held = f", though {source} holds one" if source else ""
-        return (f"{refused}: this process sends no token unless {AUTH_MODE_VARIABLE}={AUTH_TOKEN_MODE} (here it is "
-                f"{mode or 'unset'}{held}): set {AUTH_MODE_VARIABLE}={AUTH_TOKEN_MODE} and {token}")
-    if source is None:
-        return (f"{refused}: this process has none ({AUTH_TOKEN_VARIABLE} is unset, and neither "
-                f"{AUTH_TOKEN_PATH_VARIABLE} nor {DEFAULT_AUTH_TOKEN_FILE} names a file): set {token}")
-    return (f"{where} refused the connection: it did not accept the token from {source} (the cluster runs with token "
-            f"authentication): set {token}")
-
-
-def auth_token_source() -> str | None:
-    """Where Ray would read this process's token from (the variable, the file the path variable names, Ray's default
-    file), or None when none of them holds one."""
-    if os.environ.get(AUTH_TOKEN_VARIABLE):
-        return AUTH_TOKEN_VARIABLE
-    named = os.environ.get(AUTH_TOKEN_PATH_VARIABLE)
-    if named and Path(named).expanduser().is_file():
-        return f"{AUTH_TOKEN_PATH_VARIABLE}={named}"
-    if DEFAULT_AUTH_TOKEN_FILE.expanduser().is_file():
-        return str(DEFAULT_AUTH_TOKEN_FILE)
-    return None
-
-
-def send_stderr_to(path: Path) -> None:
-    """Point this process's standard error, Ray's C++ core's own lines included, at the end of `path`. For a Ray
-    worker of Folklore's that only starts Ray's work (a plan's execution): Ray would forward what it writes there to
-    the job's terminal, where Ray's notices do not go."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    os.dup2(descriptor, 2)
-    os.close(descriptor)
 
 
 def start_own_session() -> bool:

@@ -44,7 +44,7 @@ RUN_MARK = "FOLKLORE_ENGINE_SERVE_RUN"
 LEFT_BEHIND_WAIT_S = 30
 # Lines of Ray's and Serve's own that must not reach the terminal (they go to RUN_DIR/logs/ray.log). The raylet's
 # warning about workers started beyond its startup concurrency, which Serve's start brings on 2 cores, still does:
-# Ray prints it among the error messages, which may tell of real failures (lean_pool/ray_start.py).
+# Ray prints it among the error messages, which may tell of real failures (lean_pool/ray_output.py).
 RAYS_OWN = ("ServeController", "ServeReplica", "ProxyActor", "autoscaler", "No available node types", "Triton",
             "Deployment Options", "Started Serve")
 SERVED = ["preset=demo", "llm=vllm", "llm/engines=cpu"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lean_pool.ray_start import refused_for_token, token_refused_line
+from lean_pool.ray_auth import refused_for_token, token_refused_line
 
 REPO = Path(__file__).resolve().parents[1]
 # A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.

@@ -1,4 +1,4 @@
-"""Ray's own output stays off a job's terminal (lean_pool/ray_start.py): of what the driver's Ray forwards from its workers,
+"""Ray's own output stays off a job's terminal (lean_pool/ray_output.py): of what the driver's Ray forwards from its workers,
 the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are printed
 as Ray prints them until the job is stopping, when all of it goes to the log; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
 instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-from lean_pool.ray_start import RAY_PRINTER, logging_like_ray, route_ray_logs, route_rays_own_output
+from lean_pool.ray_output import RAY_PRINTER, route_rays_own_output
+from lean_pool.ray_start import logging_like_ray, route_ray_logs
 
 
 @pytest.fixture()
@@ -70,7 +71,7 @@ def test_the_autoscaler_and_serves_lines_go_to_the_log_and_the_jobs_own_are_prin
 
 def test_once_the_job_is_stopping_everything_forwarded_goes_to_the_log(
         ray_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("lean_pool.ray_start.stop_requested", lambda: True)
+    monkeypatch.setattr("lean_pool.ray_output.stop_requested", lambda: True)
     printed: list[dict[str, Any]] = []
     dispatcher.add_handler(RAY_PRINTER, printed.append)
     try:

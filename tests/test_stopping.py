@@ -55,7 +55,7 @@ def test_sigterm_stops_a_job_as_ctrl_c_does(capsys):
         os.kill(os.getpid(), signal.SIGINT)
 
     assert run_command(ctrl_c) == INTERRUPTED
-    assert stop_requested(), "what Ray forwards from then on goes to the run's log (lean_pool/ray_start.py)"
+    assert stop_requested(), "what Ray forwards from then on goes to the run's log (lean_pool/ray_output.py)"
 
 
 @pytest.mark.parametrize(("signum", "stop"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])

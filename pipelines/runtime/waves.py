@@ -21,7 +21,8 @@ from typing import Any
 import psutil
 from ray.data import Dataset
 
-from lean_pool.ray_start import route_ray_logs, send_stderr_to, start_own_session
+from lean_pool.ray_output import send_stderr_to
+from lean_pool.ray_start import route_ray_logs, start_own_session
 from pipelines.runtime import arrow_wire
 
 MIB = 2**20
