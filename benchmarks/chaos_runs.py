@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from operators.llm.sim.server import SimServer
 from operators.rows.candidates import ERROR_INFRA
 from operators.storage import join, resolve
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

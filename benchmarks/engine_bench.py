@@ -51,7 +51,7 @@ from omegaconf import DictConfig
 
 from harness.real_engine import CONTEXT_TOKENS, RecordingProxy, VllmServer, model_dir, openai_overrides
 from operators.llm import prompts
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "fixtures"

@@ -31,7 +31,7 @@ from operators.judge import JudgeOperator
 from operators.llm.sim.server import fetch_stats, reset_stats
 from operators.llm.usage import usage_report
 from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
-from pipelines.runtime.job import MiningJob, load_config
+from pipelines.jobs.mining import MiningJob, load_config
 
 SEED = "Mathlib.Bench"
 

@@ -49,7 +49,7 @@ from pipelines.reporting import capacity_plan
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import compose_config
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import seed_waves
 from pipelines.runtime.run_dir import RunDir

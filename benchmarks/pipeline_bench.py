@@ -27,11 +27,10 @@ from conf import package_dir
 from lean_pool.ray_start import init_ray_logging_to
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines.runtime.mining import mine_seeds, report, seed_blocks
+from pipelines.jobs.mining import MiningJob, load_config, mine_seeds, report, seed_blocks
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.job import MiningJob, load_config
 from pipelines.runtime.stages import Stage, discover_stage, verify_stages, write
 
 REPO = Path(__file__).resolve().parents[1]

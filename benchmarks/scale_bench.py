@@ -44,7 +44,7 @@ import psutil
 from pipelines.reporting import stats
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import execute_writing
 

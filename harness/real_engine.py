@@ -240,7 +240,7 @@ def openai_overrides(base_url: str, max_tokens: int) -> list[str]:
     """`llm=openai` pointed at the engine: every role on the served model, no key, vLLM's `max_tokens`, every stage's
     completion budget `max_tokens`."""
     from operators.llm.settings import settings_from_config
-    from pipelines.runtime.job import load_config
+    from pipelines.jobs.mining import load_config
 
     settings = settings_from_config(load_config(["llm=openai"]).llm)
     return [

@@ -3,7 +3,7 @@
 Resumable, streaming waves (each one Ray Data plan) of `ray.seeds_per_wave` seeds, up to `ray.waves_in_flight` at
 once, through the stages `operators/stages.py` declares: discover (seed files -> one discovery per seed and sample,
 written to discoveries/ as they come) -> split -> [dedup] -> [decontaminate] -> judge -> formalize -> [faithfulness]
--> trivial -> prove -> one row per candidate in candidates/ (`pipelines/runtime/mining.py`). Started again with the
+-> trivial -> prove -> one row per candidate in candidates/ (`pipelines/jobs/mining.py`). Started again with the
 same `run_dir`, a run skips what is written and asks again only for what failed for infrastructure reasons.
 With `rounds` above 1 or `subgoals.enabled`, the run makes passes one after another: per round, its seeds' waves,
 then the waves of each sub-goal level. `preset=demo` runs it all on the simulators.
@@ -21,30 +21,15 @@ from collections.abc import Sequence
 
 from lean_pool.launch import LeanSetupError
 from operators.llm.errors import LLMConfigError
+from pipelines.jobs.mining import load_config, run
 from pipelines.runtime.cli import WorkWritten, run_job
-from pipelines.runtime.job import MiningJob, load_config, started
-from pipelines.runtime.mining import mine_seeds, report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run or resume a mining run; exit 0 when it finished, 2 when it could not start."""
     work = WorkWritten()
-
-    def run() -> None:
-        cfg = load_config(sys.argv[1:] if argv is None else argv)
-        with started(MiningJob, cfg) as job:
-            skipped = job.seeds.skipped_line()
-            if skipped:
-                print(skipped, flush=True)
-            resumed = job.resume_summary()
-            if resumed:
-                print(resumed, flush=True)
-            mine_seeds(job)
-            lines = report(job)
-            work.mark()
-            print("\n".join(lines), flush=True)
-
-    return run_job(run, (LeanSetupError, LLMConfigError), work)
+    return run_job(lambda: run(load_config(sys.argv[1:] if argv is None else argv), work),
+                   (LeanSetupError, LLMConfigError), work)
 
 
 if __name__ == "__main__":

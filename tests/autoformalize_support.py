@@ -14,7 +14,7 @@ from operators.autoformalize.direct import AutoformalizeSettings
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
-from pipelines.autoformalize import load_config
+from pipelines.jobs.autoformalization import load_config
 from pipelines.runtime.step_settings import step_settings
 
 ERROR_MARK = "sim:error"

@@ -17,7 +17,7 @@ from conf import package_dir
 from operators.llm.sim.scripts import success_attempt, unit
 from operators.llm.sim.server import SimServer
 from pipelines import mine
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_CONF = REPO / "conf" / "llm" / "sim.yaml"

@@ -19,8 +19,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from conf import ConfigError, compose_config
-from pipelines import decontaminate, evaluate
-from pipelines.autoformalize import input_files, load_config, read_problems
+from pipelines import decontaminate
+from pipelines.jobs import evaluation
+from pipelines.jobs.autoformalization import input_files, load_config, read_problems
 from pipelines.runtime.cli import SetupError
 from tests.handmade_run import write_run
 from tests.test_run_dir_checks import one_error_line
@@ -171,9 +172,9 @@ def test_evaluate_names_a_statements_table_it_cannot_read(tmp_path: Path) -> Non
     pq.write_table(pa.table({"candidate_id": ["a", "b"], "statement": [None, 5]}), numbers)
     text.write_bytes(NOT_PARQUET)
     with pytest.raises(SetupError, match=f"^{numbers} row 2: statement is the integer 5, not text$"):
-        evaluate.benchmark_statements(evaluate.load_config(["preset=demo", f"benchmark_dir={numbers}"]))
+        evaluation.benchmark_statements(evaluation.load_config(["preset=demo", f"benchmark_dir={numbers}"]))
     with pytest.raises(SetupError, match=f"^{text} is not a readable Parquet file: "):
-        evaluate.benchmark_statements(evaluate.load_config(["preset=demo", f"benchmark_dir={text}"]))
+        evaluation.benchmark_statements(evaluation.load_config(["preset=demo", f"benchmark_dir={text}"]))
 
 
 # --- check: paths with `=` -------------------------------------------------------------------------------------------

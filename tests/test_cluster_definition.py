@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from lean_pool.pool import unplaceable_worker, worker_resources
 from lean_pool.replay import ReplaySettings
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 
 MANIFEST = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "rayjob.yaml"
 MINE_COMMAND = ["python", "-m", "pipelines.mine"]

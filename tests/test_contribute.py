@@ -36,8 +36,7 @@ from operators.contribute.shorten import ShortenOperator, ShortenSettings, candi
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
-from pipelines.contribute import locate
-from pipelines.runtime.contributing import index_names
+from pipelines.jobs.contribution import index_names, locate
 from operators.retrieval.declaration_index import TABLE_FILE
 from operators.rows.contributions import (
     ERROR_INFRA,

@@ -21,6 +21,7 @@ from operators.llm.sim.scripts import success_attempt, unit
 from operators.llm.sim.server import SimServer
 from operators.rows.benchmark_items import BenchmarkLayoutError, layout_item, prover_models
 from pipelines import evaluate
+from pipelines.jobs import evaluation
 from pipelines.reporting import stats
 from tests.full_disk import (
     DISK_FULL_EXIT,
@@ -208,8 +209,8 @@ def test_parquet_statements_are_read_with_their_ids(tmp_path, benchmark_dir):
     table = pa.table({"candidate_id": ["a", "b", "c"], "statement": [statements[0], None, statements[1]],
                       "domain": ["applied", "applied", "abstract"]})
     pq.write_table(table, tmp_path / "statements.parquet")
-    cfg = evaluate.load_config([f"benchmark_dir={tmp_path}", "llm=sim", "lean=sim"])
-    items = evaluate.read_benchmark(cfg)
+    cfg = evaluation.load_config([f"benchmark_dir={tmp_path}", "llm=sim", "lean=sim"])
+    items = evaluation.read_benchmark(cfg)
     assert [(item.candidate_id, item.domain, text) for item, text in items] == [
         ("a", "applied", statements[0]), ("c", "abstract", statements[1])]
 

@@ -30,7 +30,7 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import candidates_table, empty_candidate
 from operators.rows.formalizations import empty_formalization, formalizations_table
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.step_settings import faithfulness_settings
 
 NO_INDEX = IndexSettings(dir=None, revision=None, embedding={})

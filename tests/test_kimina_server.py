@@ -25,7 +25,7 @@ from lean_pool.kimina import KiminaPool, http_json
 from lean_pool.launch import LeanSetupError
 from lean_pool.pool import LeanPool
 from lean_pool.verdict import ALLOWED_AXIOMS, precheck
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from tests.mine_support import predicted_status, read_table, sibling_duplicates, sim_server_config
 from tests.test_cheats import CHEATS, CHEATS_DIR, _header
 from tests.test_kimina import KEY, KEY_ENV, PROOF, STATEMENT, dead_url, lean_cfg

@@ -38,7 +38,7 @@ from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
 from operators.step import LLMOperator
 from operators.storage import join
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 PAYLOAD = {"messages": [{"role": "user", "content": "is 1 = 1?"}], "model": "judge", "sampling": {"temperature": 0}}

@@ -17,6 +17,7 @@ import ray
 from omegaconf import OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from lean_pool.pool import LeanPool
 from lean_pool.session_check import CheckResult
 from operators.discover import DISCOVERY_SCHEMA, NO_ANSWER, SEED_WORK_SCHEMA, seed_units
 from operators.formalize import keep_imports, rejection
@@ -37,9 +38,9 @@ from operators.split import (
     split_seeds,
 )
 from operators.trivial import with_tactic
+from pipelines.jobs.mining import load_config
 from pipelines.reporting.summary import seeds_table, status_counts_by_seed
-from pipelines.runtime import job as mining_job
-from pipelines.runtime.job import ROW_BLOCK_BYTES, MiningJob, configure_data_context, load_config
+from pipelines.runtime.job import ROW_BLOCK_BYTES, Job, configure_data_context
 from pipelines.runtime.off_driver import OffDriver
 from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_waves
 from pipelines.runtime.run_dir import RunDir
@@ -399,8 +400,8 @@ def test_waves_starting_at_once_share_one_lean_pool(monkeypatch):
         started.append(1)
         return object()
 
-    monkeypatch.setattr(mining_job.LeanPool, "start", staticmethod(slow_start))
-    job = MiningJob.__new__(MiningJob)
+    monkeypatch.setattr(LeanPool, "start", staticmethod(slow_start))
+    job = Job.__new__(Job)
     job._pool, job._pool_lock = None, threading.Lock()
     job.lean_cfg, job.cfg = {}, OmegaConf.create({"verify": {}})
     pools: list[object] = []

@@ -27,7 +27,7 @@ from pipelines.reporting.capacity import (
     workload,
 )
 from pipelines.reporting.measured_costs import first_request_s, longest_path_s
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from tests.mine_support import FAST_LEAN, mine_run, read_table
 
 TOLERANCE = 0.25  # the plan is within this share of what the run did

@@ -21,7 +21,7 @@ from operators.llm.sim.server import SimServer
 from operators.prove import ProveOperator
 from pipelines import index as index_pipeline
 from pipelines import mine
-from pipelines.runtime.job import MiningJob, load_config
+from pipelines.jobs.mining import MiningJob, load_config
 from tests.mine_support import (
     REPO,
     SIM_CONF,

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.runtime.job import MiningJob, load_config
+from pipelines.jobs.mining import MiningJob, load_config
 from pipelines.runtime.run_dir import RunDir
 from tests.handmade_run import write_run
 

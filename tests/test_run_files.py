@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from lean_pool.ray_start import Leftovers, ray_temp_root, stop_leftovers
-from pipelines.runtime.job import MiningJob, load_config
+from pipelines.jobs.mining import MiningJob, load_config
 from pipelines.runtime.run_dir import ForeignContents, RunDir
 from tests.handmade_run import write_run
 from tests.test_lease import holder_at, inputs_of, old

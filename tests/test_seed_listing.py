@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 from conf import package_dir
 from operators.rows.seeds import seed_id
 from pipelines import plan
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import check_store_list, list_seed_files
 
 DEMO_SEEDS = ["Mathlib/Algebra/Group/Commutator.lean", "Mathlib/Data/Nat/Triangle.lean", "Mathlib/Order/Clamp.lean"]

@@ -23,7 +23,7 @@ from pipelines.reporting import capacity_plan, stats
 from pipelines.reporting.capacity import mining_shape, streaming_cpus
 from pipelines.runtime import stages
 from pipelines.runtime.cli import compose_config
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.step_settings import StepSettings
 
 DEMO = "preset=demo"

@@ -26,9 +26,9 @@ from operators.rows.candidates import empty_candidate
 from operators.rows.seeds import TOO_LONG
 from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
-from pipelines import evaluate
+from pipelines.jobs import evaluation
 from pipelines.reporting.corpora import pair_rows
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.step_settings import step_settings
 from tests.loop_script import Script
 
@@ -441,5 +441,5 @@ def test_the_demo_judge_accepts_every_lemma_0_that_aesop_closes_and_draws_the_ot
 
 
 def test_evaluate_checks_a_benchmark_statement_as_given():
-    cfg = evaluate.load_config(["benchmark_dir=/nowhere", "llm=sim", "lean=sim"])
+    cfg = evaluation.load_config(["benchmark_dir=/nowhere", "llm=sim", "lean=sim"])
     assert step_settings(cfg, NO_INDEX).formalize.max_repairs == 0

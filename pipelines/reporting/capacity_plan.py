@@ -26,7 +26,7 @@ from pipelines.reporting.capacity import (
 from pipelines.reporting.measured_costs import measured_costs
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import SetupError, compose_config
-from pipelines.runtime.job import load_config
+from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import SeedListing, list_seed_files
 
 PLAN_KEY = "plan"

@@ -1,8 +1,9 @@
-"""Everything a mining run holds besides its plan: config, checks before starting, Ray, backends, run directory.
+"""A job's run besides its plan: config checks before starting, Ray, backends, the run directory and its lease.
 
-`MiningJob` fails early with one clear message when a backend is missing (no Lean project, no API key,
-no seed directory), so an overnight run does not die an hour in. It owns what the run starts (the
-LLM backend, the Lean pool, the status board) and stops it at the end, whatever happened.
+`Job` fails early with one clear message when a backend is missing (no Lean project, no API key, a stale index), so
+an overnight run does not die an hour in. It owns what the run starts (the LLM backend, the Lean pool, the status
+board, the work off the driver) and stops it at the end, whatever happened. Each job (`pipelines.jobs`) is a
+subclass that names its tables and reads its own inputs.
 """
 
 from __future__ import annotations
@@ -16,16 +17,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
-import pyarrow.compute as pc
 import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf.speed_tags import speed_keys
 from lean_pool.command_line import lean_checks_line
-from lean_pool.lean_source import without_imports
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
 from lean_pool.ray_start import (
     init_ray_logging_to,
@@ -35,22 +34,16 @@ from lean_pool.ray_start import (
     stop_leftovers,
 )
 from operators.dedup import DedupSettings
-from operators.discover import RETRIED_STATUSES
-from operators.discover import STAGE as DISCOVER_STAGE
 from operators.llm.backend import LLMBackend
-from operators.llm.cache import stored_answers
 from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.retrieval.settings import GroundingSettings, IndexSettings
-from operators.rows.candidates import ERROR_INFRA, PROVED, unit_id
-from operators.rows.seeds import domain_of, seed_id
-from operators.storage import is_uri, join
+from operators.storage import is_uri
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.cli import SetupError, compose_config
+from pipelines.runtime.cli import SetupError
 from pipelines.runtime.index_check import checked_index, index_location, index_revision
 from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.off_driver import OffDriver
-from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.progress import StatusBoard, Ticker
 from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
 from pipelines.runtime.run_identity import (
@@ -61,13 +54,12 @@ from pipelines.runtime.run_identity import (
     refusal,
     unrecorded_tables,
 )
-from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.step_settings import step_settings
 from pipelines.runtime.table_schemas import check_tables
 
 PROJECT = "folklore"
 T = TypeVar("T")
-J = TypeVar("J", bound="MiningJob")
+J = TypeVar("J", bound="Job")
 # Where a run started here keeps Ray's own log lines, under its run directory.
 RAY_LOG = "logs/ray.log"
 # Beside it, which driver started the local Ray of the run's last start, and that Ray's session directory.
@@ -97,11 +89,6 @@ def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s:
     context._max_num_blocks_in_streaming_gen_buffer = None
 
 
-def load_config(overrides: Sequence[str]) -> DictConfig:
-    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
-    return compose_config("mine", overrides)
-
-
 @contextmanager
 def started(job: type[J], cfg: DictConfig) -> Iterator[J]:
     """`job(cfg)` started for a `with` block in which a write the run directory refuses anywhere in the job (a full
@@ -111,12 +98,12 @@ def started(job: type[J], cfg: DictConfig) -> Iterator[J]:
         yield running
 
 
-class MiningJob:
+class Job:
     """A run's resources, started in `__enter__` and released in `__exit__`."""
 
     # The job's name in its run directory's manifest, and the tables it writes rows to.
-    JOB = "mine"
-    TABLES: tuple[str, ...] = ("discoveries", "candidates")
+    JOB: ClassVar[str]
+    TABLES: ClassVar[tuple[str, ...]]
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -182,19 +169,17 @@ class MiningJob:
         return {**manifest, UNRECORDED_KEY: {"at": now_iso(), "tables": list(with_rows)}}
 
     def find_inputs(self) -> None:
-        """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
-        refuse_run_inside(str(self.cfg.run_dir), str(self.cfg.seeds.root), "seeds.root")
-        self.seeds = list_seed_files(self.cfg)
-        self.seed_root, self.seed_files = self.seeds.root, self.seeds.files
+        """Read what the job works on before the backends start and the run directory is touched, so that a wrong
+        path is a `SetupError` at once; nothing for a job whose inputs are read elsewhere."""
 
-    def __enter__(self) -> MiningJob:
+    def __enter__(self) -> Self:
         try:
             return self._start()
         except BaseException:
             self.lease.release()
             raise
 
-    def _start(self) -> MiningJob:
+    def _start(self) -> Self:
         """What `__enter__` starts; the lease is released when any of it fails."""
         limit_malloc_arenas(int(self.cfg.ray.driver_malloc_arenas))
         # LLMConfigError (after stopping what it started) when a key variable is unset or the probe finds an
@@ -303,98 +288,6 @@ class MiningJob:
         """`function(*args)` in a fresh Ray worker on the driver's node that exits when it returns (`OffDriver`): a
         wave's plan, a table read whole, whatever would leave its weight in the driver for the rest of the run."""
         return self._off_driver.run(function, *args)
-
-    def discover_calls_returned(self) -> int:
-        """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
-        return sum(ray.get(self.board.snapshot.remote()).get(DISCOVER_STAGE, {}).values())
-
-    def resume_summary(self) -> str | None:
-        """One line on what a resumed run found in its directory (None for a fresh run): what is finished, what
-        failed for infrastructure reasons and is asked again, half-written files removed, answers cached."""
-        discoveries = self.run.prepare("discoveries", RETRIED_STATUSES)
-        candidates = self.run.prepare("candidates", {ERROR_INFRA})
-        units = self.run.row_count("discoveries")
-        finished = self.run.row_count("candidates")
-        redo = discoveries.retried_rows_dropped + candidates.retried_rows_dropped
-        removed = discoveries.partial_files_removed + candidates.partial_files_removed
-        cached = stored_answers(self.llm_cache_dir) if self.llm_cache_dir else 0
-        if not (units or finished or redo or removed or cached):
-            return None
-        return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
-                f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
-
-    def seed_work(self, round_number: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """What round `round_number` of the mining starts from: seeds with samples of that round still to draw
-        (discover's work items, `SEED_WORK_SCHEMA`, with the lemmas earlier rounds proved for the seed) and seeds whose
-        discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each names the files split will read for it:
-        its discoveries, and the candidates an earlier run finished."""
-        self.run.prepare("discoveries", RETRIED_STATUSES)
-        self.run.prepare("candidates", {ERROR_INFRA})
-        discovered = self._files_by_seed("discoveries")
-        finished = self._files_by_seed("candidates")
-        done = self.run.ids("discoveries", "unit_id")
-        known = self.proved_statements() if round_number > 1 else {}
-        domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
-        samples = range(int(self.cfg.discover.samples_per_seed))
-        to_discover = []
-        for relative in self.seed_files:
-            name = seed_id(relative)
-            pending = [sample for sample in samples if unit_id(name, sample, round_number) not in done]
-            if pending:
-                to_discover.append({
-                    "seed_id": name,
-                    "seed_path": relative,
-                    "seed_file": self._seed_uri(relative),
-                    "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
-                    "samples": pending,
-                    "round": round_number,
-                    "known": known.get(name, []),
-                    "paths": discovered.get(name, []),
-                    "finished_files": finished.get(name, []),
-                })
-        drawn = {item["seed_id"] for item in to_discover}
-        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, []), "subgoal_depth": 0}
-                    for name, paths in sorted(discovered.items()) if name not in drawn]
-        return to_discover, to_split
-
-    def subgoal_work(self, depth: int, seeds: Sequence[str]) -> list[dict[str, Any]]:
-        """Split's items that mine the open goals of `seeds`' candidates at `depth - 1` (`SEED_ITEM_SCHEMA`): the
-        seed's discoveries come too, so dedup compares each sub-goal with every other candidate of its seed."""
-        self.run.prepare("candidates", {ERROR_INFRA})
-        discovered = self._files_by_seed("discoveries")
-        finished = self._files_by_seed("candidates")
-        return [{"seed_id": name, "paths": discovered.get(name, []), "finished_files": finished.get(name, []),
-                 "subgoal_depth": depth} for name in sorted(seeds)]
-
-    def proved_statements(self) -> dict[str, list[str]]:
-        """For each seed, the declarations of its proved candidates (without their imports), oldest round first, then
-        by id: what a later round's discover prompt lists as already found, the same list whatever order the files
-        were written in (so a resumed run asks what the uninterrupted run would have asked)."""
-        rows = [row for part in self.run.read_by_file("candidates", ["candidate_id", "seed_id", "status", "round",
-                                                                    "statement"])
-                for row in part.filter(pc.equal(part.column("status"), PROVED)).to_pylist()]
-        proved: dict[str, list[str]] = {}
-        for row in sorted(rows, key=lambda row: (row["round"] or 1, row["candidate_id"])):
-            proved.setdefault(row["seed_id"], []).append(without_imports(row["statement"])[1].strip())
-        return proved
-
-    def _files_by_seed(self, table: str) -> dict[str, list[str]]:
-        """For each seed, the files of `table` that hold rows of it."""
-        files_of: dict[str, list[str]] = {}
-        for uri, seeds in self.run.column_by_file(table, "seed_id"):
-            for seed in dict.fromkeys(seeds):
-                files_of.setdefault(seed, []).append(uri)
-        return files_of
-
-    def _seed_uri(self, relative: str) -> str:
-        root = str(self.cfg.seeds.root)
-        return join(root if is_uri(root) else self.seed_root, relative)
-
-    def finished_candidate_ids(self) -> set[str]:
-        """The ids of candidates already written with a finished status (for jobs whose inputs are few enough to
-        filter on the driver, like a benchmark's statements)."""
-        self.run.prepare("candidates", {ERROR_INFRA})
-        return self.run.ids("candidates", "candidate_id")
 
     def operator_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
         """`map_batches` keyword arguments for a stage's async operator, shaped by `stages.<stage>`."""

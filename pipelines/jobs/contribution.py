@@ -1,40 +1,66 @@
-"""What `contribute` needs besides its plan: the job (a mining job that reads a finished run instead of claiming
-one), the Mathlib files and names it works against, the Lean check of a patched file, and where its outputs go.
+"""The contribution job: a mining run's proved lemmas offered as changes Mathlib would take (the job reads the
+run's candidates instead of claiming the run), the Mathlib files and names it works against, the Lean check of a
+patched file, and where its outputs go. `pipelines.contribute` is the command that runs it.
 
-The job reads the run's candidates and writes its own `contributions/` table into the run whole, each start
-replacing the last: what it offers depends on the checkout and settings of that start alone, so nothing of an
-earlier start is mixed in. Patches and descriptions go under `out` (default `<run_dir>/contribute`), a folder of
-contribute's own (`pipelines.runtime.outputs`): never the run's other folders, the checkout or the seeds tree.
+The job writes its own `contributions/` table into the run whole, each start replacing the last: what it offers
+depends on the checkout and settings of that start alone, so nothing of an earlier start is mixed in. Patches and
+descriptions go under `out` (default `<run_dir>/contribute`), a folder of contribute's own
+(`pipelines.runtime.outputs`): never the run's other folders, the checkout or the seeds tree.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+import ray
 from omegaconf import DictConfig, OmegaConf
 
 from lean_pool.pool import checker_provenance
 from operators.contribute.description import file_description
 from operators.contribute.name import NameOperator, NameSettings
 from operators.contribute.naming import naming_rules
-from operators.contribute.patches import changed_declarations, claim_names, declared_names, placed, refused_blocks
+from operators.contribute.patches import (
+    changed_declarations,
+    claim_names,
+    declared_names,
+    home_namespace,
+    mined_name,
+    placed,
+    refused_blocks,
+)
 from operators.contribute.placement import unified_diff
 from operators.contribute.shorten import ShortenOperator, ShortenSettings
 from operators.retrieval.declaration_index import TABLE_FILE, node_local
-from operators.rows.contributions import ERROR_INFRA, FILE_REJECTED, OFFERED, PENDING
+from operators.rows.contributions import (
+    ERROR_INFRA,
+    FILE_REJECTED,
+    NOT_PLACED,
+    OFFERED,
+    PENDING,
+    STATUSES,
+    contributions_table,
+    new_contribution,
+    offer_refusal,
+)
 from operators.stages import CONTRIBUTE_STAGES, running
-from operators.storage import StorageFull, join, open_location, refused_write
-from pipelines.runtime.cli import SetupError
+from operators.storage import StorageFull, is_uri, join, open_location, refused_write
+from pipelines.reporting.run_data import load_run
+from pipelines.reporting.summary import Closing, closing_lines, rows_by_status, written_cost
+from pipelines.runtime.cli import SetupError, WorkWritten
 from pipelines.runtime.index_check import index_location
-from pipelines.runtime.job import MiningJob
+from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import Output, marker, placed_output, run_output
-from pipelines.runtime.stages import Stage
+from pipelines.runtime.stages import Stage, streamed
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
+from pipelines.runtime.waves import execute_collecting
 
 TABLE = "contributions"
 # Where patches and descriptions go under `out`, and their suffixes after the Mathlib file's path.
@@ -44,9 +70,9 @@ PATCH_SUFFIX, DESCRIPTION_SUFFIX = ".patch", ".md"
 DEFAULT_OUT = "contribute"
 
 
-class ContributeJob(MiningJob):
-    """A mining job's backends, Ray and pool, over a run that already exists: it claims nothing in the run's manifest
-    (its table is rebuilt whole by every start) and refuses a directory that holds no mining run."""
+class ContributeJob(Job):
+    """A job over a mining run that already exists: it claims nothing in the run's manifest (its table is rebuilt
+    whole by every start) and refuses a directory that holds no mining run."""
 
     JOB = "contribute"
     TABLES = (TABLE,)
@@ -71,9 +97,6 @@ class ContributeJob(MiningJob):
         self.mathlib.check()
         self.output = self.checked_output()
         return manifest
-
-    def find_inputs(self) -> None:
-        """Nothing to list: the run's candidates are read once the job has started."""
 
     def checked_output(self) -> Output:
         """Where patches and descriptions go (`out`, else `<run_dir>/contribute`), refused in one line before anything
@@ -121,6 +144,109 @@ class ContributeJob(MiningJob):
                                           self.operator_options(spec.name, shorten=shorten, pool=self.pool)),
         }
         return [builders[spec.name](spec) for spec in running(CONTRIBUTE_STAGES, self.cfg)]
+
+
+def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """A contribution row for each candidate of the run that is offered, and why the others are not."""
+    cfg = job.cfg.contribute
+    now = datetime.now(timezone.utc)
+    rows, refused = [], Counter()
+    for candidate in load_run(job.run.uri).candidates.iter_rows(named=True):
+        why = offer_refusal(candidate, list(cfg.statuses), float(cfg.min_faithfulness))
+        if why is None:
+            rows.append(new_contribution(candidate, job.manifest["run_id"], job.simulated, now))
+        else:
+            refused[why] += 1
+    return rows, refused
+
+
+def locate(rows: list[dict[str, Any]], seeds: dict[str, str | None], dropped_context: Sequence[str]) -> None:
+    """The mined name and the namespace each lemma will live in (placement under the mined names); a lemma whose seed
+    file the checkout lacks is `not_placed`."""
+    for file, file_rows in by_file(rows).items():
+        if seeds[file] is None:
+            for row in file_rows:
+                row.update(status=NOT_PLACED, reason=f"{file} is not in the Mathlib checkout (or not UTF-8)")
+            continue
+        where = {p.candidate_id: p for p in placed(seeds[file], file_rows, dropped_context, renamed=False).placements}
+        for row in file_rows:
+            spot = where[row["candidate_id"]]
+            row.update(old_name=mined_name(row["statement"])[0], namespace=home_namespace(spot.namespace, spot.anchor))
+
+
+def by_file(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Pending rows grouped by their Mathlib file, in candidate order."""
+    files: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == PENDING:
+            files[row["file"]].append(row)
+    return dict(files)
+
+
+def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutcome], Counter[str]]:
+    """The method: offered rows located, named and shortened (a Ray Data plan), then each file placed, checked and
+    written; the rows, the files and why the other candidates were not offered."""
+    rows, refused = offered_rows(job)
+    seeds = {file: job.mathlib.read(file) for file in {row["file"] for row in rows}}
+    locate(rows, seeds, list(job.cfg.contribute.dropped_context))
+    pending = [row for row in rows if row["status"] == PENDING]
+    if pending:
+        plan = streamed(ray.data.from_arrow(contributions_table(pending)), job.stages(), job.board)
+        done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, plan, job.ray_log)}
+        rows = [done.get(row["candidate_id"], row) for row in rows]
+    index = index_names(job.cfg)
+
+    async def finish() -> list[FileOutcome]:
+        files = by_file(rows)
+        return list(await asyncio.gather(*(finish_file(job, file, seeds[file], file_rows, index)
+                                           for file, file_rows in sorted(files.items()))))
+
+    outcomes = asyncio.run(finish())
+    write(job, rows, outcomes)
+    return rows, outcomes, refused
+
+
+def write(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileOutcome]) -> None:
+    """This start's patches and descriptions under `out` (an earlier start's removed first) and `contributions/`."""
+    with refused_patches_in_one_line(job.output):
+        clear(job.output, [PATCHES, DESCRIPTIONS])
+        job.output.claim()
+        for outcome in outcomes:
+            if outcome.patch is not None:
+                paths = patch_paths(outcome.file)
+                write_text(job.out, paths[PATCHES], outcome.patch)
+                write_text(job.out, paths[DESCRIPTIONS], outcome.description or "")
+    job.run.write_table(TABLE, contributions_table(rows))
+
+
+def summary(job: ContributeJob, rows: list[dict[str, Any]], outcomes: list[FileOutcome],
+            refused: Counter[str]) -> list[str]:
+    """The closing block: what was written, the lemmas by status, how they were named and proved, why the other
+    candidates were not offered, the cost, and how to apply a patch."""
+    patches = sum(outcome.patch is not None for outcome in outcomes)
+    written = {f"{TABLE}/": (job.run.table_uri(TABLE), f"{len(rows)} rows"),
+               f"{PATCHES}/": (f"{job.out}/{PATCHES}", f"{patches} files"),
+               f"{DESCRIPTIONS}/": (f"{job.out}/{DESCRIPTIONS}", f"{patches} files")}
+    offered = [row for row in rows if row["name_source"] is not None]
+    sources = Counter(row["name_source"] for row in offered)
+    details = [f"names: {sources['original']} kept, {sources['llm']} from the LLM, {sources['checker']} from the "
+               f"checker; proofs: {sum(bool(row['proof_tactic']) for row in rows)} replaced by a closing tactic",
+               "not offered: " + (", ".join(f"{why} {count}" for why, count in refused.most_common()) or "none")]
+    cost = job.cost_lines(written_cost([contributions_table(rows).select(["llm_calls", "lean_checks"])]))
+    patches_at = f"{job.out}/{PATCHES}"
+    patch = f"<file>.patch copied from {patches_at}" if is_uri(job.out) else f"{patches_at}/<file>.patch"
+    hint = f"next: git -C {job.mathlib_dir()} apply --check {patch}, then without --check" if patches else None
+    return closing_lines(Closing(job.run.uri, written, {TABLE: rows_by_status([r["status"] for r in rows], STATUSES)},
+                                 details, cost, simulated=job.simulated, next_step=hint))
+
+def run(cfg: DictConfig, work: WorkWritten) -> None:
+    """Offer the proved lemmas of the run `cfg` names and print the closing block once the outputs are written
+    (`work` marked then)."""
+    with started(ContributeJob, cfg) as job:
+        rows, outcomes, refused = contribute(job)
+        lines = summary(job, rows, outcomes, refused)
+        work.mark()
+        print("\n".join(lines), flush=True)
 
 
 @dataclass(frozen=True)
@@ -196,7 +322,6 @@ def clear(output: Output, folders: Sequence[str]) -> None:
 def patch_paths(file: str) -> Mapping[str, str]:
     """Where a Mathlib file's patch and description go under `out`."""
     return {PATCHES: f"{PATCHES}/{file}{PATCH_SUFFIX}", DESCRIPTIONS: f"{DESCRIPTIONS}/{file}{DESCRIPTION_SUFFIX}"}
-
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The mining method as Ray Data plans: a run's seeds in waves through the declared stages, round after round and
-sub-goal level after level, then its seeds table rebuilt and the closing block. `pipelines.mine` is the command
-that runs it; measurement scripts run the same functions.
+"""The mining job: seed files in waves through the declared stages, round after round and sub-goal level after
+level, then its seeds table rebuilt and the closing block. `pipelines.mine` is the command that runs it; `plan` reads
+its config and seed files, and measurement scripts run the same functions.
 """
 
 from __future__ import annotations
@@ -8,18 +8,26 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import ray
+from omegaconf import DictConfig, OmegaConf
 from ray.data import Dataset
 
-from operators.discover import DISCOVERY_SCHEMA, SEED_WORK_SCHEMA
-from operators.rows.candidates import SEED
+from lean_pool.lean_source import without_imports
+from operators.discover import DISCOVERY_SCHEMA, RETRIED_STATUSES, SEED_WORK_SCHEMA
+from operators.discover import STAGE as DISCOVER_STAGE
+from operators.llm.cache import stored_answers
+from operators.rows.candidates import ERROR_INFRA, PROVED, SEED, unit_id
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
+from operators.rows.seeds import domain_of, seed_id
 from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of
+from operators.storage import is_uri, join
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,
@@ -35,17 +43,124 @@ from pipelines.reporting.summary import (
     written_cost,
 )
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.cli import SetupError
-from pipelines.runtime.job import MiningJob
+from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
+from pipelines.runtime.job import Job, started
+from pipelines.runtime.outputs import refuse_run_inside
+from pipelines.runtime.run_dir import RunDir
+from pipelines.runtime.seed_files import list_seed_files
+from pipelines.runtime.stages import discover_stage, streamed, verify_stages, write
 from pipelines.runtime.waves import (
     SeedWave,
     driver_rss_bytes,
-    wave_done_line,
     run_overlapping,
     seed_waves,
+    wave_done_line,
 )
-from pipelines.runtime.run_dir import RunDir
-from pipelines.runtime.stages import discover_stage, streamed, verify_stages, write
+
+
+def load_config(overrides: Sequence[str]) -> DictConfig:
+    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
+    return compose_config("mine", overrides)
+
+
+class MiningJob(Job):
+    """A run over seed files: what each round and sub-goal level starts from, read from the run's tables, and what
+    a resumed run found there."""
+
+    JOB = "mine"
+    TABLES = ("discoveries", "candidates")
+
+    def find_inputs(self) -> None:
+        """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
+        refuse_run_inside(str(self.cfg.run_dir), str(self.cfg.seeds.root), "seeds.root")
+        self.seeds = list_seed_files(self.cfg)
+        self.seed_root, self.seed_files = self.seeds.root, self.seeds.files
+
+    def discover_calls_returned(self) -> int:
+        """Discover calls of this start that have come back, whatever their answer (the status board's count)."""
+        return sum(ray.get(self.board.snapshot.remote()).get(DISCOVER_STAGE, {}).values())
+
+    def resume_summary(self) -> str | None:
+        """One line on what a resumed run found in its directory (None for a fresh run): what is finished, what
+        failed for infrastructure reasons and is asked again, half-written files removed, answers cached."""
+        discoveries = self.run.prepare("discoveries", RETRIED_STATUSES)
+        candidates = self.run.prepare("candidates", {ERROR_INFRA})
+        units = self.run.row_count("discoveries")
+        finished = self.run.row_count("candidates")
+        redo = discoveries.retried_rows_dropped + candidates.retried_rows_dropped
+        removed = discoveries.partial_files_removed + candidates.partial_files_removed
+        cached = stored_answers(self.llm_cache_dir) if self.llm_cache_dir else 0
+        if not (units or finished or redo or removed or cached):
+            return None
+        return (f"resume: {units} discoveries and {finished} candidates finished, {redo} infrastructure failures "
+                f"to redo, {removed} half-written files removed, {cached} cached LLM answers")
+
+    def seed_work(self, round_number: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What round `round_number` of the mining starts from: seeds with samples of that round still to draw
+        (discover's work items, `SEED_WORK_SCHEMA`, with the lemmas earlier rounds proved for the seed) and seeds whose
+        discoveries are all written (split's items, `SEED_ITEM_SCHEMA`). Each names the files split will read for it:
+        its discoveries, and the candidates an earlier run finished."""
+        self.run.prepare("discoveries", RETRIED_STATUSES)
+        self.run.prepare("candidates", {ERROR_INFRA})
+        discovered = self._files_by_seed("discoveries")
+        finished = self._files_by_seed("candidates")
+        done = self.run.ids("discoveries", "unit_id")
+        known = self.proved_statements() if round_number > 1 else {}
+        domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
+        samples = range(int(self.cfg.discover.samples_per_seed))
+        to_discover = []
+        for relative in self.seed_files:
+            name = seed_id(relative)
+            pending = [sample for sample in samples if unit_id(name, sample, round_number) not in done]
+            if pending:
+                to_discover.append({
+                    "seed_id": name,
+                    "seed_path": relative,
+                    "seed_file": self._seed_uri(relative),
+                    "domain": domain_of(name, domains, str(self.cfg.seeds.default_domain)),
+                    "samples": pending,
+                    "round": round_number,
+                    "known": known.get(name, []),
+                    "paths": discovered.get(name, []),
+                    "finished_files": finished.get(name, []),
+                })
+        drawn = {item["seed_id"] for item in to_discover}
+        to_split = [{"seed_id": name, "paths": paths, "finished_files": finished.get(name, []), "subgoal_depth": 0}
+                    for name, paths in sorted(discovered.items()) if name not in drawn]
+        return to_discover, to_split
+
+    def subgoal_work(self, depth: int, seeds: Sequence[str]) -> list[dict[str, Any]]:
+        """Split's items that mine the open goals of `seeds`' candidates at `depth - 1` (`SEED_ITEM_SCHEMA`): the
+        seed's discoveries come too, so dedup compares each sub-goal with every other candidate of its seed."""
+        self.run.prepare("candidates", {ERROR_INFRA})
+        discovered = self._files_by_seed("discoveries")
+        finished = self._files_by_seed("candidates")
+        return [{"seed_id": name, "paths": discovered.get(name, []), "finished_files": finished.get(name, []),
+                 "subgoal_depth": depth} for name in sorted(seeds)]
+
+    def proved_statements(self) -> dict[str, list[str]]:
+        """For each seed, the declarations of its proved candidates (without their imports), oldest round first, then
+        by id: what a later round's discover prompt lists as already found, the same list whatever order the files
+        were written in (so a resumed run asks what the uninterrupted run would have asked)."""
+        rows = [row for part in self.run.read_by_file("candidates", ["candidate_id", "seed_id", "status", "round",
+                                                                    "statement"])
+                for row in part.filter(pc.equal(part.column("status"), PROVED)).to_pylist()]
+        proved: dict[str, list[str]] = {}
+        for row in sorted(rows, key=lambda row: (row["round"] or 1, row["candidate_id"])):
+            proved.setdefault(row["seed_id"], []).append(without_imports(row["statement"])[1].strip())
+        return proved
+
+    def _files_by_seed(self, table: str) -> dict[str, list[str]]:
+        """For each seed, the files of `table` that hold rows of it."""
+        files_of: dict[str, list[str]] = {}
+        for uri, seeds in self.run.column_by_file(table, "seed_id"):
+            for seed in dict.fromkeys(seeds):
+                files_of.setdefault(seed, []).append(uri)
+        return files_of
+
+    def _seed_uri(self, relative: str) -> str:
+        root = str(self.cfg.seeds.root)
+        return join(root if is_uri(root) else self.seed_root, relative)
 
 
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
@@ -168,3 +283,19 @@ def report(job: MiningJob) -> list[str]:
     hint = report_hint(job.run.uri) if tables.rows["candidates"] else None
     return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(tables.cost),
                                  simulated=job.simulated, next_step=hint))
+
+
+def run(cfg: DictConfig, work: WorkWritten) -> None:
+    """Run or resume the mining run `cfg` describes: what the listing left out and what a resume found, the seeds
+    mined, and the closing block once the tables are written (`work` marked then)."""
+    with started(MiningJob, cfg) as job:
+        skipped = job.seeds.skipped_line()
+        if skipped:
+            print(skipped, flush=True)
+        resumed = job.resume_summary()
+        if resumed:
+            print(resumed, flush=True)
+        mine_seeds(job)
+        lines = report(job)
+        work.mark()
+        print("\n".join(lines), flush=True)
