@@ -72,7 +72,6 @@ def test_the_example_stage_sets_aside_only_open_candidates_over_its_limit() -> N
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(900)
 def test_a_stage_declared_outside_folklore_runs_and_a_resume_with_another_list_is_refused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = folklore(tmp_path, "mine", "preset=demo", f"run_dir={run_dir}", EXAMPLE_PIPELINE)
@@ -90,8 +89,10 @@ def test_a_stage_declared_outside_folklore_runs_and_a_resume_with_another_list_i
                                  f"{MAX_CHARS} ({LIMIT})")
         assert row["formalize_attempts"] == [] and row["llm_calls"] == [], "no call was spent on a set-aside row"
 
-    line = refused(tmp_path, "mine", "preset=demo", f"run_dir={run_dir}")
-    assert line.startswith(f"error: {run_dir} holds rows made with other settings: pipeline="), line
+    assert refused(tmp_path, "mine", "preset=demo", f"run_dir={run_dir}") == (
+        f'error: {run_dir} holds rows made with other settings: pipeline=["discover", "split", '
+        '"examples.stages.long_stat… (now ["discover", "split", "decontaminate", "judge", …). Start in another '
+        "run_dir, or carry on with these rows knowingly with resume.accept_changes=[pipeline] (run.json records it)")
 
 
 # --- docs/stages.md -------------------------------------------------------------------------------------------------
