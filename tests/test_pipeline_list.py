@@ -5,9 +5,9 @@ as their declarations say."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 import pytest
@@ -62,7 +62,7 @@ def test_a_pipeline_that_cannot_work_is_one_line_before_anything_is_written(tmp_
 
 
 def test_the_example_stage_sets_aside_only_open_candidates_over_its_limit() -> None:
-    rows = [{"status": DISCOVERED, "statement_raw": "x" * 12, "reason": None},
+    rows: list[dict[str, Any]] = [{"status": DISCOVERED, "statement_raw": "x" * 12, "reason": None},
             {"status": DISCOVERED, "statement_raw": "x" * 10, "reason": None},
             {"status": DUPLICATE, "statement_raw": "x" * 12, "reason": "restates c0"}]
     assert set_aside_long(rows, LongStatementSettings(max_chars=10)) == [
@@ -124,14 +124,15 @@ def keys_read(read: Callable[[Mapping[str, Any]], object], cfg: Mapping[str, Any
     return seen
 
 
-def spans(values: Iterator[str] | set[str] | frozenset[str] | list[str]) -> str:
+def spans(values: Iterable[str]) -> str:
     return ", ".join(f"`{value}`" for value in sorted(values)) or NONE
 
 
 def default_pipelines() -> dict[str, list[str]]:
     """Each job whose config lists a `pipeline:`, and the stages it lists."""
-    return {path.stem: [str(name) for name in OmegaConf.load(path)["pipeline"]]
-            for path in sorted((REPO / "conf").glob("*.yaml")) if "pipeline" in OmegaConf.load(path)}
+    configs = {path.stem: cast(dict[str, Any], OmegaConf.to_container(OmegaConf.load(path)))
+               for path in sorted((REPO / "conf").glob("*.yaml"))}
+    return {job: [str(name) for name in cfg["pipeline"]] for job, cfg in configs.items() if "pipeline" in cfg}
 
 
 def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
@@ -139,7 +140,7 @@ def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
     read from and the keys its switch reads (in the first job listing it, else mine's), its `stages:` entry, its LLM
     call labels, whether it checks Lean."""
     jobs = [job for job, listed in pipelines.items() if stage.name in listed]
-    cfg = OmegaConf.to_container(compose_config(jobs[0] if jobs else "mine", []), resolve=True)
+    cfg = cast(dict[str, Any], OmegaConf.to_container(compose_config(jobs[0] if jobs else "mine", []), resolve=True))
     shared = Shared(prompts=cfg["prompts"], index=None, grounding=None, subgoals=None, table="candidates",
                     benchmark_problems=lambda: (), examples=None)
     sections = {key.split(".")[0] for key in keys_read(lambda read: stage.arguments(read, shared), cfg)}
