@@ -2,7 +2,7 @@
 
 The sim endpoint serves `capacity` requests at once with a fixed latency L; 2,000 discovered candidates
 go through the production judge operator (`operators.judge.JudgeOperator`) with the actor pool that
-`stages.judge` gives it in a mining run (`MiningJob.llm_options`), on the `preset=demo` job. Two ratios,
+`stages.judge` gives it in a mining run (`pipelines.runtime.stages.stage_options`), on the `preset=demo` job. Two ratios,
 measured in the same run:
 - in_flight_ratio: mean requests in flight at the server (time-weighted, first arrival to last
   answer) / the endpoint's configured concurrency (goal >= 0.95);
@@ -27,11 +27,13 @@ from typing import Any
 
 import ray
 
+from operators.judge import DECLARATION as JUDGE
 from operators.judge import JudgeOperator
 from operators.llm.sim.server import fetch_stats, reset_stats
 from operators.llm.usage import usage_report
 from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
 from pipelines.jobs.mining import MiningJob, load_config
+from pipelines.runtime.stages import stage_options
 
 SEED = "Mathlib.Bench"
 
@@ -80,7 +82,7 @@ def main() -> None:
         shape = job.cfg.stages.judge
         base_url = job.settings.endpoints[job.cfg.llm.sim_endpoint].base_url
         ds = ray.data.from_items(discovered_candidates(args.requests))
-        ds = ds.map_batches(JudgeOperator, **job.llm_options("judge", judge=job.steps.judge))
+        ds = ds.map_batches(JudgeOperator, **stage_options(job, JUDGE, job.steps.of(JUDGE.name)))
         reset_stats(base_url)
         started = time.monotonic()
         statuses = Counter(row["status"] for row in ds.select_columns(["status"]).take_all())

@@ -31,7 +31,7 @@ from pipelines.jobs.mining import MiningJob, load_config, mine_seeds, report, se
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.stages import Stage, discover_stage, verify_stages, write
+from pipelines.runtime.stages import PlanStep, after_discover, discover_step, write
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10
@@ -67,7 +67,7 @@ def overrides(run_dir: Path, seeds: Path, llm_s: float, check_s: float) -> list[
     ]
 
 
-def barriered(ds: Dataset, stages: list[Stage]) -> Dataset:
+def barriered(ds: Dataset, stages: list[PlanStep]) -> Dataset:
     """`ds` through the production stages with a barrier after each: every row is done before the next stage
     starts. Prints how long each stage took."""
     for stage in stages:
@@ -81,11 +81,11 @@ def staged(job: MiningJob) -> None:
     """The production plan's stages run one after another with barriers: every seed is discovered before the
     first is split, and so on."""
     to_discover, to_split = job.seed_work()
-    discover = discover_stage(job)
+    discover = discover_step(job)
     seeds = barriered(seed_blocks(to_discover, SEED_WORK_SCHEMA), [discover])
     if to_split:
         seeds = seeds.union(seed_blocks(to_split, SEED_ITEM_SCHEMA))
-    write(job, barriered(seeds, verify_stages(job, priority=0)), "candidates",
+    write(job, barriered(seeds, after_discover(job, priority=0)), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 

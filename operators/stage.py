@@ -135,6 +135,5 @@ class Stage:
     def resources_of(self, cfg: Config) -> Resources | None:
         """The stage's resources under `cfg` (None for Ray tasks)."""
         if isinstance(self.resources, Resources):
-            entry = (cfg.get("stages") or {}).get(self.name)
-            return self.resources if entry is None else Resources.from_config(entry)
+            return self.resources
         return None if self.resources is None else Resources.from_config(cfg["stages"][self.resources])

@@ -56,17 +56,21 @@ def external(entry: str) -> Stage:
     return declared
 
 
+def named(entry: str) -> Stage:
+    """The stage an entry of `pipeline:` names."""
+    if MODULE_SEPARATOR in entry:
+        return external(entry)
+    if entry in DECLARED:
+        return DECLARED[entry]
+    close = difflib.get_close_matches(entry, DECLARED, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise PipelineError(f"pipeline entry {entry} is not a stage: {hint}the stages are {', '.join(DECLARED)}, "
+                        "or package.module:NAME for one declared outside Folklore")
+
+
 def resolve(entry: str, cfg: Config) -> Stage:
     """The stage an entry of `pipeline:` names, or the one that takes its place under `cfg` (`Stage.instead`)."""
-    if MODULE_SEPARATOR in entry:
-        stage = external(entry)
-    elif entry in DECLARED:
-        stage = DECLARED[entry]
-    else:
-        close = difflib.get_close_matches(entry, DECLARED, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        raise PipelineError(f"pipeline entry {entry} is not a stage: {hint}the stages are {', '.join(DECLARED)}, "
-                            "or package.module:NAME for one declared outside Folklore")
+    stage = named(entry)
     replacement = stage.instead(cfg) if stage.instead else None
     return DECLARED[replacement] if replacement else stage
 

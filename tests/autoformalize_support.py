@@ -3,6 +3,7 @@ Lean pool stand-in that applies the real refusal and verdict rules to the Lean s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -10,11 +11,12 @@ from omegaconf import OmegaConf
 from lean_pool import verdict
 from lean_pool.lean_source import find_tokens
 from lean_pool.session_check import CheckResult
+from operators.autoformalize.direct import STAGE as AUTOFORMALIZE
 from operators.autoformalize.direct import AutoformalizeSettings
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
-from pipelines.jobs.autoformalization import load_config
+from pipelines.jobs.autoformalization import AutoformalizeJob, load_config
 from pipelines.runtime.step_settings import step_settings
 
 ERROR_MARK = "sim:error"
@@ -27,9 +29,9 @@ def job_config(*overrides: str) -> Any:
 
 def autoformalize_settings(cfg: Any) -> AutoformalizeSettings:
     """The autoformalize step's settings as the pipeline builds them, closed-book (no index)."""
-    steps = step_settings(cfg, IndexSettings(dir=None, revision=None, embedding={}))
-    return AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k), think=False,
-                                 prompts=steps.formalize.prompts, formalize=steps.formalize)
+    steps = step_settings(cfg, IndexSettings(dir=None, revision=None, embedding={}), AutoformalizeJob.INPUTS,
+                          AutoformalizeJob.PLAN_TABLE)
+    return replace(steps.of(AUTOFORMALIZE)["autoformalize"], think=False)
 
 
 def llm_settings(cfg: Any, base_url: str) -> LLMSettings:

@@ -19,7 +19,8 @@ import yaml
 from operators.llm.backend import LLMBackend
 from openai.types import Model
 
-from operators.llm.budgets import PROVE_STAGE, STAGE_ROLES, ModelContext, card_context, unfit_budgets
+from operators.llm.budgets import ModelContext, card_context, unfit_budgets
+from operators.stages import DECLARED, call_roles
 from operators.llm.client import probe_endpoints
 from operators.llm.errors import LLMConfigError, endpoint_down_message
 from operators.llm.settings import settings_from_config
@@ -28,6 +29,11 @@ from operators.step import LLMOperator
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 # Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.
+def roles(cfg: dict) -> dict[str, tuple[str, ...]]:
+    """The roles each call label is asked with, as a job derives them from the declared stages."""
+    return call_roles(DECLARED.values(), cfg["provers"])
+
+
 SIM_MODELS = sorted({role["model"] for role in yaml.safe_load(CONF.read_text())["models"].values()})
 
 
@@ -51,7 +57,7 @@ def closed_port() -> int:
 def test_the_probe_passes_an_endpoint_serving_every_role() -> None:
     cfg = sim_config(models=SIM_MODELS)
     with SimServer(cfg["sim"]) as server:
-        assert probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5) == []
+        assert probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5, roles(cfg)) == []
         assert server.stats.snapshot()["requests"] == 0, "no chat completion was sent"
 
 
@@ -60,7 +66,7 @@ def test_the_probe_names_an_unreachable_endpoint_with_its_url_and_model() -> Non
     cfg["models"] = {role: {**bound, "model": "judge"} for role, bound in cfg["models"].items()}
     url = f"http://127.0.0.1:{closed_port()}/v1"
     started = time.monotonic()
-    problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", url), 5)
+    problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", url), 5, roles(cfg))
     assert time.monotonic() - started < 5
     assert problems == [f"endpoint sim ({url}, model judge) is unreachable: Connection error."]
 
@@ -71,7 +77,7 @@ def test_the_probe_gives_up_on_a_silent_endpoint_after_its_timeout() -> None:
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
         started = time.monotonic()
-        problems = probe_endpoints(settings_from_config(sim_config()).with_base_url("sim", url), 0.5)
+        problems = probe_endpoints(settings_from_config(sim_config()).with_base_url("sim", url), 0.5, {})
     assert time.monotonic() - started < 3
     assert len(problems) == 1 and url in problems[0] and "no answer within 0.5 s" in problems[0]
 
@@ -82,12 +88,12 @@ def test_the_probe_names_a_refused_key_without_showing_it(monkeypatch: pytest.Mo
     monkeypatch.setenv("FOLKLORE_TEST_LLM_KEY", "sk-wrong-key-1111")
     with SimServer(cfg["sim"]) as server:
         settings = settings_from_config(cfg).with_base_url("sim", server.base_url)
-        problems = probe_endpoints(settings, 5)
+        problems = probe_endpoints(settings, 5, roles(cfg))
         monkeypatch.setenv("FOLKLORE_TEST_LLM_KEY", "sk-right-key-0000")
-        assert probe_endpoints(settings, 5) == []
+        assert probe_endpoints(settings, 5, roles(cfg)) == []
         monkeypatch.delenv("FOLKLORE_TEST_LLM_KEY")
         with pytest.raises(LLMConfigError, match="FOLKLORE_TEST_LLM_KEY"):
-            probe_endpoints(settings, 5)
+            probe_endpoints(settings, 5, roles(cfg))
     assert len(problems) == 1
     assert problems[0].startswith(f"endpoint sim ({server.base_url}, model {', '.join(SIM_MODELS)}) "
                                   "refused the key in FOLKLORE_TEST_LLM_KEY: HTTP 401")
@@ -98,7 +104,7 @@ def test_the_probe_names_a_model_the_endpoint_does_not_list() -> None:
     cfg = sim_config(models=SIM_MODELS)
     cfg["models"]["judge"]["model"] = "judeg"
     with SimServer(cfg["sim"]) as server:
-        problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5)
+        problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5, roles(cfg))
     assert problems == [f"endpoint sim ({server.base_url}) does not serve model judeg "
                         f"(it lists {', '.join(SIM_MODELS)})"]
 
@@ -115,16 +121,16 @@ def test_a_budget_the_context_cannot_hold_is_named_by_its_key_for_each_stage() -
                        "formalize": {"max_tokens": 4096}, "think": {"temperature": 0.0}}
     settings = settings_from_config(cfg)
     every_model = {model: 4096 for model in SIM_MODELS}
-    assert unfit_budgets(settings, contexts_of(cfg, every_model)) == [
+    assert unfit_budgets(settings, contexts_of(cfg, every_model), roles(cfg)) == [
         "llm.sampling.discover.max_tokens=8192 cannot fit model discoverer's context of 4096 tokens (max_model_len at "
         "endpoint sim, http://sim/v1); lower it below 4096",
         "llm.sampling.formalize.max_tokens=4096 cannot fit model formalizer's context of 4096 tokens (max_model_len "
         "at endpoint sim, http://sim/v1); lower it below 4096",
     ], "a budget as large as the context leaves no room for the prompt; a stage with no max_tokens is not checked"
-    assert unfit_budgets(settings, contexts_of(cfg, {**every_model, "discoverer": 8193})) == [
+    assert unfit_budgets(settings, contexts_of(cfg, {**every_model, "discoverer": 8193}), roles(cfg)) == [
         "llm.sampling.formalize.max_tokens=4096 cannot fit model formalizer's context of 4096 tokens (max_model_len "
         "at endpoint sim, http://sim/v1); lower it below 4096"], "each stage is held to its own roles' models"
-    assert unfit_budgets(settings, {}) == [], "a listing that declares no context checks nothing"
+    assert unfit_budgets(settings, {}, roles(cfg)) == [], "a listing that declares no context checks nothing"
 
 
 def test_a_stage_asked_by_several_roles_is_held_to_the_smallest_of_their_contexts() -> None:
@@ -133,11 +139,13 @@ def test_a_stage_asked_by_several_roles_is_held_to_the_smallest_of_their_context
     cfg["provers"] = ["prover", "prover2"]
     cfg["sampling"] = {"prove": {"max_tokens": 8192}, "formalize": {"max_tokens": 6000}}
     settings = settings_from_config(cfg)
-    problems = unfit_budgets(settings, contexts_of(cfg, {"prover": 32768, "small-prover": 8192, "formalizer": 32768}))
+    problems = unfit_budgets(settings, contexts_of(cfg, {"prover": 32768, "small-prover": 8192, "formalizer": 32768}),
+                             roles(cfg))
     assert [problem.split(" cannot")[0] for problem in problems] == ["llm.sampling.prove.max_tokens=8192"]
     assert "model small-prover's context of 8192 tokens" in problems[0]
     cfg["models"]["autoformalize"]["model"] = "small-drafter"  # formalize also repairs autoformalize's drafts
-    problems = unfit_budgets(settings_from_config(cfg), contexts_of(cfg, {"formalizer": 32768, "small-drafter": 6000}))
+    problems = unfit_budgets(settings_from_config(cfg), contexts_of(cfg, {"formalizer": 32768, "small-drafter": 6000}),
+                             roles(cfg))
     assert [problem.split(" cannot")[0] for problem in problems] == ["llm.sampling.formalize.max_tokens=6000"]
 
 
@@ -152,19 +160,19 @@ def test_the_context_is_read_from_vllm_and_ray_serve_llm_cards_and_openais_say_n
     assert card_context(openai_card) is None
 
 
-def test_every_configured_stage_knows_the_roles_that_ask_it() -> None:
-    configured = {stage for name in ("openai", "sim", "vllm")
-                  for stage in yaml.safe_load((CONF.parent / f"{name}.yaml").read_text())["sampling"]}
-    assert configured - {PROVE_STAGE} <= set(STAGE_ROLES), "a stage missing here is held to every role's model"
-    roles = set(yaml.safe_load(CONF.read_text())["models"])
-    assert {role for asking in STAGE_ROLES.values() for role in asking} <= roles
+def test_every_configured_call_label_is_declared_by_a_stage_with_roles_of_the_config() -> None:
+    configured = {label for name in ("openai", "sim", "vllm")
+                  for label in yaml.safe_load((CONF.parent / f"{name}.yaml").read_text())["sampling"]}
+    roles = call_roles(DECLARED.values(), ["prover"])
+    assert configured <= set(roles), "a label no stage declares is held to every role's model"
+    assert {role for asking in roles.values() for role in asking} <= set(yaml.safe_load(CONF.read_text())["models"])
 
 
 def test_the_probe_reads_the_sim_cards_context_and_refuses_a_budget_it_cannot_hold() -> None:
     cfg = sim_config(models=SIM_MODELS, max_context_tokens=4096)
     cfg["sampling"]["discover"]["max_tokens"] = 8192
     with SimServer(cfg["sim"]) as server:
-        problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5)
+        problems = probe_endpoints(settings_from_config(cfg).with_base_url("sim", server.base_url), 5, roles(cfg))
         assert server.stats.snapshot()["requests"] == 0, "no chat completion was sent"
     assert (f"llm.sampling.discover.max_tokens=8192 cannot fit model discoverer's context of 4096 tokens "
             f"(max_model_len at endpoint sim, {server.base_url}); lower it below 4096") in problems
@@ -173,12 +181,12 @@ def test_the_probe_reads_the_sim_cards_context_and_refuses_a_budget_it_cannot_ho
 
 def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() -> None:
     cfg = sim_config()
-    with LLMBackend(cfg) as settings:
+    with LLMBackend(cfg, roles(cfg)) as settings:
         base_url = settings.endpoints["sim"].base_url
-        assert probe_endpoints(settings, 5) == []
+        assert probe_endpoints(settings, 5, roles(cfg)) == []
     cfg = sim_config(require_api_key="sk-the-sim-wants-this")  # the sim endpoint sends no key
     with pytest.raises(LLMConfigError) as raised:
-        LLMBackend(cfg).__enter__()
+        LLMBackend(cfg, roles(cfg)).__enter__()
     message = str(raised.value)
     assert "refused a request without a key: HTTP 401" in message and "llm.probe.enabled=false" in message
     base_url = message.split("(", 1)[1].split(",", 1)[0]
@@ -186,7 +194,7 @@ def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() 
     with pytest.raises(urllib.error.URLError):
         fetch_stats(base_url, timeout_s=2)  # the sim the backend started was stopped
     cfg["probe"]["enabled"] = False
-    with LLMBackend(cfg) as settings:
+    with LLMBackend(cfg, roles(cfg)) as settings:
         assert settings.endpoints["sim"].base_url
 
 

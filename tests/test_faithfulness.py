@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from lean_pool.lean_source import opened_namespaces, referenced_constants
 from operators.autoformalize.faithfulness import (
@@ -18,6 +19,7 @@ from operators.autoformalize.faithfulness import (
     assess,
     assessed,
     definitions_text,
+    faithfulness_arguments,
     faithfulness_score,
     grounded_terms,
     labels_of,
@@ -30,8 +32,8 @@ from operators.retrieval.declarations import first_theorem
 from operators.retrieval.settings import IndexSettings
 from operators.rows.candidates import candidates_table, empty_candidate
 from operators.rows.formalizations import empty_formalization, formalizations_table
+from operators.stage import Shared
 from pipelines.jobs.mining import load_config
-from pipelines.runtime.step_settings import faithfulness_settings
 
 NO_INDEX = IndexSettings(dir=None, revision=None, embedding={})
 ALPHA, PENALTY = 0.9, 0.1
@@ -74,7 +76,9 @@ def settings() -> FaithfulnessSettings:
     """The configured check (conf/faithfulness/default.yaml's prompts), with the threshold and penalty pinned."""
     cfg = load_config(["faithfulness.enabled=true", f"faithfulness.alpha={ALPHA}",
                        f"faithfulness.minor_penalty={PENALTY}"])
-    return faithfulness_settings(cfg, {"system": "You are a careful mathematician."}, NO_INDEX)
+    shared = Shared(prompts={"system": "You are a careful mathematician."}, index=NO_INDEX, grounding=None,
+                    subgoals=None, table="candidates", benchmark_problems=tuple)
+    return faithfulness_arguments(OmegaConf.to_container(cfg, resolve=True), shared)["faithfulness"]
 
 
 def compiled_statement(record: dict[str, Any]) -> str:

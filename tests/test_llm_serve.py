@@ -274,4 +274,4 @@ def test_a_vllm_run_whose_tool_role_has_no_parser_stops_before_serve_starts(vllm
 
     vllm_cfg["models"]["agent"] = {"endpoint": "serve", "model": "goedel-prover-v2-32b"}
     with pytest.raises(LLMConfigError, match=r"engines of \['goedel-prover-v2-32b'\] have no tool_call_parser"):
-        LLMBackend(vllm_cfg).__enter__()
+        LLMBackend(vllm_cfg, {}).__enter__()

@@ -427,7 +427,7 @@ def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> 
 
 def test_backend_starts_and_stops_the_sim_as_a_process() -> None:
     cfg = yaml.safe_load((CONF / "sim.yaml").read_text())
-    backend = LLMBackend(cfg)
+    backend = LLMBackend(cfg, {})
     with backend as settings:
         base_url = settings.endpoints["sim"].base_url
         assert base_url.startswith("http://127.0.0.1:")

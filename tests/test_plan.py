@@ -139,6 +139,10 @@ def shape(**changes) -> MiningShape:
                   lean_workers=3, repls_per_worker=2, repl_num_cpus=1.0, repl_memory_gb=6.5, repl_max_uses=100,
                   replay_slots_per_worker=1, llm_on_cluster=True,
                   stage_slots={"discover": 4, "judge": 10, "formalize": 10, "trivial": 10, "prove": 10},
+                  row_stage_of_call={"discover": "discover", "judge": "judge", "formalize": "formalize",
+                                     "diagnose": "formalize", "prove": "prove"},
+                  candidate_stages=("judge", "formalize", "trivial", "prove"),
+                  lean_stages=("formalize", "trivial", "prove"),
                   endpoint_capacity=None, service_s={}, lean_sim_costs=None)
     return MiningShape(**{**values, **changes})
 
@@ -154,8 +158,7 @@ DEFAULTS = {"candidates_per_lemma_asked": 0.5, "duplicate_share": 0.2, "judge_ac
 def test_stated_costs_follow_the_funnel_and_the_budgets():
     costs = stated_costs(DEFAULTS, shape())
     assert costs.candidates_per_unit == 5  # min_lemmas 10 x 0.5
-    assert costs.row_shares == pytest.approx({"decontaminate": 0.0, "judge": 0.8, "formalize": 0.4, "faithfulness": 0.0, "trivial": 0.2,
-                                              "prove": 0.16})
+    assert costs.row_shares == pytest.approx({"judge": 0.8, "formalize": 0.4, "trivial": 0.2, "prove": 0.16})
     assert costs.calls["judge"].calls_per_row == 3  # judge.samples
     assert costs.calls["formalize"].calls_per_row == 2  # 5 repairs capped at T=2
     assert costs.calls["diagnose"].calls_per_row == 0  # diagnose is off

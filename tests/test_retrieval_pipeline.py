@@ -150,11 +150,11 @@ async def test_grounded_prompts_show_related_declarations_and_real_names_for_an_
     statement = "import Mathlib\n\ntheorem t (a : ℕ) : a + 0 = a := by sorry\n"
     with SimServer(sim_server_config(median_s=0.01)) as server:
         settings = settings_from_config(settings_cfg).with_base_url("sim", server.base_url)
-        formalize = _recording(FormalizeOperator)(settings, formalize=steps.formalize, pool=_ScriptedPool())
+        formalize = _recording(FormalizeOperator)(settings, formalize=steps.of("formalize")["formalize"], pool=_ScriptedPool())
         row = {"candidate_id": "x/s0/c0", "status": "discovered", "statement_raw": statement,
                "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0, "lean_imports": 0}
         done = await formalize.process_row(dict(row))
-        prove = _recording(ProveOperator)(settings, prove=steps.prove, pool=_ScriptedPool())
+        prove = _recording(ProveOperator)(settings, prove=steps.of("prove")["prove"], pool=_ScriptedPool())
         await prove.process_row({**done, "status": "compiled", "statement": statement, "proofs": []})
     assert done["status"] == "compiled" and done["formalize_repairs"] == 1
     (repair,) = formalize.sent

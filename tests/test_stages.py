@@ -17,7 +17,7 @@ from operators.decontaminate import STAGE as DECONTAMINATE
 from operators.discover import STAGE as DISCOVER
 from operators.rows.candidates import candidates_table, empty_candidate
 from operators.split import SEED_TO_DISCOVER
-from operators.stage import Resources, Shared
+from operators.stage import Shared
 from operators.stages import DECLARED, PipelineError, call_roles, pipeline
 from pipelines.reporting import capacity_plan, stats
 from pipelines.reporting.capacity import mining_shape, streaming_cpus
@@ -179,14 +179,6 @@ def test_a_stage_declared_outside_folklore_is_seen_everywhere_from_its_declarati
     cost = stats.cost_by_stage(candidates, None, pipeline(cfg, INPUTS))
     row = cost.filter(pl.col("stage") == "second_judge").row(0, named=True)
     assert (row["llm_calls"], row["prompt_tokens"]) == (1, 10)
-
-
-def test_a_stages_entry_overrides_the_resources_an_outside_stage_declares(extra_stage):
-    cfg = load_config([DEMO, f"pipeline=[discover,split,{extra_stage}]",
-                       "+stages.second_judge={actors: 1, num_cpus: 2}"])
-    stage = pipeline(cfg, INPUTS)[-1]
-    assert stage.resources_of(cfg) == Resources(actors=1, max_concurrent_calls_per_actor=1, batch_size=None,
-                                                num_cpus=2.0)
 
 
 def test_every_prompt_a_stage_declares_is_in_its_jobs_config():

@@ -28,8 +28,8 @@ from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines.jobs import evaluation
 from pipelines.reporting.corpora import pair_rows
-from pipelines.jobs.mining import load_config
-from pipelines.runtime.step_settings import step_settings
+from pipelines.jobs.mining import MiningJob, load_config
+from pipelines.runtime.step_settings import StepSettings, step_settings
 from tests.loop_script import Script
 
 FORMALIZE_MARKER = "error-free code"
@@ -410,21 +410,30 @@ def test_a_discover_answer_cut_at_its_budget_says_so_in_its_reason():
 # --- settings -------------------------------------------------------------------------------------------
 
 
+def mining_steps(overrides: list[str]) -> StepSettings:
+    """The settings a mining run of `overrides` hands each of its stages (closed-book)."""
+    return step_settings(load_config(overrides), NO_INDEX, MiningJob.INPUTS, MiningJob.PLAN_TABLE)
+
+
 async def test_formalize_round_budget_comes_from_its_config_section():
-    steps = step_settings(load_config(["formalize.max_repairs=3"]), NO_INDEX)
-    assert (steps.formalize.max_repairs, steps.prove.max_repairs) == (3, 2)
+    steps = mining_steps(["formalize.max_repairs=3"])
+    formalize_settings = steps.of("formalize")["formalize"]
+    assert (formalize_settings.max_repairs, steps.of("prove")["prove"].max_repairs) == (3, 2)
     script = Script([UNKNOWN] * 4, [answer("theorem t : False := sorry")] * 3)
-    row = await formalize(script, steps.formalize.max_repairs)
+    row = await formalize(script, formalize_settings.max_repairs)
     assert row["formalize_repairs"] == 3 and script.used_up()
 
 
 def test_each_step_gets_only_its_settings_and_retrieval_is_off_by_default():
-    steps = step_settings(load_config([]), NO_INDEX)
-    assert steps.dedup is None and steps.formalize.grounding is None and steps.prove.grounding is None
-    assert steps.trivial.tactic == "aesop" and steps.judge.samples == 1
-    assert "import Aesop" in steps.prove.env_lines and not steps.prove.include_trivial
-    demo = step_settings(load_config(["preset=demo"]), NO_INDEX)
-    assert demo.dedup is not None and demo.dedup.index == NO_INDEX and demo.discover.min_lemmas == 6
+    steps = mining_steps(["dedup.enabled=false"])
+    prove_settings = steps.of("prove")["prove"]
+    assert "split+dedup" not in steps.arguments and steps.of("split") == {"subgoals": None}
+    assert steps.of("formalize")["formalize"].grounding is None and prove_settings.grounding is None
+    assert steps.of("trivial")["trivial"].tactic == "aesop" and steps.of("judge")["judge"].samples == 1
+    assert "import Aesop" in prove_settings.env_lines and not prove_settings.include_trivial
+    demo = mining_steps(["preset=demo"])
+    dedup = demo.of("split+dedup")["dedup"]
+    assert dedup.index == NO_INDEX and demo.of("discover")["discover"].min_lemmas == 6
 
 
 def test_the_demo_judge_accepts_every_lemma_0_that_aesop_closes_and_draws_the_others():
@@ -442,4 +451,6 @@ def test_the_demo_judge_accepts_every_lemma_0_that_aesop_closes_and_draws_the_ot
 
 def test_evaluate_checks_a_benchmark_statement_as_given():
     cfg = evaluation.load_config(["benchmark_dir=/nowhere", "llm=sim", "lean=sim"])
-    assert step_settings(cfg, NO_INDEX).formalize.max_repairs == 0
+    steps = step_settings(cfg, NO_INDEX, evaluation.EvaluationJob.INPUTS, evaluation.EvaluationJob.PLAN_TABLE)
+    assert [stage.name for stage in steps.stages] == ["formalize", "trivial", "prove"]
+    assert steps.of("formalize")["formalize"].max_repairs == 0

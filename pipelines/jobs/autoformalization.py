@@ -15,18 +15,12 @@ import pyarrow.parquet as pq
 import ray
 from omegaconf import DictConfig, open_dict
 
-from operators.autoformalize.agent import AgentAutoformalizeOperator, AgentSettings
 from operators.autoformalize.agent_tools import example_pair
-from operators.autoformalize.direct import STAGE as DIRECT_STAGE
-from operators.autoformalize.direct import AutoformalizeOperator, AutoformalizeSettings
-from operators.autoformalize.faithfulness import STAGE as FAITHFULNESS_STAGE
-from operators.autoformalize.faithfulness import FaithfulnessOperator
-from operators.autoformalize.got import GraphAutoformalizeOperator, GraphSettings
 from operators.rows.formalizations import (
     AGENT,
     ERROR_INFRA,
     FORMALIZATION_SCHEMA,
-    GOT,
+    PENDING,
     STATUSES,
     InputRules,
     formalizations_table,
@@ -34,13 +28,18 @@ from operators.rows.formalizations import (
     table_rows,
     with_unique_ids,
 )
-from operators.stages import AUTOFORMALIZE_STAGES, running
 from operators.storage import open_location
-from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
+from pipelines.reporting.summary import (
+    Closing,
+    closing_lines,
+    report_hint,
+    rows_by_status,
+    written_cost,
+)
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
-from pipelines.runtime.stages import Stage, streamed, write
+from pipelines.runtime.stages import plan_steps, streamed, write
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"
@@ -141,6 +140,8 @@ class AutoformalizeJob(Job):
 
     JOB = "autoformalize"
     TABLES = (TABLE,)
+    PLAN_TABLE = TABLE
+    INPUTS = frozenset({PENDING})
 
     def find_inputs(self) -> None:
         """The input rows and the agent's examples, read before Ray starts and the run directory is touched (a wrong
@@ -153,37 +154,6 @@ class AutoformalizeJob(Job):
         agent = self.cfg.autoformalize.agent
         use_examples = self.cfg.autoformalize.mode == AGENT and agent.examples is not None
         self.examples = read_examples(str(agent.examples)) if use_examples else None
-
-
-def mode_operator(job: AutoformalizeJob) -> tuple[type[AutoformalizeOperator], dict]:
-    """The autoformalize operator of the configured mode and its own settings."""
-    section = job.cfg.autoformalize
-    if section.mode == GOT:
-        got = section.got
-        return GraphAutoformalizeOperator, {"graph": GraphSettings(
-            max_concepts=int(got.max_concepts), max_depth=int(got.max_depth), ground_k=int(got.ground_k))}
-    if section.mode == AGENT:
-        agent = section.agent
-        return AgentAutoformalizeOperator, {"agent": AgentSettings(
-            max_tool_calls=int(agent.max_tool_calls), search_k=int(agent.search_k),
-            max_search_k=int(agent.max_search_k), examples_k=int(agent.examples_k), examples=job.examples)}
-    return AutoformalizeOperator, {}
-
-
-def stages(job: AutoformalizeJob) -> list[Stage]:
-    """The declared `AUTOFORMALIZE_STAGES`: autoformalize (the mode's operator) then faithfulness, each an actor
-    pool of async operators."""
-    cfg = job.cfg
-    settings = AutoformalizeSettings(retrieve_k=int(cfg.autoformalize.retrieve_k), think=bool(cfg.autoformalize.think),
-                                     prompts=job.steps.formalize.prompts, formalize=job.steps.formalize)
-    operator, mode_settings = mode_operator(job)
-    options = {
-        DIRECT_STAGE: (operator, job.llm_options(DIRECT_STAGE, autoformalize=settings, pool=job.pool,
-                                                 **mode_settings)),
-        FAITHFULNESS_STAGE: (FaithfulnessOperator, job.llm_options(FAITHFULNESS_STAGE,
-                                                                   faithfulness=job.steps.faithfulness, rows=TABLE)),
-    }
-    return [Stage(spec.name, *options[spec.name]) for spec in running(AUTOFORMALIZE_STAGES, cfg)]
 
 
 def autoformalize(job: AutoformalizeJob) -> int:
@@ -200,7 +170,7 @@ def autoformalize(job: AutoformalizeJob) -> int:
     table = formalizations_table(rows)
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    write(job, streamed(ds, stages(job), job.board), TABLE,
+    write(job, streamed(ds, plan_steps(job, job.steps.stages), job.board), TABLE,
                rows_per_file=int(job.cfg.output.rows_per_file))
     return len(rows)
 

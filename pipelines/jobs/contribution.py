@@ -21,12 +21,10 @@ from typing import Any
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lean_pool.pool import checker_provenance
 from operators.contribute.description import file_description
-from operators.contribute.name import NameOperator, NameSettings
-from operators.contribute.naming import naming_rules
 from operators.contribute.patches import (
     changed_declarations,
     claim_names,
@@ -37,7 +35,6 @@ from operators.contribute.patches import (
     refused_blocks,
 )
 from operators.contribute.placement import unified_diff
-from operators.contribute.shorten import ShortenOperator, ShortenSettings
 from operators.retrieval.declaration_index import TABLE_FILE, node_local
 from operators.rows.contributions import (
     ERROR_INFRA,
@@ -50,15 +47,19 @@ from operators.rows.contributions import (
     new_contribution,
     offer_refusal,
 )
-from operators.stages import CONTRIBUTE_STAGES, running
 from operators.storage import StorageFull, is_uri, join, open_location, refused_write
 from pipelines.reporting.run_data import load_run
-from pipelines.reporting.summary import Closing, closing_lines, rows_by_status, written_cost
+from pipelines.reporting.summary import (
+    Closing,
+    closing_lines,
+    rows_by_status,
+    written_cost,
+)
 from pipelines.runtime.cli import SetupError, WorkWritten
 from pipelines.runtime.index_check import index_location
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import Output, marker, placed_output, run_output
-from pipelines.runtime.stages import Stage, streamed
+from pipelines.runtime.stages import plan_steps, streamed
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 from pipelines.runtime.waves import execute_collecting
 
@@ -76,6 +77,8 @@ class ContributeJob(Job):
 
     JOB = "contribute"
     TABLES = (TABLE,)
+    PLAN_TABLE = TABLE
+    INPUTS = frozenset({PENDING})
 
     def __init__(self, cfg: DictConfig) -> None:
         filesystem, path = open_location(str(cfg.run_dir))
@@ -131,20 +134,6 @@ class ContributeJob(Job):
         lean = checker_provenance(self.lean_cfg)
         return f"Lean {lean['toolchain']}, Mathlib {lean['mathlib_rev']}"
 
-    def stages(self) -> list[Stage]:
-        """The name and shorten stages, in plan order."""
-        contribute = self.cfg.contribute
-        naming = NameSettings(role=str(contribute.name.role), prompts=dict(self.cfg.prompts),
-                              rules=naming_rules(OmegaConf.to_container(self.cfg.naming, resolve=True)))
-        shorten = ShortenSettings(tactics=tuple(contribute.shorten.tactics),
-                                  timeout_s=float(contribute.shorten.timeout_s))
-        builders = {
-            "name": lambda spec: Stage(spec.name, NameOperator, self.llm_options(spec.name, name=naming)),
-            "shorten": lambda spec: Stage(spec.name, ShortenOperator,
-                                          self.operator_options(spec.name, shorten=shorten, pool=self.pool)),
-        }
-        return [builders[spec.name](spec) for spec in running(CONTRIBUTE_STAGES, self.cfg)]
-
 
 def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]]:
     """A contribution row for each candidate of the run that is offered, and why the others are not."""
@@ -191,7 +180,7 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
     locate(rows, seeds, list(job.cfg.contribute.dropped_context))
     pending = [row for row in rows if row["status"] == PENDING]
     if pending:
-        plan = streamed(ray.data.from_arrow(contributions_table(pending)), job.stages(), job.board)
+        plan = streamed(ray.data.from_arrow(contributions_table(pending)), plan_steps(job, job.steps.stages), job.board)
         done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, plan, job.ray_log)}
         rows = [done.get(row["candidate_id"], row) for row in rows]
     index = index_names(job.cfg)

@@ -21,17 +21,28 @@ from operators.rows.benchmark_items import (
     prover_models,
     table_item,
 )
-from operators.rows.candidates import ERROR_INFRA, STATUSES, candidates_table
+from operators.rows.candidates import (
+    DISCOVERED,
+    ERROR_INFRA,
+    STATUSES,
+    candidates_table,
+)
 from operators.storage import open_location
 from pipelines.reporting import stats
 from pipelines.reporting.markdown import success_markdown
 from pipelines.reporting.run_data import load_run
-from pipelines.reporting.summary import Closing, closing_lines, report_hint, rows_by_status, written_cost
+from pipelines.reporting.summary import (
+    Closing,
+    closing_lines,
+    report_hint,
+    rows_by_status,
+    written_cost,
+)
 from pipelines.runtime.benchmarks import read_table_file, read_text
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
-from pipelines.runtime.stages import statement_stages, streamed, write
+from pipelines.runtime.stages import plan_steps, streamed, write
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 
@@ -101,6 +112,8 @@ class EvaluationJob(Job):
 
     JOB = "evaluate"
     TABLES = ("candidates",)
+    PLAN_TABLE = "candidates"
+    INPUTS = frozenset({DISCOVERED})
 
     def finished_candidate_ids(self) -> set[str]:
         """The ids of candidates already written with a finished status (for jobs whose inputs are few enough to
@@ -120,7 +133,7 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    write(job, streamed(ds, statement_stages(job), job.board), "candidates",
+    write(job, streamed(ds, plan_steps(job, job.steps.stages), job.board), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 

@@ -26,7 +26,12 @@ from operators.llm.cache import stored_answers
 from operators.rows.candidates import ERROR_INFRA, PROVED, SEED, unit_id
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.rows.seeds import domain_of, seed_id
-from operators.split import SEED_ITEM_SCHEMA, SUBGOAL_PARENT_STATUSES, open_goals_of
+from operators.split import (
+    SEED_ITEM_SCHEMA,
+    SEED_TO_DISCOVER,
+    SUBGOAL_PARENT_STATUSES,
+    open_goals_of,
+)
 from operators.storage import is_uri, join
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.summary import (
@@ -48,7 +53,7 @@ from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.seed_files import list_seed_files
-from pipelines.runtime.stages import discover_stage, streamed, verify_stages, write
+from pipelines.runtime.stages import after_discover, discover_step, streamed, write
 from pipelines.runtime.waves import (
     SeedWave,
     driver_rss_bytes,
@@ -69,6 +74,8 @@ class MiningJob(Job):
 
     JOB = "mine"
     TABLES = ("discoveries", "candidates")
+    PLAN_TABLE = "candidates"
+    INPUTS = frozenset({SEED_TO_DISCOVER})
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
@@ -178,13 +185,13 @@ def run_wave(job: MiningJob, wave: SeedWave, waves: int, part: str = "") -> None
     started = time.monotonic()
     sources = []
     if wave.to_discover:
-        discover = discover_stage(job)
+        discover = discover_step(job)
         sources.append(seed_blocks(wave.to_discover, SEED_WORK_SCHEMA).map_batches(
             arrow_wire.wired(discover.operator), **discover.options))
     if wave.to_split:
         sources.append(seed_blocks(wave.to_split, SEED_ITEM_SCHEMA))
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
-    write(job, streamed(seeds, verify_stages(job, wave.index), job.board), "candidates",
+    write(job, streamed(seeds, after_discover(job, wave.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
     print(wave_done_line(wave, waves, time.monotonic() - started, driver_rss_bytes(), part), flush=True)
 
@@ -193,7 +200,7 @@ def mine_seeds(job: MiningJob) -> None:
     """Seed files -> discoveries/ and candidates/, round after round (`rounds`), each round's candidates followed by
     the candidates their failed proofs' open goals give (`subgoals`, level after level up to `max_depth`)."""
     rounds = int(job.cfg.rounds)
-    levels = int(job.cfg.subgoals.max_depth) if job.steps.subgoals else 0
+    levels = int(job.cfg.subgoals.max_depth) if job.steps.shared.subgoals else 0
     for round_number in range(1, rounds + 1):
         part = f"round {round_number}" if rounds > 1 or levels else ""
         run_waves(job, *job.seed_work(round_number), part=part)

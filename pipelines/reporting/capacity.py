@@ -296,7 +296,7 @@ def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
               faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
     per_row = {label: method.get(label, 1.0) for label in shape.row_stage_of_call}
     llm = assumed["llm"]
-    stated = {label: llm.get(label, llm["other"]) for label in per_row}
+    stated = {label: llm[label] if label in llm else llm["other"] for label in per_row}
     latency = {label: shape.service_s.get(label, float(stated[label]["latency_s"])) for label in per_row}
     check_s = shape.lean_sim_costs[0] if shape.lean_sim_costs else float(assumed["lean_check_s"])
     longest_attempts = shape.prove_max_repairs + 1

@@ -16,31 +16,29 @@ import pyarrow.fs as pafs
 from omegaconf import OmegaConf
 
 import conf
-
 from operators.discover import DISCOVERY_SCHEMA
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.stage import Stage
-from operators.stages import PipelineError, resolve
+from operators.stages import PipelineError, named
 from operators.storage import open_location
 from pipelines.reporting.stats import is_simulated
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
-
 
 # The mining pipeline of a run recorded before `pipeline:` was a key of its config.
 MINING_PIPELINE = tuple(OmegaConf.load(Path(conf.__file__).parent / "mine.yaml").pipeline)
 
 
 def run_stages(config: dict[str, Any]) -> tuple[Stage, ...]:
-    """The stages of a run's pipeline as its config records it, resolved as the run resolved them; a stage declared
-    in a module this process cannot import is left out (its calls still count in the totals, not in a row of its
+    """The stages of a run's pipeline as its config records it (as listed: what replaced one under the run's config
+    calls no LLM and checks no Lean either); a stage declared in a module this process cannot import is left out (its calls still count in the totals, not in a row of its
     own)."""
     stages = []
     for entry in config.get("pipeline") or MINING_PIPELINE:
         try:
-            stages.append(resolve(str(entry), config))
+            stages.append(named(str(entry)))
         except PipelineError:
             continue
     return tuple(stages)

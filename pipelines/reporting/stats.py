@@ -16,13 +16,13 @@ from operators.llm.calls import CUT_FINISH_REASON
 from operators.rows.candidates import (
     COMPILED,
     CONTAMINATED,
-    ORIGINS,
-    SEED,
     DUPLICATE,
     ERROR_INFRA,
     NOT_COMPILABLE,
+    ORIGINS,
     PROVED,
     REJECTED_BY_JUDGE,
+    SEED,
     TRIVIAL,
     UNFAITHFUL,
 )

@@ -33,10 +33,12 @@ from lean_pool.ray_start import (
     record_ray_session,
     stop_leftovers,
 )
+from operators.dedup import DECLARATION as SPLIT_DEDUP_STAGE
 from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.retrieval.settings import GroundingSettings, IndexSettings
+from operators.stages import DECLARED, call_roles
 from operators.storage import is_uri
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire
@@ -45,7 +47,13 @@ from pipelines.runtime.index_check import checked_index, index_location, index_r
 from pipelines.runtime.lease import lease_store, take
 from pipelines.runtime.off_driver import OffDriver
 from pipelines.runtime.progress import StatusBoard, Ticker
-from pipelines.runtime.run_dir import MANIFEST, RunDir, new_manifest, now_iso, refused_writes_in_one_line
+from pipelines.runtime.run_dir import (
+    MANIFEST,
+    RunDir,
+    new_manifest,
+    now_iso,
+    refused_writes_in_one_line,
+)
 from pipelines.runtime.run_identity import (
     ChangedSettings,
     claim,
@@ -101,9 +109,14 @@ def started(job: type[J], cfg: DictConfig) -> Iterator[J]:
 class Job:
     """A run's resources, started in `__enter__` and released in `__exit__`."""
 
-    # The job's name in its run directory's manifest, and the tables it writes rows to.
+    # The job's name in its run directory's manifest, the tables it writes rows to, the table its pipeline's rows go
+    # to, and the statuses those rows enter the pipeline with (what its first stage must take).
     JOB: ClassVar[str]
     TABLES: ClassVar[tuple[str, ...]]
+    PLAN_TABLE: ClassVar[str]
+    INPUTS: ClassVar[frozenset[str]]
+    # What `find_inputs` read for the stages to learn from (the agent's examples); None for most jobs.
+    examples: Any = None
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -116,9 +129,10 @@ class Job:
         index = IndexSettings(dir=None if cfg.index.dir is None else index_location(str(cfg.index.dir)),
                               revision=revision,
                               embedding=OmegaConf.to_container(cfg.embedding, resolve=True))
-        self.steps = step_settings(cfg, index)
         self.find_inputs()
-        self.backend = LLMBackend(cfg.llm)
+        # The pipeline and each stage's settings; a list that cannot work is a SetupError of one line.
+        self.steps = step_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
+        self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.steps.stages), list(cfg.llm.provers)))
         self.run = RunDir(str(cfg.run_dir))
         # One driver per run: a second start on a held run directory is refused here, having written nothing.
         self.lease = take(lease_store(self.run.uri, self.run.filesystem, self.run.path), self.run.uri,
@@ -273,8 +287,8 @@ class Job:
             "lean_simulated": lean["simulated"],
             "toolchain": lean["toolchain"],
             "mathlib_rev": lean["mathlib_rev"],
-            "dedup": self._retrieval_provenance(self.steps.dedup, ("threshold", "k")),
-            "grounding": self._retrieval_provenance(self.steps.formalize.grounding, ("k", "k_missing", "max_missing")),
+            "dedup": self._retrieval_provenance(self.steps.of(SPLIT_DEDUP_STAGE.name).get("dedup"), ("threshold", "k")),
+            "grounding": self._retrieval_provenance(self.steps.shared.grounding, ("k", "k_missing", "max_missing")),
         }
 
     def _retrieval_provenance(self, settings: DedupSettings | GroundingSettings | None, keys: Sequence[str]
@@ -288,38 +302,6 @@ class Job:
         """`function(*args)` in a fresh Ray worker on the driver's node that exits when it returns (`OffDriver`): a
         wave's plan, a table read whole, whatever would leave its weight in the driver for the rest of the run."""
         return self._off_driver.run(function, *args)
-
-    def operator_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`map_batches` keyword arguments for a stage's async operator, shaped by `stages.<stage>`."""
-        shape = self.cfg.stages[stage]
-        return {
-            "batch_size": int(shape.batch_size),
-            "batch_format": "pyarrow",
-            "num_cpus": float(shape.num_cpus),
-            "compute": ray.data.ActorPoolStrategy(
-                size=int(shape.actors), max_concurrent_calls_per_actor=int(shape.max_concurrent_calls_per_actor)
-            ),
-            "fn_constructor_kwargs": constructor_kwargs,
-        }
-
-    def dedup_options(self, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`map_batches` keyword arguments of the split+dedup stage: a batch is whole blocks of seed items, so a
-        candidate is compared with every sibling, whatever the batch."""
-        shape = self.cfg.stages.dedup
-        return {
-            "batch_size": None,
-            "batch_format": "pyarrow",
-            "num_cpus": float(shape.num_cpus),
-            "compute": ray.data.ActorPoolStrategy(size=int(shape.actors)),
-            "fn_constructor_kwargs": constructor_kwargs,
-        }
-
-    def llm_options(self, stage: str, **constructor_kwargs: Any) -> dict[str, Any]:
-        """`operator_options` for an operator on `operators.step.LLMOperator` (settings, actors, usage ledger,
-        the run's answer cache)."""
-        actors = int(self.cfg.stages[stage].actors)
-        return self.operator_options(stage, settings=self.settings, actors=actors, ledger=self.ledger,
-                                     cache_dir=self.llm_cache_dir, **constructor_kwargs)
 
     def usage(self) -> dict[str, StageUsage]:
         """Per-stage LLM calls, failures, tokens and latency of this start so far."""
