@@ -2,7 +2,7 @@
 
 The sim endpoint serves `capacity` requests at once with a fixed latency L; 2,000 discovered candidates
 go through the production judge operator (`operators.judge.JudgeOperator`) with the actor pool that
-`stages.judge` gives it in a mining run (`pipelines.runtime.stages.stage_options`), on the `preset=demo` job. Two ratios,
+`judge.resources` gives it in a mining run (`pipelines.runtime.wiring.stage_options`), on the `preset=demo` job. Two ratios,
 measured in the same run:
 - in_flight_ratio: mean requests in flight at the server (time-weighted, first arrival to last
   answer) / the endpoint's configured concurrency (goal >= 0.95);
@@ -13,7 +13,7 @@ With a fixed L, 2,000 requests make 31.25 waves of 64, so the last partial wave 
 ratios at 62.5 / 64 = 0.977 even for a perfect client.
 
 Run: `python benchmarks/llm_bench.py [--requests 2000] [--capacity 64] [--latency-s 2.0] [OVERRIDE ...]`
-(about 75 s); OVERRIDEs are the mining job's Hydra overrides, e.g. `stages.judge.batch_size=16` to try
+(about 75 s); OVERRIDEs are the mining job's Hydra overrides, e.g. `judge.resources.batch_size=16` to try
 another actor pool. The last line is `in_flight_ratio=X throughput_ratio=Y`.
 """
 
@@ -33,7 +33,7 @@ from operators.llm.sim.server import fetch_stats, reset_stats
 from operators.llm.usage import usage_report
 from operators.rows.candidates import ERROR_INFRA, candidate_id, empty_candidate, unit_id
 from pipelines.jobs.mining import MiningJob, load_config
-from pipelines.runtime.stages import stage_options
+from pipelines.runtime.wiring import stage_options
 
 SEED = "Mathlib.Bench"
 
@@ -79,7 +79,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir, MiningJob(
         load_config(overrides(run_dir, args.capacity, args.latency_s, args.overrides))
     ) as job:
-        shape = job.cfg.stages.judge
+        shape = job.cfg.judge.resources
         base_url = job.settings.endpoints[job.cfg.llm.sim_endpoint].base_url
         ds = ray.data.from_items(discovered_candidates(args.requests))
         ds = ds.map_batches(JudgeOperator, **stage_options(job, JUDGE, job.steps.of(JUDGE.name)))
@@ -95,7 +95,7 @@ def main() -> None:
     print(usage_report(totals))
     pool_rows = shape.actors * shape.max_concurrent_calls_per_actor * shape.batch_size
     print(
-        f"stages.judge: actors={shape.actors} max_concurrent_calls_per_actor={shape.max_concurrent_calls_per_actor} "
+        f"judge.resources: actors={shape.actors} max_concurrent_calls_per_actor={shape.max_concurrent_calls_per_actor} "
         f"batch_size={shape.batch_size} (up to {pool_rows} rows in the pool) statuses={dict(sorted(statuses.items()))}"
     )
     print(

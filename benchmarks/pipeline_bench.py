@@ -31,7 +31,7 @@ from pipelines.jobs.mining import MiningJob, load_config, mine_seeds, report, se
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
-from pipelines.runtime.stages import PlanStep, after_discover, discover_step, write
+from pipelines.runtime.wiring import PlanStep, after_discover, discover_step, write
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GROWTH = 10

@@ -56,7 +56,7 @@ ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.c
 MIB = 2**20
 RSS_POLL_S = 0.05
 PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
-# The title Ray gives a worker while it executes a plan (`pipelines.runtime.stages.write` runs each plan in one of its own).
+# The title Ray gives a worker while it executes a plan (`pipelines.runtime.wiring.write` runs each plan in one of its own).
 PLAN_PROCESS_TITLE = f"ray::{execute_writing.__name__}"
 # mine's line at the end of each plan (`pipelines.runtime.waves.wave_done_line`).
 PLAN_DONE = re.compile(r"^\[wave\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")

@@ -341,5 +341,5 @@ def decontaminate_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=DecontaminateOperator, arguments=decontaminate_arguments, resources=STAGE,
+    name=STAGE, operator=DecontaminateOperator, arguments=decontaminate_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({DISCOVERED}), gives=frozenset({DISCOVERED, CONTAMINATED}), runs=benchmarks_named)

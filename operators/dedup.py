@@ -163,5 +163,5 @@ def dedup_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 # A batch is whole blocks of seed items, so a candidate is compared with every sibling, whatever the batch.
 DECLARATION = Stage(
     name="split+dedup", operator=SplitDedupOperator, arguments=dedup_arguments, execution=Execution.WHOLE_BLOCKS,
-    resources="dedup", takes=frozenset({SEED_DISCOVERED}), gives=frozenset({DISCOVERED, DUPLICATE, TRIVIAL}),
-    runs=dedup_on)
+    resources="dedup.resources", takes=frozenset({SEED_DISCOVERED}),
+    gives=frozenset({DISCOVERED, DUPLICATE, TRIVIAL}), runs=dedup_on)

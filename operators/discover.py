@@ -180,6 +180,6 @@ def discover_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=DiscoverOperator, arguments=discover_arguments, resources=STAGE,
+    name=STAGE, operator=DiscoverOperator, arguments=discover_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({SEED_TO_DISCOVER}), gives=frozenset({SEED_DISCOVERED}),
     calls={STAGE: ("discover",)}, prompts=("system", "discover", "discover_known"), parser=split_answer)

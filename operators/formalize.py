@@ -172,7 +172,7 @@ def formalize_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=STAGE, checks_lean=True,
+    name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=f"{STAGE}.resources", checks_lean=True,
     takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
     calls={STAGE: ("formalize",), DIAGNOSE_STAGE: ("diagnose",)},
     prompts=("system", "formalize", "attempt", "attempt_refused", "attempt_rejected", "attempt_no_code", "diagnose",

@@ -96,6 +96,6 @@ def judge_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=JudgeOperator, arguments=judge_arguments, resources=STAGE,
+    name=STAGE, operator=JudgeOperator, arguments=judge_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({DISCOVERED}), gives=frozenset({DISCOVERED, REJECTED_BY_JUDGE, ERROR_INFRA}),
     calls={STAGE: ("judge",)}, prompts=("system", "judge"), parser=judge_accepts)

@@ -194,7 +194,7 @@ def prove_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=ProveOperator, arguments=prove_arguments, resources=STAGE, checks_lean=True,
+    name=STAGE, operator=ProveOperator, arguments=prove_arguments, resources=f"{STAGE}.resources", checks_lean=True,
     takes=frozenset({COMPILED}), gives=frozenset({PROVED, COMPILED, TRIVIAL, ERROR_INFRA}),
     calls={STAGE: (PROVERS,)}, prompts=("system", "prove", "prove_repair", "prove_sketch", "attempt",
                                         "attempt_refused", "attempt_rejected", "attempt_no_code"),

@@ -29,20 +29,20 @@ class Execution(Enum):
     TASKS = "tasks"
 
 
-# The keys of a `stages:` entry.
+# The keys of a stage's `resources` section.
 RESOURCE_KEYS = frozenset({"actors", "max_concurrent_calls_per_actor", "batch_size", "num_cpus", "num_gpus",
                            "resources"})
 
 
-# The keys of a `stages:` entry.
+# The keys of a stage's `resources` section.
 RESOURCE_KEYS = frozenset({"actors", "max_concurrent_calls_per_actor", "batch_size", "num_cpus", "num_gpus",
                            "resources"})
 
 
 @dataclass(frozen=True)
 class Resources:
-    """What a stage reserves and keeps in flight, read from its `stages:` entry: actors, calls in flight per actor,
-    rows per batch, CPUs, GPUs and custom Ray resources per actor."""
+    """What a stage reserves and keeps in flight, read from its `resources` section: actors, calls in flight per
+    actor, rows per batch, CPUs, GPUs and custom Ray resources per actor."""
 
     actors: int
     max_concurrent_calls_per_actor: int
@@ -53,12 +53,16 @@ class Resources:
 
     @classmethod
     def from_config(cls, entry: Config) -> Resources:
-        """A `stages:` entry (`{actors: 1, max_concurrent_calls_per_actor: 16, batch_size: 8, num_cpus: 0.25}`;
-        `num_gpus` and `resources` are optional); a key it does not know is a `ValueError`."""
+        """A stage's `resources` section (`{actors: 1, max_concurrent_calls_per_actor: 16, batch_size: 8,
+        num_cpus: 0.25}`; `num_gpus` and `resources` are optional); a key it does not know, or a negative amount,
+        is a `ValueError` (the composed config's ranges check the keys the defaults have)."""
         unknown = sorted(set(entry) - RESOURCE_KEYS)
         if unknown:
-            raise ValueError(f"{', '.join(unknown)} is not a resource of a stage: a stages entry takes "
+            raise ValueError(f"{', '.join(unknown)} is not a resource of a stage: a stage's resources take "
                              f"{', '.join(sorted(RESOURCE_KEYS))}")
+        if float(entry.get("num_gpus", 0.0)) < 0 or any(float(amount) < 0 for amount in
+                                                      (entry.get("resources") or {}).values()):
+            raise ValueError("num_gpus and custom resources are amounts Ray reserves: none may be negative")
         return cls(actors=int(entry["actors"]),
                    max_concurrent_calls_per_actor=int(entry.get("max_concurrent_calls_per_actor", 1)),
                    batch_size=None if entry.get("batch_size") is None else int(entry["batch_size"]),
@@ -133,7 +137,11 @@ class Stage:
         return self.operator if self.pick is None else self.pick(cfg)
 
     def resources_of(self, cfg: Config) -> Resources | None:
-        """The stage's resources under `cfg` (None for Ray tasks)."""
-        if isinstance(self.resources, Resources):
+        """The stage's resources under `cfg` (None for Ray tasks): those its declaration gives, or those of the
+        config section its declaration names (a dotted path, `judge.resources`)."""
+        if self.resources is None or isinstance(self.resources, Resources):
             return self.resources
-        return None if self.resources is None else Resources.from_config(cfg["stages"][self.resources])
+        entry: Any = cfg
+        for key in self.resources.split("."):
+            entry = entry[key]
+        return Resources.from_config(entry)

@@ -8,8 +8,8 @@ arguments: the typed settings of its config block and what it works with (the Le
 `pyarrow.Table` of rows), it returns the rows it hands on: those the step works on carry its outcome in `status`
 and `reason` (`operators.rows.candidates`), the others pass untouched. A row that fails is marked on the row
 (`error_infra`, so a resumed run asks again), never a failed block; only `EndpointDown` fails the block, and so
-stops the job. Which steps a job runs is declared in `operators/stages.py`; how they are wired into a plan, streamed
-and written is `pipelines/runtime/stages.py`.
+stops the job. Each step is declared once beside its operator (`operators/stage.py`), a job runs those its
+`pipeline:` lists (`operators/stages.py`), and `pipelines/runtime/wiring.py` wires them into a plan.
 
 `LLMOperator` is that base for the steps that call LLMs: an async callable class for `map_batches` with
 `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor keeps hundreds of requests in flight. A row's

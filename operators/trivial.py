@@ -87,5 +87,5 @@ def trivial_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=TrivialOperator, arguments=trivial_arguments, resources=STAGE, checks_lean=True,
+    name=STAGE, operator=TrivialOperator, arguments=trivial_arguments, resources=f"{STAGE}.resources", checks_lean=True,
     takes=frozenset({COMPILED}), gives=frozenset({COMPILED, TRIVIAL, ERROR_INFRA}))

@@ -176,7 +176,7 @@ def test_the_declared_choices_are_the_ones_the_code_branches_on():
 def test_every_rule_names_keys_a_job_has_and_every_default_obeys_it():
     composed = [compose_config(name, selections) for name, selections in [
         ("mine", []), ("mine", ["preset=demo"]), ("mine", ["llm=vllm", "lean=kimina"]),
-        ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []),
+        ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []), ("contribute", []),
         ("evaluate", []), ("export", []), ("report", []), ("index", []), ("plan", []), ("check", [])]]
     keys = {key for cfg in composed for key in paths(OmegaConf.to_container(cfg))}
     rules = conf.value_rules()
@@ -199,7 +199,8 @@ def paths(node: object, prefix: str = "") -> list[str]:
 
 @pytest.mark.parametrize(("name", "override", "new"), [
     ("mine", "ray.seeds_per_plan=5", "ray.seeds_per_wave"), ("mine", "ray.plans_in_flight=2", "ray.waves_in_flight"),
-    ("mine", "stages.benchmark.num_cpus=2", "stages.decontaminate.num_cpus"),
+    ("mine", "stages.benchmark.num_cpus=2", "decontaminate.resources.num_cpus"),
+    ("mine", "stages.judge.actors=2", "judge.resources.actors"),
     ("plan", "plan.defaults.lean_check_s=2", "plan.assumed.lean_check_s"), ("index", "embed.rows_per_batch=8",
                                                                             "embed.batch_size")])
 def test_an_old_spelling_of_a_renamed_key_is_one_line_naming_the_new_one(name, override, new):

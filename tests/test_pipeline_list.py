@@ -137,7 +137,7 @@ def default_pipelines() -> dict[str, list[str]]:
 
 def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
     """The table row docs/stages.md gives `stage`: the jobs listing it, its statuses, the sections its settings are
-    read from and the keys its switch reads (in the first job listing it, else mine's), its `stages:` entry, its LLM
+    read from and the keys its switch reads (in the first job listing it, else mine's), its resources section, its LLM
     call labels, whether it checks Lean."""
     jobs = [job for job, listed in pipelines.items() if stage.name in listed]
     cfg = cast(dict[str, Any], OmegaConf.to_container(compose_config(jobs[0] if jobs else "mine", []), resolve=True))
@@ -145,9 +145,9 @@ def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
                     benchmark_problems=lambda: (), examples=None)
     sections = {key.split(".")[0] for key in keys_read(lambda read: stage.arguments(read, shared), cfg)}
     switch = keys_read(stage.runs, cfg) | (keys_read(stage.instead, cfg) if stage.instead else set())
-    entry = stage.resources if isinstance(stage.resources, str) else (NONE if stage.resources is None else stage.name)
+    entry = stage.resources if isinstance(stage.resources, str) else NONE
     cells = [f"`{stage.name}`", ", ".join(jobs) or NONE, spans(stage.takes), spans(stage.gives), spans(sections),
-             spans(switch), NONE if entry == NONE else f"`stages.{entry}`", spans(stage.calls),
+             spans(switch), NONE if entry == NONE else f"`{entry}`", spans(stage.calls),
              "yes" if stage.checks_lean else "no"]
     return "| " + " | ".join(cells) + " |"
 

@@ -309,7 +309,7 @@ def test_a_plan_for_lean_kimina_is_one_error_line(capsys):
 
 def test_the_demo_waves_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does_not():
     demo = load_config([DEMO])
-    one_wave = {"discover": 0.25, "dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
+    one_wave = {"discover": 0.25, "split+dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,
                 "writer": 0.25, "lean pool": 1.5}  # 1 worker x (2 REPLs + 1 replay slot) x 0.5
     assert streaming_cpus(demo, waves=1) == one_wave
     three_at_once = streaming_cpus(demo, waves=5)  # ray.waves_in_flight=3: stages and writers 3 times, one Lean pool
@@ -322,7 +322,7 @@ def test_the_demo_waves_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
     assert streaming_shortfall(streaming_cpus(load_config([DEMO, "lean.workers=2"]), waves=1), 10.0) is None
     without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]),
                                     waves=1)
-    assert "dedup" not in without_replay and without_replay["lean pool"] == 2.0
+    assert "split+dedup" not in without_replay and without_replay["lean pool"] == 2.0
     assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]), waves=1)
 
 

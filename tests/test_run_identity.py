@@ -95,7 +95,7 @@ def test_restart_with_other_models_or_budgets_is_refused_by_name(mined: Path, ca
 def test_restart_with_other_speed_settings_resumes(mined: Path, capsys: pytest.CaptureFixture) -> None:
     before = candidate_ids(mined)
     capsys.readouterr()
-    status = mine.main([*DEMO, f"run_dir={mined}", "stages.prove.max_concurrent_calls_per_actor=3",
+    status = mine.main([*DEMO, f"run_dir={mined}", "prove.resources.max_concurrent_calls_per_actor=3",
                         "llm.endpoints.sim.concurrency=7", "lean.timeout_s=30", "ray.seeds_per_wave=2",
                         "output.status_every_s=5"])
     out, _ = capsys.readouterr()

@@ -143,6 +143,22 @@ def test_a_run_recorded_before_max_lemmas_existed_resumes_and_another_cap_is_ref
                                                              10)}
 
 
+@pytest.mark.parametrize(("job", "overrides"), [("mine", []), ("evaluate", ["benchmark_dir=b"]),
+                                                ("autoformalize", ["input=i"]), ("contribute", ["run_dir=r"])])
+def test_a_run_recorded_before_pipelines_were_lists_resumes_with_its_jobs_stages_and_a_shorter_list_is_refused(
+        job, overrides):
+    cfg = OmegaConf.to_container(compose_config(job, [*DEMO, *overrides]), resolve=False)
+    old = deciding_settings(job, cfg, [], {})
+    del old["pipeline"]
+    manifest = claim({}, ["candidates"], [], old, [], "t0")
+    resumed = claim(manifest, ["candidates"], ["candidates"], deciding_settings(job, cfg, [], {}), [], "t1")
+    assert "accepted_changes" not in resumed
+    cfg["pipeline"] = cfg["pipeline"][:-1]
+    with pytest.raises(ChangedSettings) as refused:
+        claim(manifest, ["candidates"], ["candidates"], deciding_settings(job, cfg, [], {}), [], "t1")
+    assert list(refused.value.changes) == ["pipeline"]
+
+
 def test_discoveries_written_before_dropped_lemmas_existed_read_it_as_null(tmp_path: Path):
     old_schema = pa.schema([field for field in DISCOVERY_SCHEMA if field.name != "dropped_lemmas"])
     (tmp_path / "discoveries").mkdir()

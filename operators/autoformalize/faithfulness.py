@@ -302,7 +302,7 @@ def faithfulness_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=FaithfulnessOperator, arguments=faithfulness_arguments, resources=STAGE,
+    name=STAGE, operator=FaithfulnessOperator, arguments=faithfulness_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({candidates.COMPILED, formalizations.COMPILED}),
     gives=frozenset({candidates.COMPILED, candidates.UNFAITHFUL, candidates.ERROR_INFRA, formalizations.FAITHFUL,
                      formalizations.UNFAITHFUL, formalizations.ERROR_INFRA}),

@@ -132,6 +132,6 @@ def name_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 # The role that proposes names is configured (`contribute.name.role`): its budget is held to every role's model.
 DECLARATION = Stage(
-    name=STAGE, operator=NameOperator, arguments=name_arguments, resources=STAGE,
+    name=STAGE, operator=NameOperator, arguments=name_arguments, resources=f"contribute.{STAGE}.resources",
     takes=frozenset({PENDING}), gives=frozenset({PENDING, UNNAMED, ERROR_INFRA}), calls={STAGE: ()},
     prompts=("system", "name"), parser=proposed_name)

@@ -113,5 +113,6 @@ def shorten_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=ShortenOperator, arguments=shorten_arguments, resources=STAGE, checks_lean=True,
+    name=STAGE, operator=ShortenOperator, arguments=shorten_arguments, resources=f"contribute.{STAGE}.resources",
+    checks_lean=True,
     takes=frozenset({PENDING}), gives=frozenset({PENDING}))

@@ -39,7 +39,7 @@ from pipelines.reporting.summary import (
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
-from pipelines.runtime.stages import plan_steps, streamed, write
+from pipelines.runtime.wiring import plan_steps, streamed, write
 
 TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"

@@ -59,7 +59,7 @@ from pipelines.runtime.cli import SetupError, WorkWritten
 from pipelines.runtime.index_check import index_location
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import Output, marker, placed_output, run_output
-from pipelines.runtime.stages import plan_steps, streamed
+from pipelines.runtime.wiring import plan_steps, streamed
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 from pipelines.runtime.waves import execute_collecting
 

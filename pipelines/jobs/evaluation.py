@@ -42,7 +42,7 @@ from pipelines.runtime.benchmarks import read_table_file, read_text
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.run_dir import PARQUET_SUFFIX, data_files
-from pipelines.runtime.stages import plan_steps, streamed, write
+from pipelines.runtime.wiring import plan_steps, streamed, write
 
 TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "domain")
 

@@ -53,7 +53,7 @@ from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.seed_files import list_seed_files
-from pipelines.runtime.stages import after_discover, discover_step, streamed, write
+from pipelines.runtime.wiring import after_discover, discover_step, streamed, write
 from pipelines.runtime.waves import (
     SeedWave,
     driver_rss_bytes,

@@ -411,8 +411,7 @@ def streaming_cpus(cfg: Mapping[str, Any], waves: int) -> dict[str, float]:
     for stage in running_stages(cfg):
         resources = stage.resources_of(cfg)
         if resources is not None:
-            needs[stage.resources if isinstance(stage.resources, str) else stage.name] = (
-                at_once * resources.actors * resources.num_cpus)
+            needs[stage.name] = at_once * resources.actors * resources.num_cpus
     needs["writer"] = at_once * float(cfg["output"]["writer_num_cpus"])
     if cfg["lean"]["backend"] != KIMINA:
         shape = mining_shape(cfg)
@@ -429,5 +428,5 @@ def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str 
     parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
     return (f"the mining waves reserve {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
             f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
-            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower stages.*.num_cpus, "
+            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower the stages' resources.num_cpus, "
             f"ray.waves_in_flight or lean.resources_per_repl.num_cpus")

@@ -113,6 +113,11 @@ class Closing:
     next_step: str | None = None
 
 
+# Characters of the closing block's status column: the longest built-in status and a space; a longer status (a
+# stage's own) widens its heading's column.
+STATUS_COLUMN = 18
+
+
 def closing_lines(closing: Closing) -> list[str]:
     """The closing block: `run_dir:` and one line per thing written, each heading's total and its nonzero statuses
     (`error_infra` always, so a clean run says so), the job's details, the cost lines, the SIMULATED note, the next
@@ -122,7 +127,8 @@ def closing_lines(closing: Closing) -> list[str]:
     lines += [f"  {name:<{width}}  {location}  ({what})" for name, (location, what) in closing.written.items()]
     for heading, by_status in closing.counts.items():
         lines.append(f"{heading}: {sum(by_status.values())}")
-        lines += [f"  {status:<18}{count}" for status, count in by_status.items() if count or status == ERROR_INFRA]
+        column = max([STATUS_COLUMN, *(len(status) + 1 for status in by_status)])
+        lines += [f"  {status:<{column}}{count}" for status, count in by_status.items() if count or status == ERROR_INFRA]
     lines += [*closing.details, *closing.cost]
     if closing.simulated:
         lines.append(SIMULATED_NOTE)

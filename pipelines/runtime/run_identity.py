@@ -63,8 +63,9 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
 def changed_settings(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Each key whose value differs between the recorded and the current settings: (recorded, current); a key on one
     side only is None on the other, but a key added to conf/ since (`introduced` in conf/value_rules.yaml) counts as
-    recorded with the value the older rows were made under."""
-    introduced = {key: value for key, value in value_rules()["introduced"].items() if key in current}
+    recorded with the value the older rows were made under (the job's own, for a value given `by_job`)."""
+    introduced = {key: value["by_job"].get(current.get("job")) if isinstance(value, dict) else value
+                  for key, value in value_rules()["introduced"].items() if key in current}
     recorded = {**introduced, **recorded}
     keys = sorted(set(recorded) | set(current))
     return {key: (recorded.get(key), current.get(key)) for key in keys if recorded.get(key) != current.get(key)}

@@ -66,6 +66,11 @@ def step_settings(cfg: DictConfig, index: IndexSettings, inputs: Iterable[str], 
         stages = pipeline(resolved, inputs)
     except PipelineError as error:
         raise SetupError(str(error)) from None
+    for stage in stages:
+        try:
+            stage.resources_of(resolved)
+        except ValueError as error:
+            raise SetupError(f"{stage.resources}: {error}") from None
     shared = Shared(prompts=resolved["prompts"], index=index, grounding=grounding_settings(cfg, index),
                     subgoals=subgoal_settings(cfg), table=table, benchmark_problems=lambda: benchmark_problems(cfg),
                     examples=examples)

@@ -136,7 +136,7 @@ def execute_collecting(ds: Dataset, ray_log: Path) -> list[dict[str, Any]]:
 def execute_writing(ds: Dataset, path: str, filesystem: Any, rows_per_file: int | None, num_cpus: float,
                     ray_log: Path) -> None:
     """Execute `ds` into Parquet files under `path`: a plan's execution, in a process of its own
-    (`pipelines.runtime.stages.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling loop
+    (`pipelines.runtime.wiring.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling loop
     hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its Ray log records
     and standard error go to the run's Ray log, with the driver's."""
     executing_quietly(ray_log)
