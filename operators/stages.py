@@ -99,8 +99,8 @@ def check_order(stages: Sequence[Stage], inputs: frozenset[str]) -> None:
     for index, stage in enumerate(stages):
         if not stage.takes & available:
             before = ", ".join(previous.name for previous in stages[:index]) or "nothing (it is first)"
-            givers = [other.name for other in DECLARED.values() if other.gives & stage.takes and other is not stage]
-            needs = f"; put it after {' or '.join(givers)}" if givers else ""
+            givers = [later.name for later in stages[index + 1:] if later.gives & stage.takes]
+            needs = f"; put it after {' or '.join(givers)}" if givers else "; no stage of the list gives them"
             raise PipelineError(f"pipeline: {stage.name} takes rows {' or '.join(sorted(stage.takes))}, which no "
                                 f"stage before it gives (before it: {before}){needs}")
         available |= stage.gives

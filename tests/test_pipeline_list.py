@@ -41,7 +41,7 @@ LIMIT = "examples.stages.long_statements.MAX_CHARS"
 @pytest.mark.parametrize(("pipeline", "line"), [
     ("[discover,split,prove,formalize]",
      ("error: pipeline: prove takes rows compiled, which no stage before it gives (before it: discover, split+dedup); "
-      "put it after formalize or faithfulness or trivial or autoformalize")),
+      "put it after formalize")),
     ("[discover,split,judgee,formalize]",
      ("error: pipeline entry judgee is not a stage: did you mean judge? the stages are discover, split, split+dedup, "
       "decontaminate, judge, formalize, faithfulness, trivial, prove, autoformalize, name, shorten, or "
