@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -59,9 +59,9 @@ from pipelines.runtime.cli import SetupError, WorkWritten
 from pipelines.runtime.index_check import index_location
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import Output, marker, placed_output, run_output
-from pipelines.runtime.wiring import plan_steps, streamed
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 from pipelines.runtime.waves import execute_collecting
+from pipelines.runtime.wiring import plan_steps, streamed
 
 TABLE = "contributions"
 # Where patches and descriptions go under `out`, and their suffixes after the Mathlib file's path.
@@ -138,7 +138,7 @@ class ContributeJob(Job):
 def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]]:
     """A contribution row for each candidate of the run that is offered, and why the others are not."""
     cfg = job.cfg.contribute
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows, refused = [], Counter()
     for candidate in load_run(job.run.uri).candidates.iter_rows(named=True):
         why = offer_refusal(candidate, list(cfg.statuses), float(cfg.min_faithfulness))

@@ -6,7 +6,7 @@ Success@t per prover and domain. `pipelines.evaluate` is the command that runs i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 import pyarrow.fs as pafs
@@ -125,7 +125,7 @@ class EvaluationJob(Job):
 def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) -> None:
     """Check, flag and prove every benchmark statement without a finished row, into candidates/."""
     finished = job.finished_candidate_ids()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = [candidate_row(item, text, job.provenance, now) for item, text in statements
             if item.candidate_id not in finished]
     if not rows:

@@ -53,7 +53,6 @@ from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.seed_files import list_seed_files
-from pipelines.runtime.wiring import after_discover, discover_step, streamed, write
 from pipelines.runtime.waves import (
     SeedWave,
     driver_rss_bytes,
@@ -61,6 +60,7 @@ from pipelines.runtime.waves import (
     seed_waves,
     wave_done_line,
 )
+from pipelines.runtime.wiring import after_discover, discover_step, streamed, write
 
 
 def load_config(overrides: Sequence[str]) -> DictConfig:

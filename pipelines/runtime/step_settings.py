@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -54,14 +54,14 @@ def grounding_settings(cfg: DictConfig, index: IndexSettings) -> GroundingSettin
 
 def benchmark_problems(cfg: DictConfig) -> tuple[Any, ...]:
     """Every problem of the benchmarks `decontaminate.benchmarks` names, read on the driver."""
-    section = OmegaConf.to_container(cfg.decontaminate, resolve=True)
+    section = cast(dict[str, Any], OmegaConf.to_container(cfg.decontaminate, resolve=True))
     return tuple(problem for benchmark in read_benchmarks(section) for problem in benchmark.problems)
 
 
 def step_settings(cfg: DictConfig, index: IndexSettings, inputs: Iterable[str], table: str,
                   examples: Any = None) -> StepSettings:
     """The run's pipeline (rows entering with the statuses `inputs`, written to `table`) and its stages' settings."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     try:
         stages = pipeline(resolved, inputs)
     except PipelineError as error:
