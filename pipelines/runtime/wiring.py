@@ -80,7 +80,7 @@ def plan_steps(job: Any, stages: Sequence[Stage], priority: int = 0) -> list[Pla
 def discover_step(job: Any) -> PlanStep:
     """Discover at the head of the mining plan: each seed's samples drawn, its discoveries written, the seed handed
     on (it reports its own counts: what it hands on are seeds, not rows with a status)."""
-    stage = job.steps.stages[0]
+    stage = next(stage for stage in job.steps.stages if stage.name == DISCOVER)
     arguments = {**job.steps.of(DISCOVER), "provenance": job.provenance,
                  "table_uri": job.run.table_uri(DISCOVERIES), "board": job.board}
     return PlanStep(stage.name, DiscoverAndRecord, stage_options(job, stage, arguments))
