@@ -1,4 +1,3 @@
-"""Hydra entry points, one per job (mine, autoformalize, evaluate, plan, index, report, export), each wiring a Ray
-Data plan from the operators, and `command` (the `folklore` command, which runs any of them). Beside them, `jobs/`
-(each job's class and plan), `runtime/` (what a job runs on) and `reporting/` (what turns a run into tables, plots and
-summaries)."""
+"""The jobs: one Hydra entry point each, and `command` (the `folklore` command, whose `JOBS` is the one list of
+them and runs any of them by name). Beside them, `jobs/` (each job's class and plan), `runtime/` (what a job runs
+on) and `reporting/` (what turns a run into tables, plots and summaries)."""
