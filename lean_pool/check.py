@@ -49,7 +49,7 @@ NOT_REPLAYED = "skipped: the warm check did not verify it"
 # Exit status when some file fell short of the mode's goal (0: none did; 2 and 130 come from `run_command`, which also
 # ends a Ctrl-C after the last file's line with 0, the verdicts' status then standing).
 SOME_FELL_SHORT = 1
-USAGE = "python -m lean_pool.check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...] [-- PATH...]"
+USAGE = "folklore check FILE_OR_DIR... [lean=sim|repl|kimina] [key=value ...] [-- PATH...]"
 # After it every argument is a path, `=` or not.
 END_OF_OVERRIDES = "--"
 # Where the driver's Ray log lines go: a check has no run directory, and stdout must stay JSON lines. Appended to,

@@ -167,7 +167,7 @@ def node_local(location: str | Path) -> Path:
     manifest_path = f"{path}/{MANIFEST_FILE}"
     if filesystem.get_file_info(manifest_path).type != pafs.FileType.File:
         raise StaleIndex(f"declaration index {without_options(str(location))}: no {MANIFEST_FILE} there "
-                         f"(build it with `python -m pipelines.index`)")
+                         f"(build it with `folklore index`)")
     with filesystem.open_input_stream(manifest_path) as stream:
         manifest = stream.read()
     digest = hashlib.sha256(str(location).encode() + manifest).hexdigest()[:NODE_COPY_DIGEST_CHARS]
@@ -217,7 +217,7 @@ def read_manifest(out_dir: Path) -> dict[str, Any] | None:
 def stale_reasons(manifest: Mapping[str, Any] | None, revision: str | None, model_id: str) -> list[str]:
     """Why an index cannot serve a run that expects `revision` (None: any) and embeds with `model_id`."""
     if manifest is None:
-        return ["no index there (build it with `python -m pipelines.index`)"]
+        return ["no index there (build it with `folklore index`)"]
     reasons = []
     if manifest.get("format") != FORMAT:
         reasons.append(f"layout {manifest.get('format')} is not the current {FORMAT}")

@@ -36,7 +36,7 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
     users = [name for name in ("dedup", "grounding") if cfg[name].enabled]
     index_dir = cfg.index.dir
     if "grounding" in users and index_dir is None:
-        raise SetupError("grounding.enabled=true needs index.dir (build one with `python -m pipelines.index`)")
+        raise SetupError("grounding.enabled=true needs index.dir (build one with `folklore index`)")
     if not users or index_dir is None:
         return {}
     try:
@@ -46,5 +46,5 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
     reasons = stale_reasons(manifest, revision, str(cfg.embedding.model_id))
     if reasons:
         raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
-                         f"with `python -m pipelines.index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
+                         f"with `folklore index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
     return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}
