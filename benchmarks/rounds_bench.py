@@ -24,9 +24,9 @@ import polars as pl
 from scale_bench import DEFAULT_SEEDS_ROOT, ZERO_LATENCY, seeds_include, spread
 
 from operators.rows.candidates import SEED, SUBGOAL
+from pipelines.jobs.mining import load_config
 from pipelines.reporting import stats
 from pipelines.reporting.run_data import load_run
-from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import list_seed_files
 
 DEFAULT_SEEDS = 12

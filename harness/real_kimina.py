@@ -28,6 +28,7 @@ from typing import Any
 
 import psutil
 import yaml
+
 from harness.ray_nodes import HOST, free_port
 
 REPO = Path(__file__).resolve().parents[1]

@@ -160,7 +160,7 @@ class HeaderScheduler:
         affinity never starves a header.
         """
         self._passed_over.pop(served, None)
-        for header, queue in self._queues.items():
+        for header in self._queues:
             if header != served and self._first(header) < rank:
                 self._passed_over[header] = self._passed_over.get(header, 0) + 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -150,7 +150,7 @@ class DiscoverOperator(LLMOperator):
                                              self.discover.min_lemmas, row["known"] or ())
         result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
         out.update(answered(result, self.discover.marker, self.discover.max_lemmas),
-                   finished_at=datetime.now(timezone.utc))
+                   finished_at=datetime.now(UTC))
         return out
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
@@ -160,13 +160,13 @@ class DiscoverOperator(LLMOperator):
 
 
 def _finished(out: dict[str, Any], status: str, reason: str | None) -> dict[str, Any]:
-    out.update(status=status, reason=reason, finished_at=datetime.now(timezone.utc))
+    out.update(status=status, reason=reason, finished_at=datetime.now(UTC))
     return out
 
 
 def _stamped(row: dict[str, Any]) -> dict[str, Any]:
     """Every discovery carries the time it was settled, failed rows included."""
-    row["finished_at"] = row.get("finished_at") or datetime.now(timezone.utc)
+    row["finished_at"] = row.get("finished_at") or datetime.now(UTC)
     return row
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 

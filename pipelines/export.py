@@ -36,11 +36,11 @@ from operators.decontaminate import Verdict
 from operators.rows.candidates import PROVED
 from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.storage import join
-from pipelines.runtime.benchmarks import decontaminator, method_description
 from pipelines.reporting import corpora
 from pipelines.reporting.run_data import RunData, RunNotFound, load_run
 from pipelines.reporting.seed_lean_file import ProvedLemma, namespace_for, seed_file
 from pipelines.reporting.summary import Closing, closing_lines
+from pipelines.runtime.benchmarks import decontaminator, method_description
 from pipelines.runtime.cli import compose_config, run_job
 from pipelines.runtime.outputs import run_output
 from pipelines.runtime.run_dir import RunDir

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fnmatch import fnmatch
 from importlib import metadata
 from pathlib import Path
@@ -218,7 +218,7 @@ def build(cfg: DictConfig, source: Source) -> dict[str, Any]:
         "parse_seconds": round(parsed_at - started, 3),
         "embed_seconds": round(time.perf_counter() - parsed_at, 3),
         "project_version": metadata.version("folklore"),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     source.output.claim()
     write_index(source.out, embedded.drop_columns(["vector"]), index, manifest)

@@ -21,7 +21,7 @@ LLM calls cost, per call: discover 1000+500 tokens 10 s (3 calls), judge 10+1 to
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ COST = {"discover": (1000, 500, 10.0), "judge": (10, 1, 0.5), "formalize": (20, 
 LEAN_SECONDS_PER_CHECK = 0.5
 SEEDS = {"A": ("Mathlib.Data.Alpha", "foundational"), "B": ("Mathlib.Data.Beta", "foundational"),
          "C": ("Mathlib.Algebra.Gamma", "abstract")}
-STAMP = datetime(2026, 1, 1, tzinfo=timezone.utc)
+STAMP = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def statement(name: str) -> str:

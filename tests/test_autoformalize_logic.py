@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from tests.autoformalize_support import (
 from tests.loop_script import Script
 
 MARKER = "error-free code"
-NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 RULES = InputRules(max_tokens=500, chars_per_token=3.5, default_header="import Mathlib\n")
 PROVENANCE = {"git_commit": "abc123"}
 SOURCE = "proofnet.jsonl"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,14 +16,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from conf import compose_config
-from operators.contribute.description import file_description
-from operators.contribute.name import kept, relative_name, renamed
-from operators.contribute.naming import check_name, naming_rules
 from lean_pool.lean_source import namespace_of, read_commands
 from lean_pool.refusals import refusal_reasons
 from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
+from operators.contribute.description import file_description
+from operators.contribute.name import kept, relative_name, renamed
+from operators.contribute.naming import check_name, naming_rules
 from operators.contribute.patches import (
     changed_declarations,
     claim_names,
@@ -36,7 +36,6 @@ from operators.contribute.shorten import ShortenOperator, ShortenSettings, candi
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
-from pipelines.jobs.contribution import index_names, locate
 from operators.retrieval.declaration_index import TABLE_FILE
 from operators.rows.contributions import (
     ERROR_INFRA,
@@ -48,6 +47,7 @@ from operators.rows.contributions import (
     new_contribution,
     offer_refusal,
 )
+from pipelines.jobs.contribution import index_names, locate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MATHLIB = FIXTURES / "mathlib-sample"
@@ -88,7 +88,7 @@ def test_only_proved_untrivial_faithful_candidates_are_offered():
 
 
 def test_a_new_contribution_says_who_proved_it_and_is_pending():
-    row = new_contribution(candidate(), "run1", True, datetime.now(timezone.utc))
+    row = new_contribution(candidate(), "run1", True, datetime.now(UTC))
     assert row["status"] == PENDING and row["models"] == "prover (sim/prover)"
     assert row["file"] == "Mathlib/Order/Basic.lean" and row["simulated"] is True
 

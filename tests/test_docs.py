@@ -63,8 +63,7 @@ def relative_links(page: Path) -> Iterator[str]:
 def fenced_lines(page: Path) -> Iterator[str]:
     """Each logical line of the page's fenced code blocks, backslash continuations joined."""
     for block in FENCE.findall(page.read_text()):
-        for line in block.replace("\\\n", " ").splitlines():
-            yield line
+        yield from block.replace("\\\n", " ").splitlines()
 
 
 def commands(line: str) -> Iterator[tuple[str, list[str]]]:

@@ -10,21 +10,21 @@ import sys
 import threading
 import time
 import urllib.error
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
-
-from operators.llm.backend import LLMBackend
 from openai.types import Model
 
+from operators.llm.backend import LLMBackend
 from operators.llm.budgets import ModelContext, card_context, unfit_budgets
-from operators.stages import DECLARED, call_roles
 from operators.llm.client import probe_endpoints
 from operators.llm.errors import LLMConfigError, endpoint_down_message
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimProcess, SimServer, fetch_stats
+from operators.stages import DECLARED, call_roles
 from operators.step import LLMOperator
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 600
 STALE_S = 180.0
 RENEW_S = 30.0
-NOW = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 # Starts racing for one lease in the race test, and what each finds in the run directory, in turn.
 RACES = 120
 RACED_LEASES = ("none", "a stale lease", "an old unreadable file", "an old dangling symlink")
@@ -104,7 +104,7 @@ def test_a_second_start_on_a_held_run_dir_is_one_line_naming_the_holder_and_writ
                                                                                           job: str) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    lease = holder_at(datetime.now(timezone.utc)).to_bytes()
+    lease = holder_at(datetime.now(UTC)).to_bytes()
     (run_dir / LEASE).write_bytes(lease)
     done = mine(run_dir, *inputs_of(job, tmp_path), job=job)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -120,7 +120,7 @@ def test_a_second_start_on_a_held_run_dir_is_one_line_naming_the_holder_and_writ
 def test_a_stale_lease_is_taken_over_with_a_note_and_released_at_the_end(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / LEASE).write_bytes(holder_at(datetime.now(timezone.utc) - timedelta(hours=1)).to_bytes())
+    (run_dir / LEASE).write_bytes(holder_at(datetime.now(UTC) - timedelta(hours=1)).to_bytes())
     done = mine(run_dir, "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1")
     takeovers = [line for line in done.stderr.splitlines() if line.startswith("note:") and "taking it over" in line]
     assert done.returncode == 0, done.stderr
@@ -140,7 +140,7 @@ def test_a_lease_on_s3_refuses_a_second_taker_and_a_stale_one_is_taken_over(obje
     first.release()
     assert object_store.keys("leased/run") == []
 
-    assert store.create(holder_at(datetime.now(timezone.utc) - timedelta(hours=1)).to_bytes()) is not None
+    assert store.create(holder_at(datetime.now(UTC) - timedelta(hours=1)).to_bytes()) is not None
     taken = take(store, run, RENEW_S, STALE_S)
     assert capsys.readouterr().err.startswith(f"note: run_dir={run} was held by a run not heard from")
     assert parse_holder(store.read().body).pid == os.getpid()
@@ -150,7 +150,7 @@ def test_a_lease_on_s3_refuses_a_second_taker_and_a_stale_one_is_taken_over(obje
 
 def test_a_holder_of_this_machine_that_runs_no_more_is_gone_and_a_live_one_or_another_machines_is_not() -> None:
     here = socket.gethostname()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     assert holder_gone(holder_at(now, host=here, pid=dead.pid), here)
@@ -163,7 +163,7 @@ def test_a_holder_of_this_machine_that_runs_no_more_is_gone_and_a_live_one_or_an
 
 def old(path: Path) -> None:
     """Date `path` itself (a symlink too) an hour back, beyond `STALE_S`."""
-    hour_ago = (datetime.now(timezone.utc) - timedelta(hours=1)).timestamp()
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).timestamp()
     os.utime(path, (hour_ago, hour_ago), follow_symlinks=False)
 
 
@@ -193,7 +193,7 @@ def test_two_starts_taking_a_lease_at_the_same_instant_never_both_hold_it(tmp_pa
         lease = folder / LEASE
         kind = RACED_LEASES[index % len(RACED_LEASES)]
         if kind == "a stale lease":
-            lease.write_bytes(holder_at(datetime.now(timezone.utc) - timedelta(hours=1)).to_bytes())
+            lease.write_bytes(holder_at(datetime.now(UTC) - timedelta(hours=1)).to_bytes())
         elif kind == "an old unreadable file":
             lease.write_bytes(b"")
             old(lease)
@@ -240,7 +240,7 @@ def test_a_symlinked_lease_is_never_written_through_and_is_replaced_once_old(tmp
 
 
 def test_a_lease_dated_in_the_future_is_taken_over_once_its_file_is_old(tmp_path: Path) -> None:
-    future = holder_at(datetime.now(timezone.utc) + timedelta(days=1)).to_bytes()
+    future = holder_at(datetime.now(UTC) + timedelta(days=1)).to_bytes()
     (tmp_path / LEASE).write_bytes(future)
     store = LocalLeaseStore(str(tmp_path / LEASE))
     with pytest.raises(LeaseHeld, match="host elsewhere, pid 4242"):

@@ -473,9 +473,9 @@ class LoneSurrogateAnswers(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = ('{"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": [{"index": 0, '
-                '"finish_reason": "stop", "message": {"role": "assistant", "content": "correct \\ud800 yes"}}], '
-                '"usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}').encode()
+        body = (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": [{"index": 0, '
+                b'"finish_reason": "stop", "message": {"role": "assistant", "content": "correct \\ud800 yes"}}], '
+                b'"usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}')
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

@@ -6,7 +6,7 @@ import contextlib
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -42,8 +42,8 @@ from pipelines.jobs.mining import load_config
 from pipelines.reporting.summary import seeds_table, status_counts_by_seed
 from pipelines.runtime.job import ROW_BLOCK_BYTES, Job, configure_data_context
 from pipelines.runtime.off_driver import OffDriver
-from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_waves
 from pipelines.runtime.run_dir import RunDir
+from pipelines.runtime.waves import SeedWave, may_start, run_overlapping, seed_waves
 
 MARKER = "brainstormed mathlib lemmas"
 # The cap of lemmas kept per discover answer in these tests (discover.max_lemmas).
@@ -144,7 +144,7 @@ def _discovery(snippets: list[str], seed: str = "Mathlib.X", sample: int = 1) ->
     return {
         "unit_id": f"{seed}/s{sample}", "seed_id": seed, "seed_path": seed.replace(".", "/") + ".lean",
         "domain": "d", "sample": sample, "snippets": snippets, "provenance": None,
-        "finished_at": datetime.now(timezone.utc),
+        "finished_at": datetime.now(UTC),
     }
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 import shutil
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
 import ray
 
 from pipelines import mine, plan
+from pipelines.jobs.mining import load_config
 from pipelines.reporting import capacity_plan
 from pipelines.reporting.capacity import (
     CallCost,
@@ -27,7 +28,6 @@ from pipelines.reporting.capacity import (
     workload,
 )
 from pipelines.reporting.measured_costs import first_request_s, longest_path_s
-from pipelines.jobs.mining import load_config
 from tests.mine_support import FAST_LEAN, mine_run, read_table
 
 TOLERANCE = 0.25  # the plan is within this share of what the run did
@@ -276,7 +276,7 @@ def test_a_runs_longest_path_and_start_up_are_read_off_its_rows():
                                "lean_checks": [2, 1, None]})
     assert longest_path_s(candidates, {}, 0.5) == 3.0 + 9.0 + 2 * 0.5  # measured latencies
     assert longest_path_s(candidates, {"prove": 1.0}, 0.5) == 3.0 + 1.0 + 2 * 0.5  # a stage's service seconds
-    started = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    started = datetime(2026, 1, 1, tzinfo=UTC)
     discoveries = pl.DataFrame({"finished_at": [started + timedelta(seconds=50), started + timedelta(seconds=40)],
                                 "llm_calls": [[{**call, "latency_s": 20.0}], [{**call, "latency_s": 25.0}]]})
     assert first_request_s(discoveries, started) == 15.0

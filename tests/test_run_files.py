@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -98,7 +98,7 @@ def test_a_lease_whose_times_cannot_judge_it_is_judged_by_its_file(tmp_path: Pat
     """Written just now, it is refused in one line saying why its file's time counts; an hour old, it is taken over
     (and the start goes on, here to a run.json it refuses)."""
     run = write_run(tmp_path / "run")
-    (run / "lease.json").write_bytes(lease(datetime.now(timezone.utc), started_at=written, renewed_at=renewed))
+    (run / "lease.json").write_bytes(lease(datetime.now(UTC), started_at=written, renewed_at=renewed))
     before = state(tmp_path)
     line = start("mine", run)
     assert line.startswith(f"error: run_dir={run} {HELD}host elsewhere, pid 4242, ray job raysubmit_abc, since "
@@ -107,7 +107,7 @@ def test_a_lease_whose_times_cannot_judge_it_is_judged_by_its_file(tmp_path: Pat
     assert state(tmp_path) == before
 
     old(run / "lease.json")
-    stamp = datetime.fromtimestamp((run / "lease.json").stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+    stamp = datetime.fromtimestamp((run / "lease.json").stat().st_mtime, UTC).isoformat(timespec="seconds")
     (run / "run.json").write_text("{}")
     done = command("mine", *STARTS["mine"], f"run_dir={run}")
     assert done.returncode == 2

@@ -19,11 +19,11 @@ from operators.rows.candidates import candidates_table, empty_candidate
 from operators.split import SEED_TO_DISCOVER
 from operators.stage import Shared
 from operators.stages import DECLARED, PipelineError, call_roles, pipeline
+from pipelines.jobs.mining import load_config
 from pipelines.reporting import capacity_plan, stats
 from pipelines.reporting.capacity import mining_shape, streaming_cpus
 from pipelines.runtime import wiring
 from pipelines.runtime.cli import compose_config
-from pipelines.jobs.mining import load_config
 from pipelines.runtime.step_settings import StepSettings
 
 DEMO = "preset=demo"

@@ -27,8 +27,8 @@ from operators.rows.seeds import TOO_LONG
 from operators.split import DISCOVERED, NO_MARKER
 from operators.trivial import flagged
 from pipelines.jobs import evaluation
-from pipelines.reporting.corpora import pair_rows
 from pipelines.jobs.mining import MiningJob, load_config
+from pipelines.reporting.corpora import pair_rows
 from pipelines.runtime.step_settings import StepSettings, step_settings
 from tests.loop_script import Script
 

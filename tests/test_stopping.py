@@ -20,8 +20,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from lean_pool import command_line
-from lean_pool.command_line import (INTERRUPTED, RESUMES, TERMINATED, Terminated, hold_stops, run_command, signals_held,
-                                    stop_requested)
+from lean_pool.command_line import (
+    INTERRUPTED,
+    RESUMES,
+    TERMINATED,
+    Terminated,
+    hold_stops,
+    run_command,
+    signals_held,
+    stop_requested,
+)
 from operators.storage import StorageFull, refused_write
 from pipelines.runtime.cli import run_job
 from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_whole

@@ -19,10 +19,10 @@ from lean_pool.lean_source import (
     sorry_goal,
     unsolved_goals,
 )
+from lean_pool.session_check import CheckResult
 from operators.repair import attempt_entry
 from operators.rows.candidates import COMPILED, SUBGOAL, TRIVIAL, sibling_order
 from operators.split import ASSUMPTION_REASON, open_goals_of, subgoal_candidates
-from lean_pool.session_check import CheckResult
 
 # Files of the fixture's Mathlib sample read for the round trip (the first ones, sorted: enough statements, quick).
 ROUND_TRIP_FILES = 200

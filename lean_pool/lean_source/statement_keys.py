@@ -310,15 +310,15 @@ def _binder_colors(used: list[str], own: dict[str, tuple[str, _Piece]], pieces: 
     hypotheses and conclusion that mention it with the others shown by their standing."""
     colors = dict.fromkeys(used, 0)
     while True:
-        def standing(name: str) -> tuple:
-            shown = {other: f"#{colors[other]}" for other in used}
+        def standing(name: str, current: dict[str, int]) -> tuple:
+            shown = {other: f"#{current[other]}" for other in used}
             shown[name] = "@"
             opener, kind = own[name]
             uses = sorted(("h" if piece is not conclusion else "c", piece.render(shown))
                           for piece in [*pieces, conclusion] if piece.mentions(name))
-            return colors[name], opener, kind.render(shown), tuple(uses)
+            return current[name], opener, kind.render(shown), tuple(uses)
 
-        standings = {name: standing(name) for name in used}
+        standings = {name: standing(name, colors) for name in used}
         ranks = {value: rank for rank, value in enumerate(sorted(set(standings.values())))}
         refined = {name: ranks[standings[name]] for name in used}
         if len(set(refined.values())) == len(set(colors.values())):

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lean_pool.session_check import CheckResult
@@ -155,7 +155,7 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
         if result.infra_failure:
             return fail_infra(row, "recheck", f"Lean {result.status}: {'; '.join(result.reasons)}")
         if not result.ok:
-            return {**row, "status": NOT_COMPILABLE, "finished_at": datetime.now(timezone.utc),
+            return {**row, "status": NOT_COMPILABLE, "finished_at": datetime.now(UTC),
                     "reason": f"the statement that compiled failed its re-check: {'; '.join(result.reasons)}"}
         return {**row, "statement": file, "status": COMPILED, "repairs": max(len(row["attempts"]) - 1, 0),
                 "reference_match": reference_match(row["reference"], file)}
@@ -164,12 +164,12 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
         """The row when no compile passed: refused when the last compile was refused, else not compilable."""
         refused = last_compile is not None and last_compile.status == "refused"
         return {**row, "status": REFUSED if refused else NOT_COMPILABLE, "reason": why,
-                "repairs": max(len(row["attempts"]) - 1, 0), "finished_at": datetime.now(timezone.utc)}
+                "repairs": max(len(row["attempts"]) - 1, 0), "finished_at": datetime.now(UTC)}
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["status"] != PENDING:
             return row
-        row.update(started_at=datetime.now(timezone.utc), tool_calls=0, tool_trace=[])
+        row.update(started_at=datetime.now(UTC), tool_calls=0, tool_trace=[])
         budget = self.agent.max_tool_calls
         messages: list[dict[str, Any]] = prompts.agent_messages(self.autoformalize.prompts, row["informal"],
                                                                 row["header"], row["theorem_name"], budget)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -118,7 +118,7 @@ class AutoformalizeOperator(FormalizeOperator):
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["status"] != PENDING:
             return row
-        row["started_at"] = datetime.now(timezone.utc)
+        row["started_at"] = datetime.now(UTC)
         retrieved = await self.retrieve(row["informal"])
         row["retrieved"] = None if retrieved is None else [declaration["name"] for declaration in retrieved]
         related = self.autoformalize.prompts["related"].format(declarations=format_declarations(retrieved)) \
@@ -132,4 +132,4 @@ class AutoformalizeOperator(FormalizeOperator):
         loop = RepairLoop(self.formalize.max_repairs, self.formalize.marker, partial(under_header, row["header"]),
                           rejection)
         stop = await run_loop(loop, loop.ask(), partial(self.check, row), partial(self.attempt, row, related))
-        return compiled(row, stop, loop, datetime.now(timezone.utc))
+        return compiled(row, stop, loop, datetime.now(UTC))

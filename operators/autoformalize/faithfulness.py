@@ -16,7 +16,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -277,7 +277,7 @@ class FaithfulnessOperator(LLMOperator):
         assessment = await assess(self.faithfulness, row[self.kind.asked_column], statement, ask, terms)
         done = assessed(row, self.kind, assessment, self.faithfulness.prove_unfaithful)
         if self.kind.faithful_status is not None:
-            done["finished_at"] = datetime.now(timezone.utc)
+            done["finished_at"] = datetime.now(UTC)
         return done
 
     async def __call__(self, batch: pa.Table) -> pa.Table:

@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -195,7 +195,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["status"] != PENDING:
             return row
-        row["started_at"] = datetime.now(timezone.utc)
+        row["started_at"] = datetime.now(UTC)
         row["definitions"] = []
         retrieved = await self.retrieve(row["informal"])
         row["retrieved"] = None if retrieved is None else [declaration["name"] for declaration in retrieved]
@@ -209,7 +209,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
                                    self.graph.max_depth)
         if graph.refused is not None:
             return {**row, "status": REFUSED, "reason": f"concept graph refused: {graph.refused}",
-                    "finished_at": datetime.now(timezone.utc)}
+                    "finished_at": datetime.now(UTC)}
         try:
             outcomes = await self.concepts(row, graph.concepts)
         except InfraFailure as failure:
@@ -220,7 +220,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
             name, outcome = failed[0]
             status = REFUSED if outcome.refused else NOT_COMPILABLE
             return {**row, "status": status, "reason": f"concept `{name}` could not be defined: {outcome.reason}",
-                    "finished_at": datetime.now(timezone.utc)}
+                    "finished_at": datetime.now(UTC)}
         definitions = [definition["code"] for definition in row["definitions"]]
         grounded = [outcome.declaration for outcome in outcomes.values() if outcome.status == GROUNDED]
         sections = [related]
@@ -232,4 +232,4 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         loop = RepairLoop(self.formalize.max_repairs, self.formalize.marker,
                           partial(under_header, with_definitions(row["header"], definitions)), rejection)
         stop = await run_loop(loop, loop.ask(), partial(self.check, row), partial(self.attempt, row, context))
-        return compiled(row, stop, loop, datetime.now(timezone.utc))
+        return compiled(row, stop, loop, datetime.now(UTC))

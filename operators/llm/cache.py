@@ -68,7 +68,7 @@ class CacheKey:
     payload_sha256: str
 
     @classmethod
-    def of(cls, candidate_id: str, stage: str, attempt: int, payload: Mapping[str, Any]) -> "CacheKey":
+    def of(cls, candidate_id: str, stage: str, attempt: int, payload: Mapping[str, Any]) -> CacheKey:
         """The key of a call whose payload (messages, model, sampling) is `payload`, hashed in a canonical form."""
         canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return cls(candidate_id, stage, attempt, hashlib.sha256(canonical.encode()).hexdigest())

@@ -7,8 +7,8 @@ talking to an endpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +34,7 @@ class Sampling:
     extra_body: dict[str, Any] | None = None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "Sampling":
+    def from_mapping(cls, values: Mapping[str, Any]) -> Sampling:
         """Build from a config block; unknown keys are an error so typos do not pass silently."""
         unknown = set(values) - set(cls.__dataclass_fields__)
         if unknown:

@@ -28,7 +28,8 @@ import os
 import random
 import re
 import time
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import openai

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)

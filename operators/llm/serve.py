@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from copy import deepcopy
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lean_pool.ray_start import logging_like_ray
 from operators.llm.errors import LLMConfigError

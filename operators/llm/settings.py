@@ -7,8 +7,9 @@ wrong, before any request is sent.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from operators.llm.calls import LLMRequest, Sampling
 from operators.llm.errors import LLMConfigError
@@ -79,7 +80,7 @@ class LLMSettings:
             role=role,
         )
 
-    def with_base_url(self, endpoint: str, base_url: str) -> "LLMSettings":
+    def with_base_url(self, endpoint: str, base_url: str) -> LLMSettings:
         """The same settings with one endpoint pointed at a URL known only at run time (sim, Serve)."""
         endpoints = dict(self.endpoints)
         endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url)

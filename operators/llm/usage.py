@@ -6,8 +6,9 @@ A module of its own because the job's closing block and the reports read the tot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 
@@ -43,7 +44,7 @@ class StageUsage:
         if result.error_kind is not None:
             self.errors[result.error_kind] = self.errors.get(result.error_kind, 0) + 1
 
-    def merge(self, other: "StageUsage") -> None:
+    def merge(self, other: StageUsage) -> None:
         """Add another total into this one."""
         self.calls += other.calls
         self.ok += other.ok

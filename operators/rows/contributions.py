@@ -8,8 +8,8 @@ chosen and its length, and a final status saying whether it is in a patch and wh
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa

@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -153,7 +153,7 @@ def ray_job_id() -> str | None:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def lease_store(uri: str, filesystem: pafs.FileSystem, run_path: str) -> LeaseStore:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
@@ -40,7 +40,7 @@ GONE_OR_NOT_A_FILE = (errno.ENOENT, errno.ELOOP, errno.EISDIR)
 
 def in_utc(moment: datetime) -> datetime:
     """A store's modification time as an aware UTC time (a time without a zone is UTC's)."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -173,12 +173,12 @@ class LocalLeaseStore:
         if entry is None:
             return None
         if stat.S_ISLNK(entry.st_mode):  # nothing a driver wrote: unreadable, judged by when the link was made
-            return Seen(b"", (entry.st_ino, b""), datetime.fromtimestamp(entry.st_mtime, timezone.utc))
+            return Seen(b"", (entry.st_ino, b""), datetime.fromtimestamp(entry.st_mtime, UTC))
         with self._locked() as fd:
             if fd is None:
                 return None
             body, held = self._contents(fd), os.fstat(fd)
-            return Seen(body, (held.st_ino, body), datetime.fromtimestamp(held.st_mtime, timezone.utc))
+            return Seen(body, (held.st_ino, body), datetime.fromtimestamp(held.st_mtime, UTC))
 
     def replace(self, body: bytes, tag: tuple[int, bytes]) -> tuple[int, bytes] | None:
         inode, seen = tag
@@ -283,7 +283,7 @@ class FilesystemLeaseStore:
             return None
         with self.filesystem.open_input_stream(self.path) as stream:
             body = stream.read()
-        return Seen(body, body, datetime.now(timezone.utc) if info.mtime is None else in_utc(info.mtime))
+        return Seen(body, body, datetime.now(UTC) if info.mtime is None else in_utc(info.mtime))
 
     def replace(self, body: bytes, tag: bytes) -> bytes | None:
         current = self.read()

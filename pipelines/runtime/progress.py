@@ -14,7 +14,7 @@ import inspect
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -48,7 +48,7 @@ def report_batch(batch: pa.Table, board: Any, table: str) -> pa.Table:
     board.add.remote(table, status_counts(batch))
     if "finished_at" in batch.column_names and batch.column("finished_at").null_count:
         column = batch.column("finished_at")
-        now = pa.scalar(datetime.now(timezone.utc), type=column.type)
+        now = pa.scalar(datetime.now(UTC), type=column.type)
         batch = batch.set_column(batch.schema.get_field_index("finished_at"), "finished_at", pc.fill_null(column, now))
     return batch
 

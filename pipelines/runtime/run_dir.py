@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -457,4 +457,4 @@ def new_manifest(config: dict[str, Any]) -> dict[str, Any]:
 
 def now_iso() -> str:
     """The current UTC time as ISO 8601 (what manifests record)."""
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from operators.llm.sim.scripts import message_text, unit
 

@@ -11,8 +11,9 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from lean_pool.lean_source import leading_binders, read_commands
 from operators.rows.formalizations import MAJOR, MINOR, PERFECT, theorem_name

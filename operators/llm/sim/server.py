@@ -15,9 +15,10 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any
 
 from lean_pool.busy_log import append_busy_span
 from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, read_header_value
@@ -147,7 +148,7 @@ class Response:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "SimServer"
+    server: SimServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Stay quiet: a benchmark sends thousands of requests."""
@@ -295,7 +296,7 @@ class SimServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "SimServer":
+    def start(self) -> SimServer:
         """Serve in a daemon thread; returns self so `SimServer(cfg).start()` reads naturally."""
         self._thread = threading.Thread(target=self.serve_forever, name="llm-sim", daemon=True)
         self._thread.start()
@@ -309,7 +310,7 @@ class SimServer(ThreadingHTTPServer):
         if self._thread is not None:
             self._thread.join()
 
-    def __enter__(self) -> "SimServer":
+    def __enter__(self) -> SimServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -340,7 +341,7 @@ class SimProcess:
         self.base_url = ""
         self._process: subprocess.Popen[str] | None = None
 
-    def start(self) -> "SimProcess":
+    def start(self) -> SimProcess:
         """Start the server and wait for it to say where it listens."""
         self._process = subprocess.Popen(
             [sys.executable, "-m", "operators.llm.sim.server", "--config", json.dumps(self.sim)],
@@ -370,7 +371,7 @@ class SimProcess:
             self._process.wait()
         self._process = None
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
