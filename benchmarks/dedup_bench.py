@@ -44,7 +44,8 @@ _UNTYPED_BINDER = re.compile(r"[({⦃]\s*((?:[^\W\d][\w'₀-₉]*\s+)*[^\W\d][\w
 
 def restated(snippet: str, index: int) -> str:
     """A copy of a statement that Lean reads the same way: renamed lemma, other keyword, renamed bound
-    variables (all suffixed at once, `{α}` binders too), and binders laid out one per line (even copies) or on one line (odd)."""
+    variables (all suffixed at once, `{α}` binders too), and binders laid out one per line (even copies) or on one line
+    (odd)."""
     declaration = first_theorem(snippet)
     assert declaration is not None
     signature = normalize_space(declaration.signature)

@@ -2,8 +2,8 @@
 
 The sim endpoint serves `capacity` requests at once with a fixed latency L; 2,000 discovered candidates
 go through the production judge operator (`operators.judge.JudgeOperator`) with the actor pool that
-`judge.resources` gives it in a mining run (`pipelines.runtime.wiring.stage_options`), on the `preset=demo` job. Two ratios,
-measured in the same run:
+`judge.resources` gives it in a mining run (`pipelines.runtime.wiring.stage_options`), on the `preset=demo` job. Two
+ratios, measured in the same run:
 - in_flight_ratio: mean requests in flight at the server (time-weighted, first arrival to last
   answer) / the endpoint's configured concurrency (goal >= 0.95);
 - throughput_ratio: answers / the server's busy window (first request to last answer) / (c / L),

@@ -20,9 +20,9 @@ driver's share of them is still rising); near 0 means the driver keeps nothing p
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
 its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the
 config); for the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1
-when it is saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work (Ray
-Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last line
-is machine-readable.
+when it is saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work
+(Ray Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last
+line is machine-readable.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.c
 MIB = 2**20
 RSS_POLL_S = 0.05
 PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
-# The title Ray gives a worker while it executes a plan (`pipelines.runtime.wiring.write` runs each plan in one of its own).
+# The title Ray gives a worker while it executes a plan (`pipelines.runtime.wiring.write` runs each plan in one of its
+# own).
 PLAN_PROCESS_TITLE = f"ray::{execute_writing.__name__}"
 # mine's line at the end of each plan (`pipelines.runtime.waves.wave_done_line`).
 PLAN_DONE = re.compile(r"^\[wave\] (\d+)/\d+ done: .*; driver RSS (\d+) MiB$")

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from conf import compose_config
 from lean_pool.command_line import SetupError, WorkWritten, lean_checks_line, run_command
+from lean_pool.kimina import KiminaPool
 from lean_pool.launch import LeanSetupError
-from lean_pool.pool import LeanPool, checker_provenance
+from lean_pool.pool import LeanPool, checker_provenance, plain_config
 from lean_pool.ray_start import init_ray_logging_to, ray_init_options
 from lean_pool.replay import OFF, ReplayResult
 from lean_pool.session_check import CheckResult
@@ -217,8 +218,8 @@ class Tally:
         return f"files: {sum(self.statuses.values())} ({counts}); {cost}{sim}{log}"
 
 
-async def check_files(pool: LeanPool | None, files: Sequence[Path], problems: Mapping[Path, str], cfg: DictConfig,
-                      tally: Tally) -> None:
+async def check_files(pool: LeanPool | KiminaPool | None, files: Sequence[Path], problems: Mapping[Path, str],
+                      cfg: DictConfig, tally: Tally) -> None:
     """Check every file concurrently and print each line in the order of `files`, as soon as it and the lines
     before it are known, counting what was printed into `tally`. A file in `problems` is its line without being
     opened (`pool` is None when every file is)."""
@@ -263,14 +264,14 @@ def check(argv: Sequence[str], tally: Tally, work: WorkWritten) -> None:
     try:
         asyncio.run(check_files(pool, files, problems, cfg, tally))
         work.mark()
-        simulated = checker_provenance(OmegaConf.to_container(cfg.lean, resolve=True))["simulated"]
+        simulated = checker_provenance(plain_config(cfg.lean))["simulated"]
         print(tally.closing_line(cfg.replay, simulated, None if pool is None else RAY_LOG), file=sys.stderr, flush=True)
     finally:
         if pool is not None:
             pool.shutdown()
 
 
-def start_pool(cfg: DictConfig) -> LeanPool:
+def start_pool(cfg: DictConfig) -> LeanPool | KiminaPool:
     """Ray, its notices into `RAY_LOG`, and the Lean pool `cfg` asks for: only once some file can be read."""
     options, note = ray_init_options(cfg.ray)
     if note:

@@ -144,7 +144,7 @@ def run_command(job: Callable[[], None], setup_errors: tuple[type[BaseException]
     try:
         _stop_for_held()
         job()
-    except (SetupError, ConfigError, MissingMandatoryValue, *setup_errors) as error:
+    except (SetupError, ConfigError, MissingMandatoryValue) + setup_errors as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return SETUP_FAILED
     except Exception as error:

@@ -3,7 +3,8 @@
 A REPL imports a header once and runs many bodies against it, so the pool needs the header as a
 routing key and the body as the command to send. The header ends where `lean_source.leading_imports`
 says the imports end; it is normalised to one `import M` line per module (comments dropped), so
-snippets that differ only in comments share a warm REPL. Diagnostics on the body are shifted back to the caller's line numbers.
+snippets that differ only in comments share a warm REPL. Diagnostics on the body are shifted back to the caller's line
+numbers.
 """
 
 from __future__ import annotations

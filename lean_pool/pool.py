@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import ray
 from omegaconf import OmegaConf
@@ -180,7 +180,7 @@ class LeanPool:
         return {"workers": self._workers, "replay_mode": self._replay_mode, "priority": self._priority}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["workers"], state["replay_mode"], priority=state["priority"])
+        LeanPool.__init__(self, state["workers"], state["replay_mode"], priority=state["priority"])
 
     def with_priority(self, priority: int) -> LeanPool:
         """A handle to the same workers whose checks wait behind those of lower `priority` numbers and go before
@@ -211,7 +211,9 @@ class LeanPool:
             # Checks wait in the worker's own scheduler for a REPL; replays, pre-warming and counts go beside them.
             "max_concurrency": int(cfg["max_queued"]) + replay.slots_per_worker + 2,
         }
-        workers = [LeanWorker.options(**worker_options).remote(cfg, replay) for _ in range(int(cfg["workers"]))]
+        # mypy keeps a decorated class's own type; `ray.remote` made LeanWorker an ActorClass.
+        workers = [LeanWorker.options(**worker_options).remote(cfg, replay)  # type: ignore[attr-defined]
+                   for _ in range(int(cfg["workers"]))]
         order = warming_order(workers, int(cfg["repls_per_worker"]), list(cfg["prewarm_headers"] or []),
                               int(cfg["prewarm_repls"] or 0))
         return cls(workers, replay.mode, [worker.warm.remote(header) for header, worker in order])
@@ -286,7 +288,8 @@ class LeanPool:
     def shutdown(self) -> None:
         """Stop every REPL process and the pool's workers: each closes its REPLs, then it is killed (REPLs die with
         their worker whatever its state, so a worker that died already is only killed)."""
-        for closed in [worker.close.remote() for worker in self._workers]:
+        closing: list[ray.ObjectRef] = [worker.close.remote() for worker in self._workers]
+        for closed in closing:
             try:
                 ray.get(closed)
             except ray.exceptions.RayError:
@@ -351,5 +354,5 @@ def unplaceable_worker(resources: Mapping[str, Any], nodes: Sequence[Mapping[str
 def plain_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A Hydra DictConfig (or any mapping) as plain containers, so it pickles cheaply into actors."""
     if OmegaConf.is_config(cfg):
-        return OmegaConf.to_container(cfg, resolve=True)
+        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     return dict(cfg)

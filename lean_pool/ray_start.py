@@ -247,7 +247,9 @@ def record_ray_session(record: Path) -> None:
     what a driver killed with -9 left running (`stop_leftovers`). The record is written under a new name and renamed
     into place: a `record` that is a symlink is replaced, never written through."""
     driver = psutil.Process()
-    session_dir = ray._private.worker._global_node.get_session_dir_path()
+    node = ray._private.worker._global_node
+    assert node is not None  # this process has started or joined Ray
+    session_dir = node.get_session_dir_path()
     processes = []
     for process in driver.children(recursive=True):
         try:

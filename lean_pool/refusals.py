@@ -209,8 +209,8 @@ def _token_reasons(tokens: list[Token]) -> list[tuple[int, str]]:
         before = tokens[index - 1] if index else None
         after = tokens[index + 1 : index + 3]
         if token.kind == "hash" and token.text not in _ALLOWED_HASH:
-            why = _HASH_REASONS.get(token.text, "tests, searches or runs code; a proof has no use for it")
-            found.append((token.line, f"`{token.text}` {why}"))
+            reason = _HASH_REASONS.get(token.text, "tests, searches or runs code; a proof has no use for it")
+            found.append((token.line, f"`{token.text}` {reason}"))
         elif token.kind == "percent":
             why = dict(_REFUSED_ELABORATORS).get(token.text)
             if why:
@@ -219,7 +219,8 @@ def _token_reasons(tokens: list[Token]) -> list[tuple[int, str]]:
             continue
         elif token.text == "native" and before and before.text.endswith("+") and before.start + 1 == token.start:
             found.append((token.line, "`decide +native` trusts the compiler instead of the kernel"))
-        elif token.text == "native" and before and before.text[-1:] in "{(," and [t.text for t in after] == [":=", "true"]:
+        elif (token.text == "native" and before and before.text[-1:] in "{(,"
+              and [t.text for t in after] == [":=", "true"]):
             found.append((token.line, "`native := true` trusts the compiler instead of the kernel"))
         elif token.text == "open":
             names = _names_after(tokens, index)

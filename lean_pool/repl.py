@@ -155,7 +155,7 @@ class ReplProcess:
     @property
     def pid(self) -> int | None:
         """The pid of the REPL's supervisor (also the process group id), None when no process is running."""
-        return self._proc.pid if self.alive else None
+        return self._proc.pid if self._proc is not None and self.alive else None
 
     async def start(self) -> None:
         """Start a fresh process, killing any previous one first."""
@@ -168,11 +168,12 @@ class ReplProcess:
         if launch.sandbox is not None:
             self._private_dir = cwd = tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX)
         try:
-            self._proc = await _spawn(launch, launch.argv, cwd, guarded_dir=self._private_dir)
+            self._proc = proc = await _spawn(launch, launch.argv, cwd, guarded_dir=self._private_dir)
         except BaseException:
             self._remove_private_dir()
             raise
-        self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
+        assert proc.stderr is not None  # _spawn pipes stdin, stdout and stderr
+        self._stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
 
     async def request(self, payload: dict[str, Any], timeout: float) -> ReplReply:
         """Send one request and classify what comes back; on any failure the process is gone."""
@@ -216,7 +217,7 @@ class ReplProcess:
         REPL process and again only when one of its processes has gone. Ask once the REPL has answered: its
         launcher has started Lean by then, and the checks Lean runs start no processes (`#eval` and the other ways to
         run a program are refused before Lean sees them: `lean_pool.refusals.refusal_reasons`)."""
-        if not self.alive:
+        if self._proc is None or not self.alive:
             return 0
         if not self._tree or not all(process.is_running() for process in self._tree):
             try:
@@ -236,6 +237,8 @@ class ReplProcess:
     async def _exchange(self, data: bytes) -> str | None:
         """Write an encoded request and read one answer frame; None when the REPL closes its end first."""
         proc = self._proc
+        # `request` has checked that the process runs, and _spawn pipes stdin, stdout and stderr.
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(data)
             await proc.stdin.drain()
@@ -261,7 +264,7 @@ class ReplProcess:
         # wait() also waits for stdout/stderr to close, which a process that escaped the group could
         # hold open forever; the leader itself is reaped by asyncio's child watcher regardless.
         exited = asyncio.ensure_future(proc.wait())
-        closing = {exited}
+        closing: set[asyncio.Future[Any]] = {exited}
         if self._stderr_task is not None:
             closing.add(self._stderr_task)
             self._stderr_task = None
@@ -313,6 +316,7 @@ async def _spawn(launch: ReplLaunch, argv: Sequence[str], cwd: str | None, *, gu
     argv, env = list(argv), {**launch.env, **(extra_env or {})}
     limits = {"RLIMIT_AS": launch.memory_limit_bytes}
     if launch.sandbox is not None:
+        assert cwd is not None  # a sandboxed command's callers give it the directory it may write to
         argv = launch.sandbox.command(argv, cwd)
         env = launch.sandbox.environment(env, cwd)
         limits.update(launch.sandbox.limits())

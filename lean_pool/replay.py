@@ -290,12 +290,12 @@ class Replayer:
                 return ReplayResult(ERROR_INFRA, [f"the replay's process could not start: {error}"])
             pid = process.pid
             reply = await process.request({"cmd": snippet}, timeout)
-            if reply.kind != "ok":
+            if reply.kind != "ok" or reply.answer is None:
                 return ReplayResult(ERROR_INFRA, [f"{reply.kind}: {reply.detail}"], pid=pid)
-            axioms = {}
+            axioms: dict[str, dict[str, Any]] = {}
             for name in names:
                 query = await process.request({"cmd": f"#print axioms {name}", "env": reply.answer.get("env")}, timeout)
-                if query.kind != "ok":
+                if query.kind != "ok" or query.answer is None:
                     return ReplayResult(ERROR_INFRA, [f"#print axioms {name}: {query.kind}: {query.detail}"], pid=pid)
                 axioms[name] = query.answer
         finally:

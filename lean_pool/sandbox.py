@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Isolation = Literal["bwrap", "unshare"]
 # `network:` values: auto tries bwrap then unshare and warns when neither works; bwrap or unshare must work.
@@ -93,7 +93,7 @@ def network_fence(mode: str) -> NetworkFence | None:
         raise ValueError(f"lean.sandbox.network={mode!r}: expected one of {', '.join(NETWORK_MODES)}")
     if mode == "off":
         return None
-    kinds: tuple[Isolation, ...] = ("bwrap", "unshare") if mode == "auto" else (mode,)
+    kinds = [kind for kind in get_args(Isolation) if mode in ("auto", kind)]
     failures = []
     for kind in kinds:
         fence, failure = _try_fence(kind)

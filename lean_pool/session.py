@@ -97,7 +97,7 @@ class LeanSession:
         if split.header and self._header is None:
             reply = await self._repl.request({"cmd": split.header}, self._import_timeout)
             import_seconds = reply.seconds
-            if reply.kind != "ok":
+            if reply.kind != "ok" or reply.answer is None:
                 return _failed(reply, "header import", import_seconds)
             if _has_error(reply.answer):
                 await self._repl.close()
@@ -108,7 +108,7 @@ class LeanSession:
             payload["env"] = self._header_env
         self._checks += 1
         reply = await self._repl.request(payload, timeout)
-        if reply.kind != "ok":
+        if reply.kind != "ok" or reply.answer is None:
             return _failed(reply, "check", import_seconds)
         answer = shift_positions(reply.answer, split.line_offset)
         axioms: dict[str, dict[str, Any]] = {}

@@ -7,11 +7,12 @@ are applied in the same order everywhere (CLI, pipelines, benchmarks).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from lean_pool import refusals, verdict
-from lean_pool.session import LeanSession, RunOutcome
+from lean_pool.session import RunOutcome
 
 # "sketch" is a proof check whose `sorry`s go to Lean instead of being refused on sight, so its answer carries the goals
 # they leave open (sub-goal mining); it is judged exactly as a proof.
@@ -46,8 +47,15 @@ class CheckResult:
         return self.status in ("timeout", "crashed", "infra_error")
 
 
+class Session(Protocol):
+    """What runs a snippet for `check_on_session`: a warm REPL (`lean_pool.session.LeanSession`) or the Kimina
+    server (`lean_pool.kimina.KiminaSession`)."""
+
+    async def run(self, snippet: str, timeout: float, axioms_for: Sequence[str] = ()) -> RunOutcome: ...
+
+
 async def check_on_session(
-    session: LeanSession,
+    session: Session,
     snippet: str,
     *,
     timeout: float,
@@ -68,7 +76,8 @@ async def check_on_session(
     if decided is not None:
         return CheckResult(status=decided.status, ok=decided.ok, reasons=list(decided.reasons), provenance=provenance)
     if names is None:
-        names = [verdict.target_name(statement)] if statement is not None else verdict.declared_names(snippet)
+        target = None if statement is None else verdict.target_name(statement)
+        names = [target] if target is not None else verdict.declared_names(snippet)
     expected = list(names)
     outcome = await session.run(snippet, timeout, axioms_for=expected if mode in PROOF_MODES else ())
     result = _judge(outcome, mode, expected)

@@ -293,7 +293,8 @@ class StatementJudge:
             vectors = np.zeros((len(statements), embedded.shape[1] if readable else 1), np.float32)
             vectors[readable] = embedded
         flat = iter(self.index.judge(statements, vectors))
-        verdicts = {text: strongest([next(flat) for _ in found]) for text, found in zip(distinct, per_text, strict=True)}
+        verdicts = {text: strongest([next(flat) for _ in found])
+                    for text, found in zip(distinct, per_text, strict=True)}
         return [verdicts[text or ""] for text in texts]
 
 
@@ -336,8 +337,8 @@ def benchmarks_named(cfg: Config) -> bool:
 def decontaminate_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
     """`decontaminate:` with the benchmarks' problems, which the driver reads before the run starts."""
     section = cfg["decontaminate"]
-    return {"check": DecontaminateSettings(tuple(shared.benchmark_problems()), MatchSettings.from_config(section["matches"]),
-                                           dict(cfg["embedding"]))}
+    return {"check": DecontaminateSettings(tuple(shared.benchmark_problems()),
+                                           MatchSettings.from_config(section["matches"]), dict(cfg["embedding"]))}
 
 
 DECLARATION = Stage(

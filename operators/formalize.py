@@ -2,8 +2,8 @@
 
 The repair prompt carries the whole history of attempts with what went wrong with each (Lean's diagnostics, or
 why an answer held no code) so the model does not repeat a failed fix. A statement Lean reports as "already
-declared" restates an existing Mathlib name: it is rejected as such at once, never repaired into a new name. The loop's decisions are `operators.repair`'s;
-`formalized` turns its end into the candidate's columns.
+declared" restates an existing Mathlib name: it is rejected as such at once, never repaired into a new name. The loop's
+decisions are `operators.repair`'s; `formalized` turns its end into the candidate's columns.
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def formalize_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=f"{STAGE}.resources", checks_lean=True,
-    takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
+    name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=f"{STAGE}.resources",
+    checks_lean=True, takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
     calls={STAGE: ("formalize",), DIAGNOSE_STAGE: ("diagnose",)},
     prompts=("system", "formalize", "attempt", "attempt_refused", "attempt_rejected", "attempt_no_code", "diagnose",
              "diagnosis"), parser=extract_code)

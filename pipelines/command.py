@@ -19,7 +19,8 @@ from lean_pool.command_line import hold_stops
 JOBS: dict[str, tuple[str, str]] = {
     "mine": ("pipelines.mine", "mine seed files for missing lemmas into Parquet tables"),
     "plan": ("pipelines.plan", "a capacity plan before an overnight mining run"),
-    "contribute": ("pipelines.contribute", "a run's proved lemmas as Mathlib patches, one per file, with PR descriptions"),
+    "contribute": ("pipelines.contribute",
+                   "a run's proved lemmas as Mathlib patches, one per file, with PR descriptions"),
     "report": ("pipelines.report", "a run's Markdown report, PNG plots and CSV tables, under DIR/report/"),
     "export": ("pipelines.export", "training corpora from a run, under DIR/export/"),
     "autoformalize": ("pipelines.autoformalize", "informal statements into Lean"),

@@ -1,4 +1,5 @@
-"""`python -m pipelines.evaluate benchmark_dir=DIR provers=[...] run_dir=OUT`: prove a given benchmark, report Success@t.
+"""`python -m pipelines.evaluate benchmark_dir=DIR provers=[...] run_dir=OUT`: prove a given benchmark, report
+Success@t.
 
 The statements of a benchmark (the MathlibLemma layout `DOMAIN/SEED_PATH/N.lean`, or Parquet files with
 a `statement` column) become candidate rows and go through the mining pipeline's own operators: a

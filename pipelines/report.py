@@ -68,8 +68,8 @@ def funnel_markdown(funnel: pl.DataFrame) -> str:
          count_pct(r["proved"], r["proved_pct"]), r["error_infra"]]
         for r in funnel.iter_rows(named=True)
     ]
-    headers = ["Domain", "Seeds", "Proposed", "Duplicate (dedup)", "Contaminated (decontaminate)", "Judged correct", "Compilable",
-               "Unfaithful (of compilable)", "Trivial", "Proved", "Unfinished (error_infra)"]
+    headers = ["Domain", "Seeds", "Proposed", "Duplicate (dedup)", "Contaminated (decontaminate)", "Judged correct",
+               "Compilable", "Unfaithful (of compilable)", "Trivial", "Proved", "Unfinished (error_infra)"]
     return markdown_table(headers, rows) + "\n\nPercentages are of the proposed candidates of the domain."
 
 
@@ -196,8 +196,9 @@ def contributions_section(contributions: pl.DataFrame | None, tag: str) -> list[
     statuses = rows_by_status(contributions["status"].to_list(), CONTRIBUTION_STATUSES)
     per_file = stats.contributions_by_file(contributions)
     return [f"## What a contribution would offer{tag}", "", "From `folklore contribute`: each lemma's final status "
-            "(`contributions/`), then per Mathlib file.", "", markdown_table(["status", "lemmas"], list(statuses.items())),
-            "", markdown_table(per_file.columns, per_file.rows()), ""]
+            "(`contributions/`), then per Mathlib file.", "",
+            markdown_table(["status", "lemmas"], list(statuses.items())), "",
+            markdown_table(per_file.columns, per_file.rows()), ""]
 
 
 def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
@@ -239,8 +240,8 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
     }
     if has_overlap(overlap):
         figures["overlap"] = plots.overlap_figure(overlap, size, label)
-    tables = {"funnel": funnel, "origins": origins, "dedup": matches, "success_at": success, "overlap": overlap, "cost": cost,
-              "reasons": reasons}
+    tables = {"funnel": funnel, "origins": origins, "dedup": matches, "success_at": success, "overlap": overlap,
+              "cost": cost, "reasons": reasons}
     if run.contributions is not None:
         tables["contributions"] = stats.contributions_by_file(run.contributions)
     return Report("\n".join(sections), figures, tables)

@@ -1,4 +1,5 @@
-"""Reading LLM answers and splitting them: extract, split and judge rules, on real MathlibLemma files and on edge cases."""
+"""Reading LLM answers and splitting them: extract, split and judge rules, on real MathlibLemma files and on edge
+cases."""
 
 from __future__ import annotations
 

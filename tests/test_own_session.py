@@ -1,4 +1,5 @@
-"""A worker of Folklore's under Ray leaves the job's session for one of its own (`lean_pool.ray_start.start_own_session`)."""
+"""A worker of Folklore's under Ray leaves the job's session for one of its own
+(`lean_pool.ray_start.start_own_session`)."""
 
 from __future__ import annotations
 

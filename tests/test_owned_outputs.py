@@ -1,6 +1,6 @@
 """A job deletes only what it made (issue 52): report, export, contribute, index and decontaminate write into a
-folder of their own, and replace only a folder marked as theirs. Every refusal is one line, exit 2, before anything is written: the run's
-files and every file beside it hash the same before and after. No Ray starts in these tests."""
+folder of their own, and replace only a folder marked as theirs. Every refusal is one line, exit 2, before anything is
+written: the run's files and every file beside it hash the same before and after. No Ray starts in these tests."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Ray's own output stays off a job's terminal (lean_pool/ray_output.py): of what the driver's Ray forwards from its workers,
-the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are printed
-as Ray prints them until the job is stopping, when all of it goes to the log; an import that points logging at the terminal (Ray Serve, Ray Serve LLM) writes to the log
-instead. No Ray is started: the dispatcher Ray prints through is driven directly."""
+"""Ray's own output stays off a job's terminal (lean_pool/ray_output.py): of what the driver's Ray forwards from its
+workers, the autoscaler's events and Serve's actors' lines go to the run's Ray log, the job's own actors' lines are
+printed as Ray prints them until the job is stopping, when all of it goes to the log; an import that points logging at
+the terminal (Ray Serve, Ray Serve LLM) writes to the log instead. No Ray is started: the dispatcher Ray prints through
+is driven directly."""
 
 from __future__ import annotations
 

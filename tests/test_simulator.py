@@ -349,7 +349,8 @@ def sorry_goals_by_position(answer: dict[str, Any]) -> dict[str, str]:
 
 
 def recorded_sorry_goals(transcripts_dir: Path) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
-    """Every standalone command of the transcripts (no `env`, no options) whose recorded answer has sorries with goals."""
+    """Every standalone command of the transcripts (no `env`, no options) whose recorded answer has sorries with
+    goals."""
     found = []
     for requests in sorted(transcripts_dir.glob("*.in")):
         answers = requests.with_name(requests.name.removesuffix(".in") + ".expected.out")

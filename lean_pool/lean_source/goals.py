@@ -94,7 +94,7 @@ def goal_theorem(goal: Goal, name: str) -> str:
             taken.add(fresh[written])
         return fresh[written]
 
-    binders = []
+    binders: list[str] = []
     for names, kind in goal.hypotheses:
         kind = _INACCESSIBLE_NAME.sub(accessible, kind)
         if all(n.startswith(_INSTANCE_PREFIX) and INACCESSIBLE in n for n in names):

@@ -93,7 +93,7 @@ def _block_comment_end(code: str, i: int) -> int:
 def _string_end(code: str, i: int) -> tuple[int, list[str]]:
     """End of a plain string literal whose opening quote is at `i`, and the reasons Lean could read
     it differently (bad or newer escape, `{` of a possible interpolation, no closing quote)."""
-    problems = []
+    problems: list[str] = []
     j = i + 1
     n = len(code)
     while j < n:

@@ -186,7 +186,8 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
                 continue
             failed = failed_dependencies(concept, outcomes)
             if failed:
-                outcomes[concept.name] = ConceptOutcome(FAILED, None, f"depends on {failed}, which could not be defined")
+                outcomes[concept.name] = ConceptOutcome(FAILED, None,
+                                                        f"depends on {failed}, which could not be defined")
             else:
                 outcomes[concept.name] = await self.synthesize(row, concept, known)
             outcomes[concept.name].candidates = shown[concept.name]

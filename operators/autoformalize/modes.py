@@ -75,7 +75,8 @@ def mode_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 
 
 DECLARATION = Stage(
-    name=STAGE, operator=AutoformalizeOperator, pick=mode_operator, arguments=mode_arguments, resources=f"{STAGE}.resources",
+    name=STAGE, operator=AutoformalizeOperator, pick=mode_operator, arguments=mode_arguments,
+    resources=f"{STAGE}.resources",
     checks_lean=True, takes=frozenset({PENDING}),
     gives=frozenset({COMPILED, NOT_COMPILABLE, REFUSED, BAD_INPUT, ERROR_INFRA}),
     calls={THINK_STAGE: (ROLE,), DRAFT_STAGE: (ROLE,), FORMALIZE_STAGE: (ROLE,), DIAGNOSE_STAGE: ("diagnose",),

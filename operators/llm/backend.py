@@ -51,11 +51,13 @@ class LLMBackend:
         elif backend == "vllm":
             from operators.llm.serve import ServeApp, engines_without_tool_calling
 
-            models = [self.settings.roles[role].model for role in self._cfg["tool_roles"] if role in self.settings.roles]
+            models = [self.settings.roles[role].model
+                      for role in self._cfg["tool_roles"] if role in self.settings.roles]
             unable = engines_without_tool_calling(self._cfg["serve"], models)
             if unable:
                 raise LLMConfigError(f"llm=vllm: roles {list(self._cfg['tool_roles'])} call tools, but the engines of "
-                                     f"{unable} have no tool_call_parser (set llm.serve.engines.<model>.tool_call_parser)")
+                                     f"{unable} have no tool_call_parser "
+                                     "(set llm.serve.engines.<model>.tool_call_parser)")
             app = ServeApp(self._cfg["serve"])
             base_url = app.start_or_attach()
             self._stop = app.shutdown
@@ -71,7 +73,8 @@ class LLMBackend:
         """Raise `LLMConfigError` naming every endpoint that cannot serve the run."""
         LLMClients(self.settings)  # an unset key variable is an LLMConfigError
         probe = self._cfg["probe"]
-        problems = probe_endpoints(self.settings, float(probe["timeout_s"]), self._call_roles) if probe["enabled"] else []
+        problems = (probe_endpoints(self.settings, float(probe["timeout_s"]), self._call_roles)
+                    if probe["enabled"] else [])
         if problems:
             raise LLMConfigError(f"{'; '.join(problems)} (checked before the run; llm.probe.enabled=false skips this)")
 

@@ -26,8 +26,8 @@ TRIVIAL = "trivial"
 COMPILED = "compiled"
 PROVED = "proved"
 ERROR_INFRA = "error_infra"
-STATUSES = (DISCOVERED, DUPLICATE, CONTAMINATED, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED, PROVED,
-            ERROR_INFRA)
+STATUSES = (DISCOVERED, DUPLICATE, CONTAMINATED, REJECTED_BY_JUDGE, NOT_COMPILABLE, UNFAITHFUL, TRIVIAL, COMPILED,
+            PROVED, ERROR_INFRA)
 # Where a candidate comes from (`origin`): a discover answer about its seed, or a goal a proof attempt left open.
 SEED = "seed"
 SUBGOAL = "subgoal"
@@ -43,7 +43,8 @@ DIAGNOSTIC = pa.struct(
 )
 ATTEMPT = pa.struct(
     [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string()),
-     ("goals", pa.list_(pa.string())),  # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
+     # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
+     ("goals", pa.list_(pa.string())),
      ("reasons", pa.list_(pa.string()))]  # the checker's verdict reasons, or why the answer held no code to check
 )
 # The status of an attempt whose answer held no code to check; every other status is the checker's verdict.

@@ -381,7 +381,8 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
         bounds["LLM sim"] = sum(load.calls * shape.service_s[stage] for stage, load in work.calls.items()
                                 ) / shape.endpoint_capacity
     for stage, slots in shape.stage_slots.items():
-        llm_seconds = sum(load.llm_seconds for call, load in work.calls.items() if shape.row_stage_of_call[call] == stage)
+        llm_seconds = sum(load.llm_seconds for call, load in work.calls.items()
+                          if shape.row_stage_of_call[call] == stage)
         busy = llm_seconds + work.checks.get(stage, 0.0) * check_s
         if busy > 0:
             bounds[f"stage {stage}"] = busy / slots
@@ -428,5 +429,5 @@ def streaming_shortfall(needs: Mapping[str, float], cluster_cpus: float) -> str 
     parts = ", ".join(f"{name} {cpus:g}" for name, cpus in needs.items())
     return (f"the mining waves reserve {total:g} logical CPUs at once ({parts}) but Ray has {cluster_cpus:g}: Ray Data "
             f"would start a stage's actors only as others leave, and such a run can stall for good; start Ray with "
-            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower the stages' resources.num_cpus, "
-            f"ray.waves_in_flight or lean.resources_per_repl.num_cpus")
+            f"more logical CPUs (ray.num_cpus=N: the stages mostly wait on the network) or lower the stages' "
+            f"resources.num_cpus, ray.waves_in_flight or lean.resources_per_repl.num_cpus")

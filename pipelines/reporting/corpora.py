@@ -147,7 +147,8 @@ def judge_rows(row: Mapping[str, Any], split: str) -> list[dict[str, Any]]:
              "response": row["judge_response"], "model": model, "final_status": row["status"]}]
 
 
-DEDUP_KEYS = {"pairs": ("statement", "proof"), "trajectories": ("messages",), "judge": ("statement", "verdict", "response")}
+DEDUP_KEYS = {"pairs": ("statement", "proof"), "trajectories": ("messages",),
+              "judge": ("statement", "verdict", "response")}
 
 
 def deduplicate(rows: Iterable[dict[str, Any]], keys: Sequence[str]) -> tuple[list[dict[str, Any]], int]:

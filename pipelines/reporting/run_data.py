@@ -33,8 +33,8 @@ MINING_PIPELINE = tuple(OmegaConf.load(Path(conf.__file__).parent / "mine.yaml")
 
 def run_stages(config: dict[str, Any]) -> tuple[Stage, ...]:
     """The stages of a run's pipeline as its config records it (as listed: what replaced one under the run's config
-    calls no LLM and checks no Lean either); a stage declared in a module this process cannot import is left out (its calls still count in the totals, not in a row of its
-    own)."""
+    calls no LLM and checks no Lean either); a stage declared in a module this process cannot import is left out (its
+    calls still count in the totals, not in a row of its own)."""
     stages = []
     for entry in config.get("pipeline") or MINING_PIPELINE:
         try:

@@ -78,8 +78,8 @@ def percent(numerator: str, denominator: str) -> pl.Expr:
 
 def funnel_by_domain(candidates: pl.DataFrame, preferred_domains: Sequence[str]) -> pl.DataFrame:
     """The paper's Table 1: per domain (and `all`), seeds, proposed candidates, then how many dedup dropped,
-    restated a benchmark problem (decontaminate), were judged correct, compiled, drifted from the judged statement (faithfulness), were trivial and were proved,
-    each also as a percentage of the proposed.
+    restated a benchmark problem (decontaminate), were judged correct, compiled, drifted from the judged statement
+    (faithfulness), were trivial and were proved, each also as a percentage of the proposed.
 
     `judged_correct` is null for a domain nobody judged (an evaluate run has no judge stage).
     """
@@ -248,10 +248,11 @@ def lean_checks_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
 
 def cost_by_stage(candidates: pl.DataFrame, discoveries: pl.DataFrame | None, stages: Sequence[Stage]
                   ) -> pl.DataFrame:
-    """Per stage of `stages` (the run's pipeline) that calls an LLM or checks Lean: LLM calls, failed calls, answers cut at their `max_tokens` (`cut_calls`), prompt and completion
-    tokens, LLM seconds (sum of latencies) and Lean checks; then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history
-    kept, those checks too: so the rows' Lean checks add up to the run's total. The Lean seconds of a run are only
-    known per candidate, so they are in `totals`, not here."""
+    """Per stage of `stages` (the run's pipeline) that calls an LLM or checks Lean: LLM calls, failed calls, answers cut
+    at their `max_tokens` (`cut_calls`), prompt and completion tokens, LLM seconds (sum of latencies) and Lean checks;
+    then the replays as a row of their own, and, when some rows ended `error_infra` with checks no history kept, those
+    checks too: so the rows' Lean checks add up to the run's total. The Lean seconds of a run are only known per
+    candidate, so they are in `totals`, not here."""
     calls = llm_calls(candidates, discoveries)
     per_stage = calls.group_by("stage").agg(
         pl.len().alias("llm_calls"),

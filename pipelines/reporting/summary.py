@@ -128,7 +128,8 @@ def closing_lines(closing: Closing) -> list[str]:
     for heading, by_status in closing.counts.items():
         lines.append(f"{heading}: {sum(by_status.values())}")
         column = max([STATUS_COLUMN, *(len(status) + 1 for status in by_status)])
-        lines += [f"  {status:<{column}}{count}" for status, count in by_status.items() if count or status == ERROR_INFRA]
+        lines += [f"  {status:<{column}}{count}"
+                  for status, count in by_status.items() if count or status == ERROR_INFRA]
     lines += [*closing.details, *closing.cost]
     if closing.simulated:
         lines.append(SIMULATED_NOTE)

@@ -1,7 +1,7 @@
 """How Arrow tables and schemas cross between Ray processes in a Folklore job: as Arrow IPC.
 
-A mining run hands every candidate on in a block of its own (`pipelines.runtime.job.ROW_BLOCK_BYTES`), and a candidate row
-is wide and nested (attempts, diagnostics, proofs, usage). Ray's default reducer for `pyarrow.Table` walks every
+A mining run hands every candidate on in a block of its own (`pipelines.runtime.job.ROW_BLOCK_BYTES`), and a candidate
+row is wide and nested (attempts, diagnostics, proofs, usage). Ray's default reducer for `pyarrow.Table` walks every
 column's buffers in Python to cut zero-copy slices down to size; on a one-row candidate that costs about 9 ms, most
 of a stage actor's CPU on a small machine. Arrow's IPC writer cuts slices the same way in C++ (0.2 ms, the same
 bytes). Ray reverted to its own reducer because IPC copies large tables once where its reducer need not; Folklore's

@@ -3,7 +3,8 @@
 Each job composes `conf/<job>.yaml` with the command line (`conf.compose_config`) and runs through `run_job`,
 so every job answers a mistake the same way: one `error:` line and exit 2 for anything that stops it from
 starting (a config typo, a missing path or key), exit 3 when an LLM endpoint goes down mid-run or refuses a stage's
-calls alike (`StageRefused`), exit 4 when the run's storage refuses a write (`StorageFull`), exit 130 and one line on Ctrl-C (0 when the work was already written).
+calls alike (`StageRefused`), exit 4 when the run's storage refuses a write (`StorageFull`), exit 130 and one line on
+Ctrl-C (0 when the work was already written).
 """
 
 from __future__ import annotations

@@ -67,8 +67,9 @@ def parse_holder(body: bytes) -> Holder | None:
     try:
         fields = json.loads(body.decode())
         job_id = fields.get("job_id")
-        return Holder(host=str(fields["host"]), pid=int(fields["pid"]), job_id=job_id if isinstance(job_id, str) else None,
-                      started_at=str(fields["started_at"]), renewed_at=str(fields["renewed_at"]))
+        return Holder(host=str(fields["host"]), pid=int(fields["pid"]),
+                      job_id=job_id if isinstance(job_id, str) else None, started_at=str(fields["started_at"]),
+                      renewed_at=str(fields["renewed_at"]))
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
 
@@ -193,7 +194,8 @@ class Lease:
                 continue
             if tag is None:
                 current = self.store.read()
-                holder, written = (None, utc_now()) if current is None else (parse_holder(current.body), current.written)
+                holder, written = ((None, utc_now()) if current is None
+                                   else (parse_holder(current.body), current.written))
                 print(lost_warning(self.run_dir, holder, written), file=sys.stderr, flush=True)
                 return
             self.holder, self.tag = renewed, tag

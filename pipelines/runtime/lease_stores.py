@@ -70,8 +70,8 @@ class LeaseStore(Protocol):
 
 def not_a_lease(location: str, what: str) -> ForeignContents:
     """The refusal of a `lease.json` that is no file a driver could have written (a directory, a FIFO)."""
-    return ForeignContents(f"{location} is {what}, not a lease: a run's lease.json is a file its driver writes; move it "
-                           "out of the run directory and start again")
+    return ForeignContents(f"{location} is {what}, not a lease: a run's lease.json is a file its driver writes; "
+                           "move it out of the run directory and start again")
 
 
 class LocalLeaseStore:

@@ -244,8 +244,8 @@ class RunDir:
 
     def check_table(self, name: str, schema: pa.Schema, later: Collection[str] = ()) -> None:
         """Refuse (`ForeignContents`, naming it) any file in table `name`'s folder that is not a file of the table:
-        one not named as a Parquet file, or whose columns are not `schema`'s (`later` ones aside). Half-written files of the table (no
-        readable footer) pass: `prepare` removes them. Hidden and temporary files are the writers' own."""
+        one not named as a Parquet file, or whose columns are not `schema`'s (`later` ones aside). Half-written files of
+        the table (no readable footer) pass: `prepare` removes them. Hidden and temporary files are the writers' own."""
         folder = self.table_path(name)
         selector = pafs.FileSelector(folder, recursive=True, allow_not_found=True)
         for info in self.filesystem.get_file_info(selector):

@@ -178,7 +178,8 @@ def chosen_seeds(cfg: DictConfig) -> SeedListing:
     root = str(cfg.seeds.root)
     filesystem, path = open_location(root)
     if filesystem.get_file_info(path).type != pafs.FileType.Directory:
-        raise SetupError(f"seeds.root={root} is not a directory (point it at a Mathlib checkout, the parent of Mathlib/)")
+        raise SetupError(f"seeds.root={root} is not a directory "
+                         "(point it at a Mathlib checkout, the parent of Mathlib/)")
     include, exclude = list(cfg.seeds.include), list(cfg.seeds.exclude)
     if cfg.seeds.list is not None:
         entries = [str(entry) for entry in cfg.seeds.list]

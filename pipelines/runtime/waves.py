@@ -67,8 +67,8 @@ def wave_done_line(wave: SeedWave, waves: int, seconds: float, driver_rss: int, 
     """What a run prints when a wave has written its last candidate: which wave of how many (of which `part` of a run
     that has several: a round, a sub-goal level), its seeds, how long it ran, and the driver's resident memory then,
     so a night's log shows whether the driver grows from wave to wave."""
-    return (f"[wave] {f'{part}: ' if part else ''}{wave.index + 1}/{waves} done: {wave.seeds} seeds in {seconds:.0f} s; "
-            f"driver RSS {driver_rss / MIB:.0f} MiB")
+    return (f"[wave] {f'{part}: ' if part else ''}{wave.index + 1}/{waves} done: "
+            f"{wave.seeds} seeds in {seconds:.0f} s; driver RSS {driver_rss / MIB:.0f} MiB")
 
 
 def may_start(index: int, waves: Sequence[SeedWave], running: int, discovered_units: int, in_flight: int) -> bool:
@@ -136,8 +136,8 @@ def execute_collecting(ds: Dataset, ray_log: Path) -> list[dict[str, Any]]:
 def execute_writing(ds: Dataset, path: str, filesystem: Any, rows_per_file: int | None, num_cpus: float,
                     ray_log: Path) -> None:
     """Execute `ds` into Parquet files under `path`: a plan's execution, in a process of its own
-    (`pipelines.runtime.wiring.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling loop
-    hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its Ray log records
+    (`pipelines.runtime.wiring.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling
+    loop hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its Ray log records
     and standard error go to the run's Ray log, with the driver's."""
     executing_quietly(ray_log)
     ds.write_parquet(path, filesystem=filesystem, min_rows_per_file=rows_per_file,
