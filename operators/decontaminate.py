@@ -104,18 +104,18 @@ class Verdict:
     be compared."""
 
     contaminated: bool
-    benchmark: str | None
-    problem: str | None
-    kind: str | None
-    score: float | None
-    nearest_benchmark: str | None
-    nearest_problem: str | None
-    nearest_statement: str | None
-    nearest_similarity: float | None
-    ngram_benchmark: str | None
-    ngram_problem: str | None
-    ngram_overlap: float | None
-    note: str | None
+    benchmark: str | None = None
+    problem: str | None = None
+    kind: str | None = None
+    score: float | None = None
+    nearest_benchmark: str | None = None
+    nearest_problem: str | None = None
+    nearest_statement: str | None = None
+    nearest_similarity: float | None = None
+    ngram_benchmark: str | None = None
+    ngram_problem: str | None = None
+    ngram_overlap: float | None = None
+    note: str | None = None
 
     def reason(self) -> str:
         """One line for an excluded row: which problem of which benchmark it restates, how, how surely."""
@@ -164,7 +164,7 @@ def read_statement(text: str, settings: MatchSettings, opened: frozenset[str]) -
 def strongest(verdicts: Sequence[Verdict]) -> Verdict:
     """Of the verdicts on the statements of one text, the one that says most: a match before none, a stronger kind
     before a weaker, then the higher score, then the nearer problem."""
-    rank = {kind: i for i, kind in enumerate(DECISIVE_KINDS)}
+    rank: dict[str | None, int] = {kind: i for i, kind in enumerate(DECISIVE_KINDS)}
     return min(verdicts, key=lambda v: (not v.contaminated, rank.get(v.kind, len(rank)), -(v.score or 0.0),
                                         -(v.nearest_similarity or 0.0)))
 
@@ -224,7 +224,7 @@ class BenchmarkSet:
 
     def _verdict(self, statement: Statement, near: tuple[int, float] | None) -> Verdict:
         if statement.signature is None:
-            return Verdict(False, *[None] * 11, NO_STATEMENT)
+            return Verdict(False, note=NO_STATEMENT)
         match: tuple[int, str, float] | None = None
         if statement.exact is not None and statement.exact in self.exact:
             match = (self.exact[statement.exact], EXACT, 1.0)
@@ -274,11 +274,11 @@ class StatementJudge:
         self.encoder = encoder if settings.embedding else None
         self.index = BenchmarkSet(problems, settings)
         if self.encoder is not None:
-            self.index.add_vectors(self._embed(self.index.texts_to_embed()))
+            self.index.add_vectors(self._embed(self.encoder, self.index.texts_to_embed()))
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _embed(self, encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
         batch = self.settings.embed_batch
-        parts = [encode_statements(self.encoder, texts[i : i + batch]) for i in range(0, len(texts), batch)]
+        parts = [encode_statements(encoder, texts[i : i + batch]) for i in range(0, len(texts), batch)]
         return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
 
     def judge(self, texts: Sequence[str | None]) -> list[Verdict]:
@@ -289,7 +289,7 @@ class StatementJudge:
         vectors = None
         if self.encoder is not None:
             readable = [i for i, s in enumerate(statements) if s.signature is not None]
-            embedded = self._embed([embedded_text(statements[i]) for i in readable])
+            embedded = self._embed(self.encoder, [embedded_text(statements[i]) for i in readable])
             vectors = np.zeros((len(statements), embedded.shape[1] if readable else 1), np.float32)
             vectors[readable] = embedded
         flat = iter(self.index.judge(statements, vectors))

@@ -119,7 +119,7 @@ def answered(result: LLMResult, marker: str, max_lemmas: int) -> dict[str, Any]:
                 "reason": f"the endpoint refused the prompt: {result.error}"}
     if not result.ok:
         return {**out, "status": NO_ANSWER, "reason": f"{result.error_kind}: {result.error}"}
-    split = split_answer(result.text, marker, max_lemmas)
+    split = split_answer(result.text or "", marker, max_lemmas)
     cut = split.status != DISCOVERED and result.finish_reason == CUT_FINISH_REASON
     return {**out, "code": split.code, "snippets": list(split.snippets), "status": split.status,
             "reason": f"{split.reason}; it was cut off at the token limit" if cut else split.reason,
@@ -138,7 +138,7 @@ class DiscoverOperator(LLMOperator):
         self.provenance = provenance
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        out = {name: None for name in DISCOVERY_SCHEMA.names}
+        out: dict[str, Any] = {name: None for name in DISCOVERY_SCHEMA.names}
         out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample", "round")})
         out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
         filesystem, path = resolve(row["seed_file"])

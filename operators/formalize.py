@@ -91,14 +91,14 @@ def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[dict[str, 
     infrastructure failure; every attempt kept in `formalize_attempts`."""
     done = {**row, "formalize_attempts": list(attempts)}
     if stop.outcome == INFRA:
-        return fail_infra(done, STAGE, stop.detail)
+        return fail_infra(done, STAGE, stop.detail or "")
     repairs = len(attempts) - 1
     if stop.outcome == PASSED:
         return {**done, "statement": stop.code, "status": COMPILED, "formalize_repairs": repairs,
                 "already_declared": False}
     if stop.outcome == REJECTED:
         return {**done, "status": NOT_COMPILABLE, "reason": stop.detail, "formalize_repairs": repairs,
-                "already_declared": stop.detail.startswith(RESTATES)}
+                "already_declared": (stop.detail or "").startswith(RESTATES)}
     return {**done, "status": NOT_COMPILABLE, "formalize_repairs": max_repairs, "already_declared": False,
             "reason": exhausted_reason(list(attempts), max_repairs, marker)}
 
@@ -143,7 +143,7 @@ class FormalizeOperator(LLMOperator):
                 return diagnosis
             if diagnosis.ok:
                 row["diagnoses"] = [*row["diagnoses"], diagnosis.text]
-                section = self.formalize.prompts["diagnosis"].format(diagnosis=diagnosis.text.strip())
+                section = self.formalize.prompts["diagnosis"].format(diagnosis=(diagnosis.text or "").strip())
                 messages = prompts.with_preamble(messages, section)
         messages = prompts.with_preamble(messages, preamble)
         messages = await grounded(self.grounder, messages, current["code"], current["diagnostics"])

@@ -54,8 +54,9 @@ def judged(row: Mapping[str, Any], answers: Sequence[LLMResult]) -> dict[str, An
     failed = next((answer for answer in answers if answer.infra), None)
     if failed is not None:
         return fail_infra(dict(row), STAGE, f"{failed.error_kind}: {failed.error}")
-    votes = [answer.ok and judge_accepts(answer.text) for answer in answers]
-    texts = [answer.text if answer.ok else f"(no answer: {answer.error_kind}: {answer.error})" for answer in answers]
+    votes = [answer.ok and judge_accepts(answer.text or "") for answer in answers]
+    texts = [(answer.text or "") if answer.ok else f"(no answer: {answer.error_kind}: {answer.error})"
+             for answer in answers]
     done = {**row, "judge_votes": votes, "judge_response": ANSWER_SEPARATOR.join(texts),
             "judge_verdict": majority(votes)}
     if not done["judge_verdict"]:

@@ -140,6 +140,7 @@ class RepairLoop:
     def checked(self, result: CheckResult) -> Step:
         """After Lean's verdict on the code of the last `Check`."""
         code = self._code
+        assert code is not None  # set by the `Check` this verdict answers
         self.attempts.append(attempt_entry(code, result, self._response))
         if result.infra_failure:
             return Stop(INFRA, f"Lean {result.status}: {'; '.join(result.reasons)}")

@@ -209,7 +209,7 @@ def explode_seeds(batch: pa.Table, subgoals: SubgoalSettings | None = None) -> p
 
 def parents(item: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The finished candidates of a seed item one level above its `subgoal_depth` whose proving left goals open."""
-    found = []
+    found: list[dict[str, Any]] = []
     for path in item["finished_files"]:
         filesystem, location = resolve(path)
         written = pq.read_table(location, filesystem=filesystem, columns=PARENT_COLUMNS, filters=[

@@ -72,7 +72,7 @@ def compiled(row: Mapping[str, Any], stop: Stop, loop: RepairLoop, now: datetime
     the attempts came to, and the last failure), or an infrastructure failure that a resumed run retries."""
     done = {**row, "attempts": list(loop.attempts), "repairs": loop.repairs}
     if stop.outcome == INFRA:
-        return fail_infra(done, STAGE, stop.detail)
+        return fail_infra(done, STAGE, stop.detail or "")
     if stop.outcome == PASSED:
         return {**done, "statement": stop.code, "status": COMPILED,
                 "reference_match": reference_match(row["reference"], stop.code)}

@@ -219,10 +219,10 @@ def _describe(atoms: Iterable[Atom], reading: _Reading, rules: NamingRules, limi
         elif atom.kind == "name":
             head, *fields = atom.text.split(".")
             named = [atom.text] if head in reading.constants or atom.text in reading.constants else fields
-            candidates = [_lower_camel(_plain_word(name.split(".")[-1])) for name in named[-1:]
-                          if len(_plain_word(name.split(".")[-1])) >= rules.min_constant_length]
+            candidates = tuple(_lower_camel(_plain_word(name.split(".")[-1])) for name in named[-1:]
+                               if len(_plain_word(name.split(".")[-1])) >= rules.min_constant_length)
         else:
-            candidates = []
+            candidates = ()
         for word in candidates:
             if _SNAKE_WORD.fullmatch(word) and (not words or words[-1] != word):
                 words.append(word)

@@ -120,12 +120,13 @@ def build_faiss(vectors: np.ndarray, settings: Mapping[str, Any]) -> tuple[faiss
     if kind == "auto":
         kind = "flat" if len(vectors) <= int(settings["flat_max_rows"]) else "hnsw"
     dim = vectors.shape[1]
+    index: faiss.Index
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
     elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, int(settings["hnsw_m"]), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(settings["hnsw_ef_construction"])
-        index.hnsw.efSearch = int(settings["hnsw_ef_search"])
+        index = graph = faiss.IndexHNSWFlat(dim, int(settings["hnsw_m"]), faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = int(settings["hnsw_ef_construction"])
+        graph.hnsw.efSearch = int(settings["hnsw_ef_search"])
     else:
         raise ValueError(f"unknown faiss index kind {kind!r} (expected auto, flat or hnsw)")
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))

@@ -133,6 +133,7 @@ def open_grounder(settings: GroundingSettings | None) -> Grounder | None:
     if settings is None:
         return None
     index = settings.index
+    assert index.dir is not None  # grounding without index.dir is refused before the run starts (index_check)
     return Grounder(asdict(settings), index.embedding, index.dir, index.revision)
 
 

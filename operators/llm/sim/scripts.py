@@ -267,8 +267,8 @@ def concept_graph_reply(informal: str, related: str, name: str, script: Mapping[
     known = [line.split()[0] for line in related.splitlines() if line.strip()][: script["grounded"]]
     nodes = [{"name": known_name, "description": f"the declaration {known_name} (simulated)", "depends_on": []}
              for known_name in known]
-    notion = {"name": name, "description": f"a notion the statement needs (simulated): {informal}",
-              "depends_on": list(known)}
+    notion: dict[str, Any] = {"name": name, "description": f"a notion the statement needs (simulated): {informal}",
+                              "depends_on": list(known)}
     nodes.append(notion)
     if _CYCLE_TRIGGER in informal:
         helper = f"{name}_helper"
