@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -136,8 +136,9 @@ def read_corpus(location: str, column: str | None) -> list[CorpusTable]:
     texts = {name: _column_texts(table, column) for name, table in named}
     by_candidate: dict[str, str] = {}
     for name, table in named:
-        if texts[name] is not None and "candidate_id" in table.column_names:
-            for candidate, text in zip(table.column("candidate_id").to_pylist(), texts[name], strict=True):
+        table_texts = texts[name]
+        if table_texts is not None and "candidate_id" in table.column_names:
+            for candidate, text in zip(table.column("candidate_id").to_pylist(), table_texts, strict=True):
                 if text:
                     by_candidate.setdefault(candidate, text)
     tables = []
@@ -231,8 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = WorkWritten()
 
     def run() -> None:
-        cfg = OmegaConf.to_container(compose_config("decontaminate", sys.argv[1:] if argv is None else argv),
-                                     resolve=True)
+        composed = compose_config("decontaminate", sys.argv[1:] if argv is None else argv)
+        cfg = cast(dict[str, Any], OmegaConf.to_container(composed, resolve=True))
         manifest, written = decontaminate(cfg)
         work.mark()
         print("\n".join(closing_lines(closing(str(cfg["out"]), manifest, written))), flush=True)

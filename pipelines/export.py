@@ -25,7 +25,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pyarrow as pa
@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run_export() -> None:
         cfg: DictConfig = compose_config("export", sys.argv[1:] if argv is None else argv)
         run = load_run(str(cfg.run_dir))
-        manifest = export(run, OmegaConf.to_container(cfg, resolve=True))
+        manifest = export(run, cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)))
         print("\n".join(closing_lines(export_closing(run.uri, str(cfg.out_subdir), manifest))), flush=True)
 
     return run_job(run_export, (RunNotFound, ExportRefused),

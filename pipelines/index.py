@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatch
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -103,7 +103,7 @@ def parse_file(root: Path, relative: str) -> tuple[list[dict[str, Any]], Counter
 
 @ray.remote
 def _parse_files(root: str, relatives: list[str]) -> tuple[pa.Table, Counter[str]]:
-    rows, skipped = [], Counter()
+    rows, skipped = [], Counter[str]()
     for relative in relatives:
         file_rows, file_skipped = parse_file(Path(root), relative)
         rows.extend(file_rows)
@@ -204,7 +204,7 @@ def build(cfg: DictConfig, source: Source) -> dict[str, Any]:
     vectors = np.asarray(embedded.column("vector").combine_chunks().flatten(), dtype=np.float32).reshape(
         embedded.num_rows, -1
     )
-    index, kind = build_faiss(vectors, OmegaConf.to_container(cfg.faiss, resolve=True))
+    index, kind = build_faiss(vectors, cast(dict[str, Any], OmegaConf.to_container(cfg.faiss, resolve=True)))
     manifest = {
         "mathlib_rev": source.revision,
         "revision_source": source.revision_source,

@@ -235,7 +235,7 @@ def render(run: RunData, cfg: Mapping[str, Any]) -> Report:
         "funnel": plots.funnel_figure(funnel, size, label),
         "success_at": plots.success_figure(success, max_repairs, size, label),
         "cost": plots.cost_figure(cost, size, label),
-        "time": plots.time_figure(cost, total["lean_seconds"], size, label),
+        "time": plots.time_figure(cost, float(total["lean_seconds"] or 0.0), size, label),
         "rejections": plots.rejections_figure(overall, size, label),
     }
     if has_overlap(overlap):

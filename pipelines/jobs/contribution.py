@@ -139,7 +139,7 @@ def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]
     """A contribution row for each candidate of the run that is offered, and why the others are not."""
     cfg = job.cfg.contribute
     now = datetime.now(UTC)
-    rows, refused = [], Counter()
+    rows, refused = [], Counter[str]()
     for candidate in load_run(job.run.uri).candidates.iter_rows(named=True):
         why = offer_refusal(candidate, list(cfg.statuses), float(cfg.min_faithfulness))
         if why is None:
@@ -153,11 +153,12 @@ def locate(rows: list[dict[str, Any]], seeds: dict[str, str | None], dropped_con
     """The mined name and the namespace each lemma will live in (placement under the mined names); a lemma whose seed
     file the checkout lacks is `not_placed`."""
     for file, file_rows in by_file(rows).items():
-        if seeds[file] is None:
+        seed_text = seeds[file]
+        if seed_text is None:
             for row in file_rows:
                 row.update(status=NOT_PLACED, reason=f"{file} is not in the Mathlib checkout (or not UTF-8)")
             continue
-        where = {p.candidate_id: p for p in placed(seeds[file], file_rows, dropped_context, renamed=False).placements}
+        where = {p.candidate_id: p for p in placed(seed_text, file_rows, dropped_context, renamed=False).placements}
         for row in file_rows:
             spot = where[row["candidate_id"]]
             row.update(old_name=mined_name(row["statement"])[0], namespace=home_namespace(spot.namespace, spot.anchor))
@@ -185,9 +186,12 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
         rows = [done.get(row["candidate_id"], row) for row in rows]
     index = index_names(job.cfg)
 
+    # `locate` made the rows of a file the checkout lacks `not_placed`: every pending row's file was read.
+    read = {file: text for file, text in seeds.items() if text is not None}
+
     async def finish() -> list[FileOutcome]:
         files = by_file(rows)
-        return list(await asyncio.gather(*(finish_file(job, file, seeds[file], file_rows, index)
+        return list(await asyncio.gather(*(finish_file(job, file, read[file], file_rows, index)
                                            for file, file_rows in sorted(files.items()))))
 
     outcomes = asyncio.run(finish())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
+from typing import Any, cast
 
 import pyarrow.fs as pafs
 import ray
@@ -50,7 +51,7 @@ TABLE_COLUMNS = ("statement", "candidate_id", "id", "seed_id", "seed_path", "dom
 def load_config(overrides: Sequence[str]) -> DictConfig:
     """`conf/evaluate.yaml` with overrides; every prover named in `provers` gets a model role."""
     cfg = compose_config("evaluate", overrides)
-    models = OmegaConf.to_container(cfg.llm.models, resolve=True)
+    models = cast(dict[str, dict[str, Any]], OmegaConf.to_container(cfg.llm.models, resolve=True))
     with open_dict(cfg):
         cfg.llm.models = prover_models(models, list(cfg.provers), str(cfg.benchmark.prover_template_role))
     return cfg

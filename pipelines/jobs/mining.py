@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pyarrow as pa
@@ -34,6 +34,7 @@ from operators.split import (
 )
 from operators.storage import is_uri, join
 from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
+from pipelines.reporting.stats import frame_of
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,
     NO_STATUS_COUNTS,
@@ -113,7 +114,7 @@ class MiningJob(Job):
         finished = self._files_by_seed("candidates")
         done = self.run.ids("discoveries", "unit_id")
         known = self.proved_statements() if round_number > 1 else {}
-        domains = OmegaConf.to_container(self.cfg.seeds.domains, resolve=True)
+        domains = cast(dict[str, str], OmegaConf.to_container(self.cfg.seeds.domains, resolve=True))
         samples = range(int(self.cfg.discover.samples_per_seed))
         to_discover = []
         for relative in self.seed_files:
@@ -257,7 +258,7 @@ def rebuild_seeds(run_uri: str) -> WrittenTables:
     only their counts kept, and say what the tables hold."""
     run = RunDir(run_uri)
     discoveries = run.read("discoveries", DISCOVERY_SCHEMA, [*DISCOVERY_COLUMNS, "llm_calls"])
-    cost, parts, origins = written_cost([discoveries]), [], Counter()
+    cost, parts, origins = written_cost([discoveries]), [], Counter[str]()
     for part in run.read_by_file("candidates", ["seed_id", "status", "round", "origin", "llm_calls", "lean_checks",
                                                 "proofs"]):
         cost.add(part)
@@ -266,7 +267,7 @@ def rebuild_seeds(run_uri: str) -> WrittenTables:
     candidate_counts = pa.concat_tables(parts) if parts else NO_STATUS_COUNTS
     seeds = seeds_table(discoveries, candidate_counts)
     run.write_table("seeds", seeds)
-    candidates = dict(pl.from_arrow(candidate_counts).group_by("status").agg(pl.col("rows").sum()).iter_rows())
+    candidates = dict(frame_of(candidate_counts).group_by("status").agg(pl.col("rows").sum()).iter_rows())
     return WrittenTables({"candidates": sum(candidates.values()), "seeds": seeds.num_rows,
                           "discoveries": discoveries.num_rows},
                          candidates, rows_by_status(seeds.column("status").to_pylist(), ()), cost,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -50,7 +51,7 @@ class Plan:
 
 def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """The mining overrides and the plan's own (those whose key starts with `plan.`, after any `+`/`~`)."""
-    mine, plan = [], []
+    mine, plan = list[str](), list[str]()
     for override in argv:
         key = override.lstrip("+~").partition("=")[0]
         (plan if key.split(".", 1)[0] == PLAN_KEY else mine).append(override)
@@ -71,7 +72,7 @@ def seed_token_counts(cfg: DictConfig) -> tuple[SeedListing, list[int]]:
 def plan_costs(cfg: DictConfig, settings: DictConfig, shape: MiningShape) -> Costs:
     """Costs measured from `plan.from_run`, else the assumed costs (`plan.assumed`)."""
     if settings.from_run is None:
-        return stated_costs(OmegaConf.to_container(settings.assumed, resolve=True), shape)
+        return stated_costs(cast(dict[str, Any], OmegaConf.to_container(settings.assumed, resolve=True)), shape)
     run = load_run(str(settings.from_run))
     if run.discoveries is None:
         raise SetupError(f"plan.from_run={settings.from_run} has no discoveries/ table to measure discover calls from")
@@ -104,7 +105,7 @@ def make_plan(argv: Sequence[str]) -> Plan:
                          "your Kimina server, whose capacity the plan cannot see: plan with lean=repl and its shape")
     settings = compose_config(PLAN_KEY, plan_overrides)[PLAN_KEY]
     listing, tokens = seed_token_counts(cfg)
-    shape = mining_shape(OmegaConf.to_container(cfg, resolve=True))
+    shape = mining_shape(cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)))
     costs = plan_costs(cfg, settings, shape)
     cluster = cluster_of(settings)
     work = workload(tokens, shape, costs)

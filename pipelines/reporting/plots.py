@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import polars as pl
 from matplotlib.figure import Figure
@@ -26,7 +27,8 @@ LEAN_SECONDS_LABEL = "Lean checks and replays (all stages)"
 
 
 def _figure(size: Sequence[float], title: str, label: str | None) -> Figure:
-    figure = Figure(figsize=tuple(size), layout="constrained")
+    width, height = size
+    figure = Figure(figsize=(width, height), layout="constrained")
     figure.suptitle(f"{title}\n{label}" if label else title)
     if label:
         figure.text(0.5, 0.5, label, ha="center", va="center", rotation=20, alpha=WATERMARK_ALPHA, color="red",
@@ -65,7 +67,7 @@ def success_figure(success: pl.DataFrame, max_repairs: int, size: Sequence[float
         series = {row["prover"]: [row[f"success_at_{t}"] or 0.0 for t in range(max_repairs + 1)]
                   for row in rows.iter_rows(named=True)}
         _grouped_bars(axes, [f"@{t}" for t in range(max_repairs + 1)], series)
-        attempted = rows["attempted"].max() if rows.height else 0
+        attempted = cast(int | None, rows["attempted"].max()) if rows.height else 0  # an integer column
         axes.set_title(f"{domain} (n={attempted})" if domain != ALL else f"all domains (n={attempted})")
         axes.set_ylim(0, 100)
         axes.set_ylabel("% proved")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pyarrow.fs as pafs
@@ -23,7 +23,7 @@ from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.stage import Stage
 from operators.stages import PipelineError, named
 from operators.storage import open_location
-from pipelines.reporting.stats import is_simulated
+from pipelines.reporting.stats import frame_of, is_simulated
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 
@@ -78,7 +78,7 @@ class RunData:
         configured = (self.config.get("prove") or {}).get("max_repairs")
         if configured is not None:
             return int(configured)
-        observed = self.candidates["success_at"].max()
+        observed = cast(int | None, self.candidates["success_at"].max())  # an integer column
         return int(observed) if observed is not None else 0
 
 
@@ -123,16 +123,16 @@ def _manifest(run: RunDir) -> dict[str, Any]:
 
 def _mining_run(run: RunDir) -> RunData:
     check_tables(run, MINING_RUN_TABLES)
-    candidates = pl.from_arrow(run.read("candidates", CANDIDATE_SCHEMA))
-    discoveries = pl.from_arrow(run.read("discoveries", DISCOVERY_SCHEMA)) if run.files("discoveries") else None
-    contributions = (pl.from_arrow(run.read("contributions", CONTRIBUTION_SCHEMA)) if run.files("contributions")
+    candidates = frame_of(run.read("candidates", CANDIDATE_SCHEMA))
+    discoveries = frame_of(run.read("discoveries", DISCOVERY_SCHEMA)) if run.files("discoveries") else None
+    contributions = (frame_of(run.read("contributions", CONTRIBUTION_SCHEMA)) if run.files("contributions")
                      else None)
     return RunData(run.uri, candidates, discoveries, _manifest(run), contributions)
 
 
 def _formalization_run(run: RunDir) -> FormalizationRun:
     check_tables(run, ("formalizations",))
-    return FormalizationRun(run.uri, pl.from_arrow(run.read("formalizations", FORMALIZATION_SCHEMA)), _manifest(run))
+    return FormalizationRun(run.uri, frame_of(run.read("formalizations", FORMALIZATION_SCHEMA)), _manifest(run))
 
 
 def load_run(location: str) -> RunData:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
 import polars as pl
+import pyarrow as pa
 
 from operators.llm.calls import CUT_FINISH_REASON
 from operators.rows.candidates import (
@@ -38,6 +40,11 @@ UNRECORDED = "unfinished (error_infra)"
 _QUOTED = re.compile(r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|«[^»]*»")
 _NUMBER = re.compile(r"\b\d+(\.\d+)?\b")
 _ATTEMPT_PREFIX = re.compile(r"^attempt \d+: ")
+
+
+def frame_of(table: pa.Table) -> pl.DataFrame:
+    """A table's rows as a Polars frame (`pl.from_arrow` gives a Series for an array, never for a table)."""
+    return cast(pl.DataFrame, pl.from_arrow(table))
 
 
 def is_simulated(rows: pl.DataFrame) -> bool:
@@ -288,7 +295,7 @@ def stage_rows(cost: pl.DataFrame) -> pl.DataFrame:
 def totals(candidates: pl.DataFrame, cost: pl.DataFrame) -> dict[str, float | int | None]:
     """Whole-run totals and their cost per proved lemma (None when nothing was proved)."""
     proved = candidates.filter(pl.col("status") == PROVED).height
-    tokens = int(cost["prompt_tokens"].sum() + cost["completion_tokens"].sum())
+    tokens = int(cost["prompt_tokens"].sum()) + int(cost["completion_tokens"].sum())
     lean_seconds = float(candidates["lean_seconds"].fill_null(0.0).sum())
     lean_checks = int(candidates["lean_checks"].fill_null(0).sum())
     llm_seconds = float(cost["llm_seconds"].sum())

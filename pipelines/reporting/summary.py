@@ -33,7 +33,7 @@ NO_STATUS_COUNTS = pa.schema([("seed_id", pa.string()), ("status", pa.string()),
 def status_counts_by_seed(candidates: pa.Table) -> pa.Table:
     """Candidates per seed and status (`seed_id`, `status`, `rows`): all that the seeds table needs of them, small
     enough to add up over a whole run's files (`seeds_table` sums the parts)."""
-    return (pl.from_arrow(candidates.select(["seed_id", "status"])).group_by("seed_id", "status").len(name="rows")
+    return (stats.frame_of(candidates.select(["seed_id", "status"])).group_by("seed_id", "status").len(name="rows")
             .to_arrow())
 
 
@@ -42,7 +42,7 @@ def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
     when no discover call was answered, every one refused, else `ok`), reason (the first of its discoveries'),
     samples, discover answers that yielded lemmas, candidates, and `n_<status>` per candidate status, from the
     discoveries and the candidates' `status_counts_by_seed` (of the whole table, or of its parts)."""
-    units = pl.from_arrow(discoveries.select(list(DISCOVERY_COLUMNS)))
+    units = stats.frame_of(discoveries.select(list(DISCOVERY_COLUMNS)))
     per_seed = units.group_by("seed_id").agg(
         pl.col("seed_path").first(),
         pl.col("domain").first(),
@@ -58,7 +58,7 @@ def seeds_table(discoveries: pa.Table, candidate_counts: pa.Table) -> pa.Table:
     )
     status_columns = [f"n_{status}" for status in STATUSES]
     counts = (
-        pl.from_arrow(candidate_counts)
+        stats.frame_of(candidate_counts)
         .with_columns(pl.concat_str(pl.lit("n_"), pl.col("status")).alias("column"))
         .group_by("seed_id", "column")
         .agg(pl.col("rows").sum())
@@ -179,7 +179,7 @@ class WrittenCost:
 
     def add(self, table: pa.Table) -> None:
         """Add what the rows of `table` record."""
-        frame = pl.from_arrow(table)
+        frame = stats.frame_of(table)
         if "llm_calls" in frame.columns:
             stages = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
             for stage, count in stages.group_by("stage", maintain_order=True).len().iter_rows():

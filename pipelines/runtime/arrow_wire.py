@@ -61,7 +61,8 @@ def wired(operator: Callable[..., Any]) -> Callable[..., Any]:
             if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
                 start_own_session()  # only in an actor's own process, never in a driver that makes one
             register()
-            operator.__init__(self, *args, **kwargs)
+            # `self` is an instance of the subclass made below, whose base is `operator`.
+            operator.__init__(self, *args, **kwargs)  # type: ignore[misc]
 
         return type(operator.__name__, (operator,), {"__init__": __init__, "__module__": operator.__module__})
 

@@ -47,4 +47,5 @@ def checked_index(cfg: DictConfig, revision: str | None) -> dict[str, Any]:
     if reasons:
         raise SetupError(f"index.dir={index_dir} cannot serve {' and '.join(users)}: {'; '.join(reasons)}. Build it "
                          f"with `folklore index mathlib_dir=<the Mathlib checkout Lean uses> out={index_dir}`")
+    assert manifest is not None  # stale_reasons names a missing index
     return {"index_rev": manifest["mathlib_rev"], "model_id": manifest["model_id"]}

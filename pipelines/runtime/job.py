@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 import ray
 from omegaconf import DictConfig, OmegaConf
@@ -25,7 +25,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conf.speed_tags import speed_keys
 from lean_pool.command_line import lean_checks_line
-from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance
+from lean_pool.kimina import KiminaPool
+from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance, plain_config
 from lean_pool.ray_start import (
     init_ray_logging_to,
     limit_malloc_arenas,
@@ -94,7 +95,8 @@ def configure_data_context(context: ray.data.DataContext, no_progress_timeout_s:
     context.execution_no_progress_timeout_s = no_progress_timeout_s
     context.target_max_block_size = ROW_BLOCK_BYTES
     context.enable_progress_bars = False
-    context._max_num_blocks_in_streaming_gen_buffer = None
+    # Ray's hint says int; None is how its code reads "unbounded".
+    context._max_num_blocks_in_streaming_gen_buffer = None  # type: ignore[assignment]
 
 
 @contextmanager
@@ -120,15 +122,15 @@ class Job:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
-        self.lean_cfg = OmegaConf.to_container(cfg.lean, resolve=True)
+        self.lean_cfg = plain_config(cfg.lean)
         # A LeanSetupError naming what is missing, before anything starts.
-        check_lean_setup(self.lean_cfg, OmegaConf.to_container(cfg.verify, resolve=True))
+        check_lean_setup(self.lean_cfg, plain_config(cfg.verify))
         revision = index_revision(self.lean_cfg)
         self.index_provenance = checked_index(cfg, revision)
         # The index as the operators read it (`index_location`) and the revision it must have been built from.
         index = IndexSettings(dir=None if cfg.index.dir is None else index_location(str(cfg.index.dir)),
                               revision=revision,
-                              embedding=OmegaConf.to_container(cfg.embedding, resolve=True))
+                              embedding=plain_config(cfg.embedding))
         self.find_inputs()
         # The pipeline and each stage's settings; a list that cannot work is a SetupError of one line.
         self.steps = step_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
@@ -142,7 +144,7 @@ class Job:
         except BaseException:
             self.lease.release()
             raise
-        self._pool: LeanPool | None = None
+        self._pool: LeanPool | KiminaPool | None = None
         self._pool_lock = threading.Lock()
 
     def claim_run_dir(self) -> dict[str, Any]:
@@ -151,7 +153,7 @@ class Job:
         resume = self.cfg.resume
         lean = checker_provenance(self.lean_cfg)
         settings = deciding_settings(
-            self.JOB, OmegaConf.to_container(self.cfg, resolve=False),
+            self.JOB, cast(dict[str, Any], OmegaConf.to_container(self.cfg, resolve=False)),
             [*speed_keys(), *resume.unused], {"lean.toolchain": lean["toolchain"],
                                               "lean.mathlib_rev": lean["mathlib_rev"]})
         check_tables(self.run, self.TABLES)
@@ -160,7 +162,7 @@ class Job:
         unrecorded = unrecorded_tables(recorded, with_rows)
         if unrecorded:
             recorded = self.unrecorded_manifest(recorded, unrecorded)
-        manifest = recorded or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        manifest = recorded or new_manifest(plain_config(self.cfg))
         try:
             manifest = claim(manifest, self.TABLES, with_rows, settings, list(resume.accept_changes), now_iso())
         except ChangedSettings as changed:
@@ -179,7 +181,7 @@ class Job:
             raise SetupError(f"{self.run.uri} holds {' and '.join(with_rows)} rows but {lacking}: nothing says "
                              f"which settings made them. Restore {MANIFEST}, move the tables to another run_dir, or "
                              f"vouch that this command's settings made them with resume.accept_changes=[*]")
-        manifest = recorded or new_manifest(OmegaConf.to_container(self.cfg, resolve=True))
+        manifest = recorded or new_manifest(plain_config(self.cfg))
         return {**manifest, UNRECORDED_KEY: {"at": now_iso(), "tables": list(with_rows)}}
 
     def find_inputs(self) -> None:
@@ -211,7 +213,8 @@ class Job:
         self.llm_cache_dir = self.backend.cache_dir(self.run.uri)  # under run_dir, local or a URI; None when off
         # On the driver's node, as the usage ledger: a worker node lost mid-run must not take the job's counts along.
         self._here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self.board = StatusBoard.options(scheduling_strategy=self._here).remote()
+        # mypy keeps a decorated class's own type; `ray.remote` made StatusBoard an ActorClass.
+        self.board = StatusBoard.options(scheduling_strategy=self._here).remote()  # type: ignore[attr-defined]
         self._off_driver = OffDriver(self._here)
         self.ledger = start_usage_ledger()
         self.provenance = self._provenance(self.manifest["run_id"])
@@ -264,13 +267,12 @@ class Job:
         return Path(tempfile.gettempdir()) / PROJECT / digest / RAY_LOG
 
     @property
-    def pool(self) -> LeanPool:
+    def pool(self) -> LeanPool | KiminaPool:
         """The Lean pool, started on first use (a run with nothing left to verify never starts one), once: waves
         start in threads of their own, and two of them asking at once must share one pool."""
         with self._pool_lock:
             if self._pool is None:
-                self._pool = LeanPool.start(self.lean_cfg,
-                                            verify=OmegaConf.to_container(self.cfg.verify, resolve=True))
+                self._pool = LeanPool.start(self.lean_cfg, verify=plain_config(self.cfg.verify))
         return self._pool
 
     def _provenance(self, run_id: str) -> dict[str, Any]:

@@ -79,16 +79,17 @@ def counted(operator: Callable[..., Any], board: Any, stage: str, next_stage: st
             return out
 
         return counted_function
-    if inspect.iscoroutinefunction(operator.__call__):
-        async def call(self: Any, batch: pa.Table) -> pa.Table:
-            out = await operator.__call__(self, batch)
-            report(out)
-            return out
-    else:
-        def call(self: Any, batch: pa.Table) -> pa.Table:
-            out = operator.__call__(self, batch)
-            report(out)
-            return out
+    async def awaited(self: Any, batch: pa.Table) -> pa.Table:
+        out = await operator.__call__(self, batch)
+        report(out)
+        return out
+
+    def returned(self: Any, batch: pa.Table) -> pa.Table:
+        out = operator.__call__(self, batch)
+        report(out)
+        return out
+
+    call = awaited if inspect.iscoroutinefunction(operator.__call__) else returned
     return type(operator.__name__, (operator,), {"__call__": call, "__module__": operator.__module__})
 
 

@@ -64,7 +64,7 @@ def walk_local(root: str) -> LocalTree:
     order, each followed once. A directory is entered the first time its resolved path is reached and a regular file
     listed the first time, so a symlink loop or a second path to a file lists nothing twice and a file keeps its own
     path over a symlink's; anything else (a FIFO, a device, a broken symlink, an unreadable directory) is left out."""
-    entered, listed = {os.path.realpath(root)}, set()
+    entered, listed = {os.path.realpath(root)}, set[str]()
     tree = LocalTree([], [], [], [])
     pending: list[tuple[str, str, str]] = [(root, "", os.path.realpath(root))]  # (path, relative, resolved)
     links: list[tuple[str, str]] = []  # (relative, path) of the symlinks met, a heap

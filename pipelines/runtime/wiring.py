@@ -108,7 +108,8 @@ def write(job: Any, ds: Dataset, table: str, rows_per_file: int | None = None) -
     reserve `output.writer_num_cpus`, so they are never starved by the stages' actors and files land while the run
     goes."""
     num_cpus = float(job.cfg.output.writer_num_cpus)
-    ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,
+    # Ray's hint for map_batches' function has no room for the arguments `fn_kwargs` gives it.
+    ds = ds.map_batches(report_batch, batch_format="pyarrow", num_cpus=num_cpus,  # type: ignore[arg-type]
                         fn_kwargs={"board": job.board, "table": table})
     job.off_the_driver(execute_writing, ds, job.run.table_path(table), job.run.filesystem, rows_per_file, num_cpus,
                        job.ray_log)
