@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import Container, DictConfig, DictKeyType, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 # Where Hydra's composition errors stop saying what is wrong and start listing its search path.
@@ -112,7 +112,7 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _child(container: DictConfig | ListConfig, key: str | int, strict: bool, path: str) -> Any:
+def _child(container: Container, key: DictKeyType, strict: bool, path: str) -> Any:
     """The value under `key`, `_ANY` for ???. An interpolation that cannot be resolved is `_ANY` too (a default may
     need a value the command line gives), or with `strict` (a value the command line gave) a `ConfigError`."""
     if OmegaConf.is_missing(container, key):
@@ -153,7 +153,7 @@ def _paths(node: Any, prefix: str = "") -> Iterator[str]:
     if not isinstance(node, DictConfig):
         return
     for key in node:
-        path = f"{prefix}{key}"
+        path = f"{prefix}{key!s}"
         yield path
         yield from _paths(_child(node, key, False, path), f"{path}.")
 
@@ -231,8 +231,8 @@ def _check_keys(override: Override, reference: DictConfig, groups: Sequence[str]
     elif override.is_delete():
         if not _matches(".".join(segments[:-1]), "open_mappings"):
             raise ConfigError(f"~{path}: the job reads {path}; give it another value instead of deleting it")
-    elif isinstance(override.value(), Mapping):
-        _check_mapping_keys(path, override.value(), default, reference, groups)
+    elif isinstance(value := override.value(), Mapping):
+        _check_mapping_keys(path, value, default, reference, groups)
 
 
 def _check_mapping_keys(path: str, given: Mapping[str, Any], default: Any, reference: DictConfig,
@@ -303,7 +303,7 @@ def _check_value(path: str, value: Any, default: Any) -> None:
     if isinstance(value, DictConfig) and isinstance(default, DictConfig):
         for key in value:
             if _key_of(default, str(key)) is not None:
-                inner = f"{path}.{key}"
+                inner = f"{path}.{key!s}"
                 _check_value(inner, _child(value, key, True, inner), _child(default, key, False, inner))
 
 
@@ -318,7 +318,7 @@ def _check_ranges(node: DictConfig, prefix: str = "") -> None:
     the command line gave it or a default did: a count of 0 or a negative budget would fail deep in a run or
     silently do nothing."""
     for key in node:
-        path = f"{prefix}{key}"
+        path = f"{prefix}{key!s}"
         value = _child(node, key, False, path)
         if isinstance(value, DictConfig):
             _check_ranges(value, f"{path}.")

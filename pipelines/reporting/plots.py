@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 import polars as pl
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -36,7 +37,7 @@ def _figure(size: Sequence[float], title: str, label: str | None) -> Figure:
     return figure
 
 
-def _grouped_bars(axes, groups: Sequence[str], series: Mapping[str, Sequence[float]]) -> None:
+def _grouped_bars(axes: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float]]) -> None:
     """One bar per (group, series), series side by side inside each group; each series is one container."""
     width = BAR_GROUP_WIDTH / max(len(series), 1)
     for index, (name, values) in enumerate(series.items()):

@@ -293,8 +293,8 @@ class SimServer(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         """The OpenAI base URL clients use (`.../v1`)."""
-        host, port = self.socket.getsockname()[:2]
-        return f"http://{host}:{port}/v1"
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> SimServer:
         """Serve in a daemon thread; returns self so `SimServer(cfg).start()` reads naturally."""
