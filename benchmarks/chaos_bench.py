@@ -133,8 +133,9 @@ def summary(reference: Side, chaos: Side, figures: dict[str, Any], options: argp
     ]
     for number, kill in enumerate(chaos.kills, start=1):
         left, last = counted_names(kill.killed_after), counted_names(kill.last_to_exit)
-        lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into run {number} ({kill.working_s:4.1f}s "
-                     f"after its first LLM request): {kill.unfinished_rows} rows in flight, {kill.in_flight} LLM requests in flight, "
+        lines.append(f"  kill {number} at {kill.moment}: {kill.after_s:4.1f}s into run {number} "
+                     f"({kill.working_s:4.1f}s after its first LLM request): {kill.unfinished_rows} rows in flight, "
+                     f"{kill.in_flight} LLM requests in flight, "
                      f"{kill.sent_after_kill} sent after the kill; its processes gone {kill.orphans_s:.1f}s after "
                      f"it (last: {last}) but for: {left}")
     if len(chaos.kills) < options.kills:

@@ -117,8 +117,10 @@ def cluster_lines(reference: Side, chaos: Side, caught: list[NodeKill], figures:
     lines = [
         f"cluster: head ({HEAD_CPUS} CPUs, job server), {LEAN} node {NODE_KINDS[LEAN]}, {STAGE_NODES} {STAGE} nodes "
         f"{NODE_KINDS[STAGE]}; run directory on an S3-compatible store (moto)",
-        f"workload: {figures['rows']} candidates ({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
-        f"reference (one local Ray): {reference.runs} run(s), {reference.seconds:.0f}s, {reference.paid()} LLM calls paid",
+        f"workload: {figures['rows']} candidates "
+        f"({', '.join(f'{s}={n}' for s, n in sorted(figures['statuses'].items()))})",
+        f"reference (one local Ray): {reference.runs} run(s), {reference.seconds:.0f}s, "
+        f"{reference.paid()} LLM calls paid",
         f"cluster: {chaos.runs} runs ({chaos.failed_runs} ended non-zero), {chaos.seconds:.0f}s, {chaos.paid()} LLM "
         f"calls paid; error_infra rows left by each run (retried by the next): {chaos.infra_left}",
     ]

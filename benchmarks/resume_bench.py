@@ -79,8 +79,8 @@ def main(argv: list[str]) -> None:
         for name, mechanism in (("checkpoint", checkpointed), ("anti_join", anti_joined)):
             (base / name).mkdir()
             results[name] = mechanism(base / name, base / "all.parquet", base / "first.parquet", work_ms)
-            print(f"{name}: resumed in {results[name][0]:.2f}s, processed {results[name][1]} of {rows - int(rows * done)} "
-                  f"remaining rows")
+            print(f"{name}: resumed in {results[name][0]:.2f}s, processed {results[name][1]} of "
+                  f"{rows - int(rows * done)} remaining rows")
     ray.shutdown()
     print(f"checkpoint_s={results['checkpoint'][0]:.2f} anti_join_s={results['anti_join'][0]:.2f} "
           f"checkpoint_vs_anti_join={results['checkpoint'][0] / results['anti_join'][0]:.2f}")

@@ -254,7 +254,8 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=DEFAULT_SMALL, help="seed files of the small run (%(default)s)")
     parser.add_argument("--large", type=int, default=DEFAULT_LARGE, help="seed files of the large run (%(default)s)")
     parser.add_argument("--plans-trace", type=Path,
-                        help="a CSV file to write the driver's RSS after each plan to (run,plan,seconds,driver_rss_mib)")
+                        help="a CSV file to write the driver's RSS after each plan to "
+                             "(run,plan,seconds,driver_rss_mib)")
     parser.add_argument("extra", nargs="*", help="more `pipelines.mine` overrides for both sizes")
     options = parser.parse_args()
     source = options.seeds_root.resolve()

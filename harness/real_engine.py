@@ -198,7 +198,8 @@ class RecordingProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 record: dict[str, Any] = {}
                 if self.path.endswith("/chat/completions"):
-                    record = {"headers": {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("x-folklore")},
+                    record = {"headers": {k.lower(): v for k, v in self.headers.items()
+                                          if k.lower().startswith("x-folklore")},
                               "body": json.loads(body), "sent_at": time.monotonic()}
                     with proxy._lock:
                         proxy.requests.append(record)

@@ -85,7 +85,8 @@ def prover_run(role: str, name: str, outcomes: list[str], reason: str | None = N
             attempts.append(attempt(proof_code(name, tactic), "passed", [],
                                     f"answer {number} of {role}\n### Complete Lean 4 Proof\n```lean\ngood\n```"))
     proved = outcomes[-1] == "pass"
-    return {"role": role, "model": f"model-{role}", "proved": proved, "proof": proof_code(name, tactic) if proved else None,
+    return {"role": role, "model": f"model-{role}", "proved": proved,
+            "proof": proof_code(name, tactic) if proved else None,
             "success_at": len(outcomes) - 1 if proved else None, "reason": reason, "attempts": attempts}
 
 
@@ -93,22 +94,25 @@ def provenance(simulated: bool) -> dict[str, Any]:
     return {"run_id": "handmade", "project_version": "0.1.0", "llm_backend": "sim" if simulated else "openai",
             "llm_simulated": simulated, "models": json.dumps({"p1": "model-p1", "p2": "model-p2"}),
             "sampling": "{}", "lean_backend": "sim" if simulated else "repl", "lean_simulated": simulated,
-            "toolchain": "sim" if simulated else "leanprover/lean4:v4.25.0", "mathlib_rev": "sim" if simulated else "abc"}
+            "toolchain": "sim" if simulated else "leanprover/lean4:v4.25.0",
+            "mathlib_rev": "sim" if simulated else "abc"}
 
 
 def candidate(cid: str, seed: str, **fields: Any) -> dict[str, Any]:
     seed_id, domain = SEEDS[seed]
     name = fields.pop("name", f"lemma_{cid}")
     row: dict[str, Any] = {column: None for column in CANDIDATE_SCHEMA.names}
-    row.update(candidate_id=cid, unit_id=f"{seed_id}/s0", seed_id=seed_id, seed_path=seed_id.replace(".", "/") + ".lean",
-               domain=domain, sample=0, snippet_index=int(cid[1:]), statement_raw=statement(name), judge_verdict=True,
+    row.update(candidate_id=cid, unit_id=f"{seed_id}/s0", seed_id=seed_id,
+               seed_path=seed_id.replace(".", "/") + ".lean", domain=domain, sample=0, snippet_index=int(cid[1:]),
+               statement_raw=statement(name), judge_verdict=True,
                judge_response="Reasoning.\ncorrect", judge_votes=[True], formalize_attempts=[], proofs=[],
                proved_by=[], llm_calls=[call("judge", 1)], discovered_at=STAMP)
     compiled = [attempt(statement(name), "sorry", [], None)]
     row.update(statement=statement(name), formalize_attempts=compiled, formalize_repairs=0, already_declared=False)
     row.update(fields)
     proofs = row["proofs"]
-    row["llm_calls"] = [*row["llm_calls"], *[call("formalize", a["attempt"]) for a in fields.get("_formalize_calls", [])]]
+    row["llm_calls"] = [*row["llm_calls"],
+                        *[call("formalize", a["attempt"]) for a in fields.get("_formalize_calls", [])]]
     row.pop("_formalize_calls", None)
     for proof in proofs:
         row["llm_calls"] = [*row["llm_calls"], *[call("prove", n) for n in range(1, len(proof["attempts"]) + 1)]]
@@ -137,7 +141,8 @@ def candidates(simulated: bool = False) -> list[dict[str, Any]]:
                                       attempt(statement("lemma_c2"), "sorry", [],
                                               f"fixed\nerror-free code\n```lean\n{statement('lemma_c2')}```")],
                   formalize_repairs=1, _formalize_calls=[{"attempt": 1}],
-                  proofs=[prover_run("p1", "lemma_c2", ["fail"] * 3, "attempt 3: error: line 6, column 2: unknown identifier 'bad3'"),
+                  proofs=[prover_run("p1", "lemma_c2", ["fail"] * 3,
+                                     "attempt 3: error: line 6, column 2: unknown identifier 'bad3'"),
                           prover_run("p2", "lemma_c2", ["fail", "pass"])]),
         candidate("c3", "A", status="compiled", trivial=False, reason="no prover succeeded within 2 repairs",
                   proofs=[prover_run("p1", "lemma_c3", ["fail"] * 3,
@@ -149,14 +154,16 @@ def candidates(simulated: bool = False) -> list[dict[str, Any]]:
                   already_declared=None, reason="the judge did not answer `correct` (0/1)"),
         candidate("c5", "B", status="not_compilable", statement=None, formalize_repairs=2,
                   formalize_attempts=[attempt(c5_code, "error", unknown, None),
-                                      *[attempt(c5_code, "error", unknown, f"try {n}\nerror-free code\n```lean\n{c5_code}```")
+                                      *[attempt(c5_code, "error", unknown,
+                                                f"try {n}\nerror-free code\n```lean\n{c5_code}```")
                                         for n in (1, 2)]],
                   _formalize_calls=[{"attempt": 1}, {"attempt": 2}],
                   reason="Lean still reports errors after 2 repair rounds"),
         candidate("c6", "C", status="trivial", trivial=True, reason="`aesop` proves it"),
         candidate("c7", "C", status="proved", trivial=False, name="shared_fact",
                   proofs=[prover_run("p1", "shared_fact", ["fail", "pass"], tactic="omega"),
-                          prover_run("p2", "shared_fact", ["fail"] * 3, "attempt 3: error: line 6, column 2: unknown identifier 'bad3'")]),
+                          prover_run("p2", "shared_fact", ["fail"] * 3,
+                                     "attempt 3: error: line 6, column 2: unknown identifier 'bad3'")]),
         candidate("c8", "C", status="error_infra", trivial=False, reason="prove: infrastructure failure",
                   error="prover p1: timeout: no answer", llm_calls=[call("judge", 1), call("prove", 1, "timeout")]),
         candidate("c9", "C", status="not_compilable", statement=None, already_declared=True,

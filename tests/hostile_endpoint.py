@@ -148,7 +148,8 @@ def main() -> None:
     parser.add_argument("--model", action="append", default=None, help="a model to list (default gpt-5-mini)")
     parser.add_argument("--drip-every-s", type=float, default=1.0)
     options = parser.parse_args()
-    endpoint = HostileEndpoint(options.fault, tuple(options.model or ["gpt-5-mini"]), options.upstream, options.drip_every_s)
+    endpoint = HostileEndpoint(options.fault, tuple(options.model or ["gpt-5-mini"]), options.upstream,
+                               options.drip_every_s)
     print(endpoint.base_url, flush=True)
     endpoint.server.serve_forever()
 

@@ -107,7 +107,8 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
     proofnet = _proofnet(shared_dir)
     run_dir = direct_run["run_dir"]
     printed = direct_run["printed"]
-    assert "SIMULATED run" in printed and "formalizations: 17" in printed and "formalized in this start: 17 (mode=direct)" in printed
+    assert "SIMULATED run" in printed and "formalizations: 17" in printed
+    assert "formalized in this start: 17 (mode=direct)" in printed
 
     table = read_table(run_dir, "formalizations")
     assert table.height == PROOFNET_ROWS + len(TRIGGERED) + len(BAD_LINES)
@@ -117,8 +118,9 @@ def test_autoformalize_writes_one_row_per_input_with_statuses_scores_and_a_repor
         assert (rows[name]["status"], rows[name]["faithfulness_score"]) == (status, score), name
     assert rows["refused_group"]["reason"].startswith("refused before Lean")
     attempts = MAX_REPAIRS + 1
-    assert rows["never_code"]["reason"] == (f"no answer held `error-free code` code in {attempts} attempts, so no Lean "
-                                            f"check ran (attempt {attempts}: the answer has no line with `error-free code`)")
+    assert rows["never_code"]["reason"] == (f"no answer held `error-free code` code in {attempts} attempts, so no "
+                                            f"Lean check ran (attempt {attempts}: the answer has no line with "
+                                            "`error-free code`)")
     first_bad = PROOFNET_ROWS + len(TRIGGERED) + 1
     bad = sorted(table.filter(pl.col("status") == "bad_input")["reason"])
     assert len(bad) == len(BAD_LINES) and bad[-1].startswith("no informal text")

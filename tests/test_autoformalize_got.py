@@ -205,7 +205,8 @@ async def test_a_cyclic_graph_refuses_the_row_before_any_definition(cfg, server)
     pool = TextPool()
     row = await run_got(cfg, server, pending_row("loop", "A notion defined by itself (sim:cycle).", "got"), pool)
     assert row["status"] == "refused"
-    assert row["reason"] == "concept graph refused: a dependency cycle: loop_notion -> loop_notion_helper -> loop_notion"
+    assert row["reason"] == ("concept graph refused: a dependency cycle: "
+                             "loop_notion -> loop_notion_helper -> loop_notion")
     assert row["concept_graph"] is None and pool.checked == []
 
 

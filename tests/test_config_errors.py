@@ -138,8 +138,9 @@ def test_mistakes_in_mappings_deletions_groups_and_interpolations_are_one_line(o
 
 def test_valid_command_lines_still_compose():
     cfg = compose_config("mine", ["preset=demo", "lean.timeout_s=7.5", "faithfulness.alpha=1", "ray.num_cpus=null",
-                                  "llm.endpoints.sim.api_key_env=null", "seeds.include=[Mathlib/Data/**,Mathlib/Order/**]",
-                                  "lean.sim.import_s=0.1", "++discover.min_lemmas=7", f"run_dir='{URI}'"])
+                                  "llm.endpoints.sim.api_key_env=null",
+                                  "seeds.include=[Mathlib/Data/**,Mathlib/Order/**]", "lean.sim.import_s=0.1",
+                                  "++discover.min_lemmas=7", f"run_dir='{URI}'"])
     assert (cfg.lean.timeout_s, cfg.faithfulness.alpha, cfg.ray.num_cpus, cfg.run_dir) == (7.5, 1, None, URI)
     assert (list(cfg.seeds.include), cfg.lean.sim.import_s, cfg.discover.min_lemmas) == (
         ["Mathlib/Data/**", "Mathlib/Order/**"], 0.1, 7)

@@ -154,7 +154,8 @@ def test_an_arrow_that_is_not_the_outermost_connective_stays() -> None:
 
 
 def test_spellings_lean_reads_alike_are_one_statement() -> None:
-    assert canonical_statement("(f : ℕ → ℕ) : (fun x ↦ f x) = f") == canonical_statement("(g : ℕ → ℕ) : (λ y => g y) = g")
+    assert canonical_statement("(f : ℕ → ℕ) : (fun x ↦ f x) = f") == canonical_statement(
+        "(g : ℕ → ℕ) : (λ y => g y) = g")
     assert canonical_statement("{C : Type u} [Category.{v} C] (X : C) : X = X") == canonical_statement(
         "{D : Type*} [Category D] (Y : D) : Y = Y"
     )

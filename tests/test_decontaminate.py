@@ -62,7 +62,8 @@ def test_a_statement_key_forgets_names_and_order_and_keeps_meaning() -> None:
         statement_key("(m : ℕ) : ∑ j ∈ Finset.range m, j = m * (m - 1) / 2", notation=True)
     assert statement_key("(x : ℝ) (h : 0 ≤ x) : √x ^ 2 = x", notation=True) == \
         statement_key("(y : ℝ) (h : 0 ≤ y) : Real.sqrt y ^ 2 = y", notation=True)
-    conjunction, conjuncts = "(x y : ℝ) (h : 0 < x ∧ x < y) : x < y + 1", "(a b : ℝ) (p : a < b) (q : 0 < a) : a < b + 1"
+    conjunction = "(x y : ℝ) (h : 0 < x ∧ x < y) : x < y + 1"
+    conjuncts = "(a b : ℝ) (p : a < b) (q : 0 < a) : a < b + 1"
     assert statement_key(conjunction) != statement_key(conjuncts)
     assert statement_key(conjunction, notation=True) == statement_key(conjuncts, notation=True)
     assert statement_key("(x : ℝ) (h : 0 < x ∧ x < 1 ∨ x = 2) : x ≠ 3", notation=True) != \
@@ -234,7 +235,8 @@ def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
 def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tmp_path) -> None:
     benchmark = tmp_path / "comm-bench"
     benchmark.mkdir()
-    (benchmark / "comm.lean").write_text("import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry")
+    (benchmark / "comm.lean").write_text(
+        "import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry")
     run_dir = tmp_path / "run"
     status = mine.main(["preset=demo", f"run_dir={run_dir}", f"decontaminate.benchmarks=[{benchmark}]",
                         "decontaminate.matches.embedding.enabled=false"])

@@ -170,7 +170,8 @@ def test_resume_makes_no_new_calls_and_keeps_one_row_per_statement(evaluated):
     assert first["prove"] > 0 and second == first, "the second run found everything finished"
     again = pl.read_parquet(run_dir / "candidates" / "*.parquet")
     assert again["candidate_id"].is_unique().all()
-    assert dict(zip(again["candidate_id"], again["status"])) == dict(zip(first_table["candidate_id"], first_table["status"]))
+    assert dict(zip(again["candidate_id"], again["status"])) == dict(zip(first_table["candidate_id"],
+                                                                         first_table["status"]))
 
 
 @pytest.mark.ray

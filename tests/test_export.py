@@ -47,7 +47,8 @@ def test_split_rule_puts_the_seeds_where_the_test_expects():
 
 def test_pairs_are_clean_proved_statements_without_duplicates(exported):
     pairs = load(exported, "pairs")
-    got = {split: sorted((r["candidate_id"], r["prover"], r["success_at"]) for r in rows) for split, rows in pairs.items()}
+    got = {split: sorted((r["candidate_id"], r["prover"], r["success_at"]) for r in rows)
+           for split, rows in pairs.items()}
     # c1's two provers wrote the same proof: one pair; c7 proves c1's statement differently: its own pair.
     assert got == {"test": [("c1", "p1", 0), ("c2", "p2", 1)], "train": [("c7", "p1", 1)]}
     for row in pairs["test"] + pairs["train"]:

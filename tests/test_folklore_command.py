@@ -17,8 +17,8 @@ from pipelines import command
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY_MODULES = {"pipelines.mine", "pipelines.plan", "pipelines.report", "pipelines.export",
-                 "pipelines.autoformalize", "pipelines.evaluate", "pipelines.decontaminate", "pipelines.index", "pipelines.contribute",
-                 "lean_pool.check"}
+                 "pipelines.autoformalize", "pipelines.evaluate", "pipelines.decontaminate", "pipelines.index",
+                 "pipelines.contribute", "lean_pool.check"}
 
 
 def test_the_console_script_is_the_dispatcher() -> None:

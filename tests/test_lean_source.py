@@ -46,7 +46,8 @@ theorem y : True := trivial
 end A
 theorem z : True := trivial
 """
-    assert [c.name for c in read_commands(text) if c.kind == "theorem"] == ["A.B.x", "top", "A.B.weird name", "A.y", "z"]
+    assert [c.name for c in read_commands(text) if c.kind == "theorem"] == ["A.B.x", "top", "A.B.weird name", "A.y",
+                                                                            "z"]
 
 
 def test_prefixes_belong_to_the_command_they_precede() -> None:
@@ -61,7 +62,8 @@ lemma u : True := trivial
 attribute [instance] foo
 """
     t, u, attribute = read_commands(text)
-    assert (t.kind, t.docstring, t.attributes, t.modifiers, t.line) == ("theorem", "Doc.", ("simp", "norm_cast"), ("private",), 3)
+    assert (t.kind, t.docstring, t.attributes, t.modifiers, t.line) == ("theorem", "Doc.", ("simp", "norm_cast"),
+                                                                        ("private",), 3)
     assert t.text.startswith("/-- Doc. -/") and t.text.endswith(":= rfl")
     assert (u.kind, u.prefixes) == ("lemma", ("open Real in", "set_option maxHeartbeats 400000 in"))
     assert u.text.startswith("open Real in\n")
@@ -183,7 +185,8 @@ def test_every_theorem_and_lemma_of_the_mathlib_sample_is_found(mathlib_sample_d
     assert found >= expected > 20_000
 
 
-@pytest.mark.parametrize("text", ["", "theorem", "/-", "namespace", "end end end", "@[", "open X in", "«", "def f :=\n  |"])
+@pytest.mark.parametrize("text", ["", "theorem", "/-", "namespace", "end end end", "@[", "open X in", "«",
+                                  "def f :=\n  |"])
 def test_fragments_never_raise(text: str) -> None:
     read_commands(text)
 

@@ -232,7 +232,8 @@ def test_a_symlinked_lease_is_never_written_through_and_is_replaced_once_old(tmp
         take(store, str(run), RENEW_S, STALE_S)
     old(run / LEASE)
     lease = take(store, str(run), RENEW_S, STALE_S)
-    assert "was held by a run not heard from for over lease.stale_s=180s (an unreadable lease" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "was held by a run not heard from for over lease.stale_s=180s (an unreadable lease" in said
     assert not (run / LEASE).is_symlink() and parse_holder((run / LEASE).read_bytes()).pid == os.getpid()
     lease.release()
     assert sorted(path.name for path in run.iterdir()) == []

@@ -415,7 +415,8 @@ async def test_a_stage_whose_first_calls_are_all_refused_alike_raises_stage_refu
     assert str(stopped.value) == (
         f"llm stage discover cannot use model discoverer at endpoint sim ({server.base_url}): its first 3 calls were "
         "all refused with bad_request and none was answered (llm.retry.max_identical_refusals), the last: "
-        "Error code: 400 - max_tokens=8192 cannot be greater than max_model_len=4096. Please request fewer output tokens.")
+        "Error code: 400 - max_tokens=8192 cannot be greater than max_model_len=4096. "
+        "Please request fewer output tokens.")
     assert isinstance(stopped.value, EndpointDown), "it stops the job the way a dead endpoint does"
 
 

@@ -245,7 +245,8 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     code = (
         "import json, sys, operators.llm.client, operators.step, operators.llm.sim.server; "
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('vllm', 'ray.serve', 'operators.llm.serve')))))"
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.startswith(('vllm', 'ray.serve', 'operators.llm.serve')))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == []

@@ -187,8 +187,8 @@ def test_prove_keeps_sorry_until_its_attempt(sim: dict) -> None:
         outcomes.append(proved[0])
     assert 0 < sum(outcomes) < len(outcomes)
     other_prover = [
-        "sorry" not in text_of(answer(sim, [{"role": "user", "content": f"```lean\n{statement}\n```"}], "prove", f"c{i}",
-                                      model="other"))
+        "sorry" not in text_of(answer(sim, [{"role": "user", "content": f"```lean\n{statement}\n```"}], "prove",
+                                      f"c{i}", model="other"))
         for i in range(60)
     ]
     assert other_prover != outcomes, "two prover models are scripted independently"
@@ -369,7 +369,8 @@ def test_capacity_queues_requests_beyond_it(sim: dict) -> None:
         results: list[int] = []
 
         def one(index: int) -> None:
-            results.append(post(server.base_url, {"model": "m", "messages": [{"role": "user", "content": str(index)}]})[0])
+            body = {"model": "m", "messages": [{"role": "user", "content": str(index)}]}
+            results.append(post(server.base_url, body)[0])
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
         for thread in threads:
@@ -387,7 +388,8 @@ def test_injected_faults_follow_rates_and_redraw_on_each_delivery(sim: dict) -> 
     with SimServer({**sim, "faults": faults}) as server:
         body = {"model": "m", "messages": [{"role": "user", "content": "same request"}]}
         statuses = [post(server.base_url, body, {STAGE_HEADER: "judge"})[0] for _ in range(80)]
-        rate_limited = [reply for reply in (post(server.base_url, {**body, "seed": i}) for i in range(40)) if reply[0] == 429]
+        rate_limited = [reply for reply in (post(server.base_url, {**body, "seed": i}) for i in range(40))
+                        if reply[0] == 429]
     assert {200, 429, 500} <= set(statuses)
     assert 0.3 < statuses.count(200) / len(statuses) < 0.7
     assert rate_limited and all(r[1]["Retry-After"] == str(faults["retry_after_s"]) for r in rate_limited)

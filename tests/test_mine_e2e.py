@@ -93,7 +93,8 @@ def test_rows_carry_histories_and_simulated_provenance(finished_run):
     repaired = [row for row in rows if (row["formalize_repairs"] or 0) > 0 and row["status"] != "not_compilable"]
     assert repaired, "some statement needed a repair"
     assert all(len(row["formalize_attempts"]) == row["formalize_repairs"] + 1 for row in repaired)
-    assert all(row["formalize_attempts"][0]["diagnostics"] for row in repaired), "the failing check's diagnostics are kept"
+    assert all(row["formalize_attempts"][0]["diagnostics"] for row in repaired), \
+        "the failing check's diagnostics are kept"
 
 
 def test_bad_seeds_are_reported_and_the_run_goes_on(finished_run):

@@ -159,7 +159,8 @@ def test_explode_gives_stable_ids_one_candidate_per_snippet():
 def test_a_seed_is_exploded_whole_from_every_file_that_holds_it(tmp_path):
     """A resumed discover writes a seed's later samples to new files; its candidates still leave together."""
     first, second = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
-    pq.write_table(pa.Table.from_pylist([_discovery(["a", "b"], sample=0), _discovery(["y"], seed="Mathlib.Y", sample=0)],
+    pq.write_table(pa.Table.from_pylist([_discovery(["a", "b"], sample=0),
+                                         _discovery(["y"], seed="Mathlib.Y", sample=0)],
                                         schema=DISCOVERY_SCHEMA), first)
     pq.write_table(pa.Table.from_pylist([_discovery(["c"], sample=1)], schema=DISCOVERY_SCHEMA), second)
     items = pa.Table.from_pylist([{"seed_id": "Mathlib.X", "paths": [first, second]}])
@@ -200,7 +201,8 @@ def test_a_seed_work_item_becomes_one_discover_call_per_sample_still_to_draw():
 def test_repair_prompts_end_with_the_current_code(templates):
     """The code to repair is the last fenced lean block; the history before it keeps every attempt."""
     attempts = [
-        {"code": "theorem a : 1 = 2 := sorry", "diagnostics": [{"severity": "error", "line": 1, "column": 0, "message": "boom"}]},
+        {"code": "theorem a : 1 = 2 := sorry",
+         "diagnostics": [{"severity": "error", "line": 1, "column": 0, "message": "boom"}]},
         {"code": "theorem a : 1 = 3 := sorry", "diagnostics": []},
     ]
     user = prompts.formalize_messages(templates, attempts, "error-free code")[-1]["content"]
@@ -225,7 +227,8 @@ def test_discover_prompt_carries_the_whole_seed(templates):
 
 
 def test_repairs_keep_the_original_imports():
-    repaired = keep_imports("import Mathlib\n\ntheorem a : 1 = 1 := sorry", "import Mathlib\nimport Evil\ntheorem a : 1 = 1 := by sorry")
+    repaired = keep_imports("import Mathlib\n\ntheorem a : 1 = 1 := sorry",
+                            "import Mathlib\nimport Evil\ntheorem a : 1 = 1 := by sorry")
     assert repaired.startswith("import Mathlib\n") and "Evil" not in repaired and "theorem a" in repaired
 
 
@@ -241,7 +244,8 @@ def test_already_declared_and_refusals_are_final_rejections():
 
 
 def test_proof_file_puts_every_import_first():
-    code = with_environment(["import Mathlib", "import Aesop", "open Real"], "import Mathlib\nimport Extra\n\ntheorem t : True := trivial")
+    code = with_environment(["import Mathlib", "import Aesop", "open Real"],
+                            "import Mathlib\nimport Extra\n\ntheorem t : True := trivial")
     lines = code.splitlines()
     assert lines[:4] == ["import Mathlib", "import Aesop", "import Extra", "open Real"]
     assert lines[-1] == "theorem t : True := trivial"
@@ -274,7 +278,8 @@ def _discovery_rows() -> pa.Table:
         {"unit_id": "A/s0", "seed_id": "A", "seed_path": "A.lean", "domain": "d", "seed_status": OK, "seed_chars": 10,
          "status": DISCOVERED, "prompt_tokens": 5, "completion_tokens": 7},
         {"unit_id": "A/s1", "seed_id": "A", "seed_path": "A.lean", "domain": "d", "seed_status": OK, "seed_chars": 10,
-         "status": ERROR_INFRA, "reason": "discover: infrastructure failure", "prompt_tokens": 0, "completion_tokens": 0},
+         "status": ERROR_INFRA, "reason": "discover: infrastructure failure", "prompt_tokens": 0,
+         "completion_tokens": 0},
         {"unit_id": "B/s0", "seed_id": "B", "seed_path": "B.lean", "domain": "d", "seed_status": EMPTY, "seed_chars": 0,
          "status": EMPTY, "reason": "the file is empty or blank", "prompt_tokens": 0, "completion_tokens": 0},
     ]

@@ -85,8 +85,8 @@ def test_a_folder_the_job_did_not_mark_or_a_link_out_of_the_run_is_refused(run: 
     (run.parent / "notes" / marker("report")).write_text("a marker a tampered run points to")
     (run / "linked").symlink_to(run.parent / "notes")
     line = refused(run.parent, "report", f"run_dir={run}", "out_subdir=linked")
-    assert line == (f"error: out_subdir=linked cannot hold the output of report: it is a link to {run.parent / 'notes'}; "
-                    + IN_RUN_ADVICE.format(job="report"))
+    assert line == ("error: out_subdir=linked cannot hold the output of report: "
+                    f"it is a link to {run.parent / 'notes'}; " + IN_RUN_ADVICE.format(job="report"))
 
 
 @pytest.mark.parametrize("job", ["report", "export"])

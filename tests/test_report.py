@@ -35,9 +35,11 @@ def rows_by(frame: pl.DataFrame, *keys: str) -> dict:
 def test_funnel_per_domain_counts_each_step(sim_run):
     funnel = stats.funnel_by_domain(sim_run.candidates, DOMAINS)
     assert funnel["domain"].to_list() == ["foundational", "abstract", "all"]
-    got = {d: (r["seeds"], r["proposed"], r["judged_correct"], r["compilable"], r["trivial"], r["proved"], r["error_infra"])
+    got = {d: (r["seeds"], r["proposed"], r["judged_correct"], r["compilable"], r["trivial"], r["proved"],
+               r["error_infra"])
            for d, r in rows_by(funnel, "domain").items()}
-    assert got == {"foundational": (2, 5, 4, 3, 0, 2, 0), "abstract": (1, 4, 4, 2, 1, 1, 1), "all": (3, 9, 8, 5, 1, 3, 1)}
+    assert got == {"foundational": (2, 5, 4, 3, 0, 2, 0), "abstract": (1, 4, 4, 2, 1, 1, 1),
+                   "all": (3, 9, 8, 5, 1, 3, 1)}
     all_row = rows_by(funnel, "domain")["all"]
     assert all_row["judged_correct_pct"] == pytest.approx(800 / 9)
     assert all_row["proved_pct"] == pytest.approx(100 / 3)
@@ -84,7 +86,8 @@ def test_cost_per_stage_and_per_proved_lemma(sim_run):
 
 
 def test_rejection_reasons_are_classed_and_counted(sim_run):
-    reasons = {(r["where"], r["class"]): r["count"] for r in stats.rejection_reasons(sim_run.candidates, 10).iter_rows(named=True)}
+    reasons = {(r["where"], r["class"]): r["count"]
+               for r in stats.rejection_reasons(sim_run.candidates, 10).iter_rows(named=True)}
     assert reasons == {
         ("final: rejected_by_judge", "the judge did not answer … (N/N)"): 1,
         ("final: not_compilable", "Lean still reports errors after N repair rounds"): 1,
@@ -153,7 +156,8 @@ def test_cli_writes_the_page_the_plots_and_the_tables(tmp_path):
     assert page.count(SETTINGS["sim_label"]) == 2, "banner at the top and the bottom of the page"
     assert page.count("(simulated run)") == 9, "the title and every section heading"
     assert "Dedup was off" in page
-    assert "| all | 3 | 9 | 0 (0.0%) | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 0 (0.0%) | 1 (11.1%) | 3 (33.3%) | 1 |" in page
+    assert ("| all | 3 | 9 | 0 (0.0%) | 0 (0.0%) | 8 (88.9%) | 5 (55.6%) | 0 (0.0%) | 1 (11.1%) | 3 (33.3%) | 1 |"
+            in page)
     assert "| union | all | 4 | 1 (25.0%) | 3 (75.0%) | 3 (75.0%) |" in page
     assert "| Tokens | 5514 | 1838.0 |" in page
     assert pl.read_csv(out / "tables" / "funnel.csv").filter(pl.col("domain") == "all")["proved"].item() == 3

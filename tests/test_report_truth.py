@@ -139,7 +139,8 @@ def test_checks_no_history_kept_are_their_own_row(tmp_path):
     by_stage = dict(zip(cost["stage"].to_list(), cost["lean_checks"].to_list()))
     assert by_stage[stats.UNRECORDED] == 2
     assert sum(by_stage.values()) == stats.totals(run.candidates, cost)["lean_checks"]
-    assert "`unfinished (error_infra)`: checks of rows that ended `error_infra`" in report.render(run, SETTINGS).markdown
+    markdown = report.render(run, SETTINGS).markdown
+    assert "`unfinished (error_infra)`: checks of rows that ended `error_infra`" in markdown
 
 
 def test_an_unreadable_jsonl_line_keeps_the_decoders_whole_message_and_position():

@@ -119,7 +119,8 @@ class _ScriptedPool:
     async def check(self, code: str, **_: Any) -> CheckResult:
         self.checks += 1
         if self.checks == 1:
-            message = {"severity": "error", "pos": {"line": 3, "column": 8}, "data": "unknown identifier 'Folk.add_zro'"}
+            message = {"severity": "error", "pos": {"line": 3, "column": 8},
+                       "data": "unknown identifier 'Folk.add_zro'"}
             return CheckResult(status="error", ok=False, reasons=["Lean reported errors"], messages=[message])
         return CheckResult(status="passed", ok=True, reasons=[])
 
@@ -144,15 +145,18 @@ def _recording(operator_class: type) -> type:
 
 
 async def test_grounded_prompts_show_related_declarations_and_real_names_for_an_unknown_one(index_dir, tmp_path):
-    cfg = load_config(["preset=demo", f"run_dir={tmp_path / 'run'}", f"index.dir={index_dir}", "grounding.enabled=true"])
+    cfg = load_config(["preset=demo", f"run_dir={tmp_path / 'run'}", f"index.dir={index_dir}",
+                       "grounding.enabled=true"])
     settings_cfg = OmegaConf.to_container(cfg.llm, resolve=True)
     steps = MiningJob(cfg).steps  # the settings a run hands its actors
     statement = "import Mathlib\n\ntheorem t (a : ℕ) : a + 0 = a := by sorry\n"
     with SimServer(sim_server_config(median_s=0.01)) as server:
         settings = settings_from_config(settings_cfg).with_base_url("sim", server.base_url)
-        formalize = _recording(FormalizeOperator)(settings, formalize=steps.of("formalize")["formalize"], pool=_ScriptedPool())
+        formalize = _recording(FormalizeOperator)(settings, formalize=steps.of("formalize")["formalize"],
+                                                  pool=_ScriptedPool())
         row = {"candidate_id": "x/s0/c0", "status": "discovered", "statement_raw": statement,
-               "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0, "lean_imports": 0}
+               "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0,
+               "lean_imports": 0}
         done = await formalize.process_row(dict(row))
         prove = _recording(ProveOperator)(settings, prove=steps.of("prove")["prove"], pool=_ScriptedPool())
         await prove.process_row({**done, "status": "compiled", "statement": statement, "proofs": []})

@@ -72,8 +72,8 @@ def test_a_lease_json_that_is_a_directory_is_one_line_naming_it(tmp_path: Path, 
     (run / "lease.json").mkdir()
     inputs = inputs_of(job, tmp_path)
     before = state(tmp_path)
-    assert start(job, run, *inputs) == (f"error: {run}/lease.json is a directory, not a lease: a run's lease.json is a file its "
-                               "driver writes; move it out of the run directory and start again")
+    assert start(job, run, *inputs) == (f"error: {run}/lease.json is a directory, not a lease: a run's lease.json is "
+                                        "a file its driver writes; move it out of the run directory and start again")
     assert state(tmp_path) == before
 
 

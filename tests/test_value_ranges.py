@@ -30,8 +30,8 @@ DEMO = ["preset=demo"]
 # Every job's config, with the group choices that bring keys of their own (the demo: the simulators; evaluate and
 # check: openai and repl).
 COMPOSED = [("mine", DEMO), ("mine", ["llm=vllm", "llm/engines=gpu", "lean=kimina"]),
-            ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []), ("evaluate", []), ("export", []), ("report", []), ("index", []), ("plan", []),
-            ("check", []), ("contribute", []), ("decontaminate", [])]
+            ("mine", ["llm=vllm", "llm/engines=cpu"]), ("autoformalize", []), ("evaluate", []), ("export", []),
+            ("report", []), ("index", []), ("plan", []), ("check", []), ("contribute", []), ("decontaminate", [])]
 
 
 def leaves_of(node: object, prefix: str = "") -> list[tuple[str, object]]:
