@@ -3,7 +3,7 @@ derive everything they know about it.
 
 A stage module (`operators/judge.py`, or a module of a user's own named `package.module:NAME` in `pipeline:`)
 declares one `Stage` beside its operator: the operator, how its typed settings are built from its config section,
-which `stages:` entry sizes it, the LLM calls it makes and the roles they go to, the prompts and answer parser it
+the resources it reserves, the LLM calls it makes and the roles they go to, the prompts and answer parser it
 uses, whether it checks Lean, and the row statuses it takes and gives. Nothing else names a stage, so adding or
 dropping one is a change to `pipeline:` alone. Pure data over a composed config: no Ray, no I/O.
 """
@@ -101,7 +101,8 @@ class Stage:
     """One stage of a job's pipeline, declared once.
 
     `arguments(cfg, shared)` gives the operator's keyword arguments (its typed settings under their names);
-    `resources` names the `stages:` entry that sizes it (None: Ray tasks holding no CPU between batches); `calls`
+    `resources` names the config section that sizes it (`judge.resources`), or gives them for a stage declared
+    outside Folklore (None: Ray tasks holding no CPU between batches); `calls`
     maps each LLM call label it makes (what `llm.sampling` and the rows' `llm_calls` name) to the roles asked with
     it; `takes` and `gives` are the row statuses it works on and may leave; `runs(cfg)` is its config switch;
     `instead(cfg)` names another declared stage that takes this one's place under that config (split becomes

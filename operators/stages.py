@@ -120,9 +120,3 @@ def call_roles(stages: Iterable[Stage], provers: Sequence[str]) -> dict[str, tup
 def call_stage(stages: Iterable[Stage]) -> dict[str, str]:
     """The stage whose rows each LLM call label is made for."""
     return {label: stage.name for stage in stages for label in stage.calls}
-
-
-def statuses(stages: Iterable[Stage]) -> tuple[str, ...]:
-    """Every status `stages` may leave on a row, in pipeline order (what a closing block counts beside the table's
-    own statuses)."""
-    return tuple(dict.fromkeys(status for stage in stages for status in sorted(stage.gives)))

@@ -1,7 +1,7 @@
 """How a job's declared stages (`operators.stage.Stage`) become a streaming Ray Data plan and a written table.
 
 Each stage the run executes is built here into a `PlanStep`: its operator and the `map_batches` options its
-declaration and its `stages:` entry give (how it executes, its actors, CPUs, GPUs and custom resources, its batch
+declaration and its resources give (how it executes, its actors, CPUs, GPUs and custom resources, its batch
 size, its settings, the Lean pool when it checks Lean, the LLM settings, usage ledger and answer cache when it calls
 an LLM). `streamed` chains the steps with no barrier and reports each step's rows to the status board; `write`
 executes the plan off the driver into one of the run's tables. Every job wires its plan with these.
