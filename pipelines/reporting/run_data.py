@@ -8,12 +8,10 @@ URI, with the table schemas the pipelines wrote, so an empty or half-finished ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
 import pyarrow.fs as pafs
-from omegaconf import OmegaConf
 
 import conf
 from operators.discover import DISCOVERY_SCHEMA
@@ -27,16 +25,17 @@ from pipelines.reporting.stats import frame_of, is_simulated
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 
-# The mining pipeline of a run recorded before `pipeline:` was a key of its config.
-MINING_PIPELINE = tuple(OmegaConf.load(Path(conf.__file__).parent / "mine.yaml").pipeline)
 
-
-def run_stages(config: dict[str, Any]) -> tuple[Stage, ...]:
+def run_stages(manifest: dict[str, Any]) -> tuple[Stage, ...]:
     """The stages of a run's pipeline as its config records it (as listed: what replaced one under the run's config
-    calls no LLM and checks no Lean either); a stage declared in a module this process cannot import is left out (its
-    calls still count in the totals, not in a row of its own)."""
+    calls no LLM and checks no Lean either), or for a run recorded before `pipeline:` existed, the stages its job ran
+    then (`introduced` in conf/value_rules.yaml, as resume reads them); a stage declared in a module this process
+    cannot import is left out (its calls still count in the totals, not in a row of its own)."""
+    config = manifest.get("config") or {}
+    jobs = [table["job"] for table in (manifest.get("tables") or {}).values()]
+    former = conf.value_rules()["introduced"]["pipeline"]["by_job"]
     stages = []
-    for entry in config.get("pipeline") or MINING_PIPELINE:
+    for entry in config.get("pipeline") or former.get(jobs[0] if jobs else "mine", former["mine"]):
         try:
             stages.append(named(str(entry)))
         except PipelineError:
@@ -61,7 +60,7 @@ class RunData:
     @property
     def stages(self) -> tuple[Stage, ...]:
         """The stages of the run's pipeline (`run_stages`)."""
-        return run_stages(self.config)
+        return run_stages(self.manifest)
 
     @property
     def simulated(self) -> bool:
