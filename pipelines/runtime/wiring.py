@@ -22,6 +22,7 @@ from operators.stage import Execution, Stage
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.discoveries import TABLE as DISCOVERIES
 from pipelines.runtime.discoveries import DiscoverAndRecord
+from pipelines.runtime.job import Job
 from pipelines.runtime.progress import counted, report_batch
 from pipelines.runtime.waves import execute_writing
 
@@ -41,7 +42,7 @@ class PlanStep:
     options: dict[str, Any]
 
 
-def stage_options(job: Any, stage: Stage, arguments: dict[str, Any], priority: int = 0) -> dict[str, Any]:
+def stage_options(job: Job, stage: Stage, arguments: dict[str, Any], priority: int = 0) -> dict[str, Any]:
     """`map_batches` keyword arguments of `stage` in `job`'s plan, its operator given `arguments`: Ray tasks take
     them as function arguments; an actor's constructor takes them with the Lean pool (its checks served after those
     of waves with a lower `priority` number) when the stage checks Lean, and the LLM settings, its actor count, the
@@ -71,13 +72,13 @@ def stage_options(job: Any, stage: Stage, arguments: dict[str, Any], priority: i
     return options
 
 
-def plan_steps(job: Any, stages: Sequence[Stage], priority: int = 0) -> list[PlanStep]:
+def plan_steps(job: Job, stages: Sequence[Stage], priority: int = 0) -> list[PlanStep]:
     """`stages` as plan steps of `job`, each with the arguments the job built for it."""
     return [PlanStep(stage.name, stage.operator_of(job.cfg),
                      stage_options(job, stage, job.steps.of(stage.name), priority)) for stage in stages]
 
 
-def discover_step(job: Any) -> PlanStep:
+def discover_step(job: Job) -> PlanStep:
     """Discover at the head of the mining plan: each seed's samples drawn, its discoveries written, the seed handed
     on (it reports its own counts: what it hands on are seeds, not rows with a status)."""
     stage = next(stage for stage in job.steps.stages if stage.name == DISCOVER)
@@ -86,7 +87,7 @@ def discover_step(job: Any) -> PlanStep:
     return PlanStep(stage.name, DiscoverAndRecord, stage_options(job, stage, arguments))
 
 
-def after_discover(job: Any, priority: int) -> list[PlanStep]:
+def after_discover(job: Job, priority: int) -> list[PlanStep]:
     """Every stage of the mining pipeline after discover, its Lean checks at `priority`."""
     return plan_steps(job, [stage for stage in job.steps.stages if stage.name != DISCOVER], priority)
 
@@ -102,7 +103,7 @@ def streamed(ds: Dataset, stages: Sequence[PlanStep], board: Any) -> Dataset:
     return ds
 
 
-def write(job: Any, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
+def write(job: Job, ds: Dataset, table: str, rows_per_file: int | None = None) -> None:
     """Count the rows on the status board as they are written to the run's `table`, a file per `rows_per_file`
     rows (a file per block when None), executing the plan in a process of its own that ends with it. The writers
     reserve `output.writer_num_cpus`, so they are never starved by the stages' actors and files land while the run
