@@ -46,8 +46,8 @@ from scale_bench import DEFAULT_SEEDS_ROOT, seeds_include, spread
 from lean_pool.busy_log import busy_between, read_busy_spans, replay_busy_log
 from operators.rows.seeds import seed_id
 from pipelines.jobs.mining import load_config
-from pipelines.reporting import capacity_plan
-from pipelines.reporting.capacity import mining_shape
+from pipelines.planning import capacity_plan
+from pipelines.planning.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import compose_config
 from pipelines.runtime.run_dir import RunDir

@@ -28,7 +28,7 @@ from lean_pool.ray_start import init_ray_logging_to
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
 from pipelines.jobs.mining import MiningJob, load_config, mine_seeds, report, seed_blocks
-from pipelines.reporting.capacity import mining_shape
+from pipelines.planning.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.wiring import PlanStep, after_discover, discover_step, write

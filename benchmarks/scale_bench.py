@@ -18,7 +18,7 @@ after each plan once the first `ray.waves_in_flight` plans are done (before that
 driver's share of them is still rising); near 0 means the driver keeps nothing per plan.
 
 Busy fractions come from what the rows record, not from Ray Data's stats: per LLM call stage, the summed latency of
-its calls over (window x the rows its stage keeps in flight, as `pipelines.reporting.capacity` reads them from the
+its calls over (window x the rows its stage keeps in flight, as `pipelines.planning.capacity` reads them from the
 config); for the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1
 when it is saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work
 (Ray Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last
@@ -42,8 +42,8 @@ from pathlib import Path
 import psutil
 
 from pipelines.jobs.mining import load_config
+from pipelines.planning.capacity import mining_shape
 from pipelines.reporting import stats
-from pipelines.reporting.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import execute_writing

@@ -16,8 +16,8 @@ if __name__ == "__main__":
 import sys
 from collections.abc import Sequence
 
-from pipelines.reporting.capacity import lean_speeds
-from pipelines.reporting.capacity_plan import Plan, make_plan
+from pipelines.planning.capacity import lean_speeds
+from pipelines.planning.capacity_plan import Plan, make_plan
 from pipelines.reporting.run_data import RunNotFound
 from pipelines.runtime.cli import run_job
 

@@ -14,8 +14,8 @@ import ray
 
 from pipelines import mine, plan
 from pipelines.jobs.mining import load_config
-from pipelines.reporting import capacity_plan
-from pipelines.reporting.capacity import (
+from pipelines.planning import capacity_plan
+from pipelines.planning.capacity import (
     CallCost,
     Cluster,
     Costs,
@@ -27,7 +27,7 @@ from pipelines.reporting.capacity import (
     streaming_shortfall,
     workload,
 )
-from pipelines.reporting.measured_costs import first_request_s, longest_path_s
+from pipelines.planning.measured_costs import first_request_s, longest_path_s
 from tests.mine_support import FAST_LEAN, mine_run, read_table
 
 TOLERANCE = 0.25  # the plan is within this share of what the run did

@@ -20,8 +20,9 @@ from operators.split import SEED_TO_DISCOVER
 from operators.stage import Shared
 from operators.stages import DECLARED, PipelineError, call_roles, pipeline
 from pipelines.jobs.mining import load_config
-from pipelines.reporting import capacity_plan, stats
-from pipelines.reporting.capacity import mining_shape, streaming_cpus
+from pipelines.planning import capacity_plan
+from pipelines.planning.capacity import mining_shape, streaming_cpus
+from pipelines.reporting import stats
 from pipelines.runtime import wiring
 from pipelines.runtime.cli import compose_config
 from pipelines.runtime.step_settings import StepSettings

@@ -33,7 +33,7 @@ from operators.split import (
     open_goals_of,
 )
 from operators.storage import is_uri, join
-from pipelines.reporting.capacity import streaming_cpus, streaming_shortfall
+from pipelines.planning.capacity import streaming_cpus, streaming_shortfall
 from pipelines.reporting.stats import frame_of
 from pipelines.reporting.summary import (
     DISCOVERY_COLUMNS,

@@ -18,8 +18,8 @@ from operators.rows.candidates import CONTAMINATED
 from operators.rows.candidates import PROVED as PROVED_STATUS
 from operators.rows.candidates import SEED as SEED_ORIGIN
 from operators.rows.candidates import SUBGOAL as SUBGOAL_ORIGIN
+from pipelines.planning.capacity import CallCost, Costs, MiningShape, stated_subgoals
 from pipelines.reporting import stats
-from pipelines.reporting.capacity import CallCost, Costs, MiningShape, stated_subgoals
 
 
 def rows_entering(candidates: pl.DataFrame) -> dict[str, int]:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from lean_pool.kimina import KIMINA
 from operators.rows.seeds import estimated_tokens, read_seed
 from pipelines.jobs.mining import load_config
-from pipelines.reporting.capacity import (
+from pipelines.planning.capacity import (
     Cluster,
     Costs,
     MiningShape,
@@ -25,7 +25,7 @@ from pipelines.reporting.capacity import (
     stated_costs,
     workload,
 )
-from pipelines.reporting.measured_costs import measured_costs
+from pipelines.planning.measured_costs import measured_costs
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime.cli import SetupError, compose_config
 from pipelines.runtime.seed_files import SeedListing, list_seed_files
