@@ -30,6 +30,7 @@ from operators.rows.candidates import (
     COMPILED,
     SUBGOAL,
     TRIVIAL,
+    CandidateRow,
     candidates_table,
     empty_candidate,
     new_candidate,
@@ -109,7 +110,7 @@ def _lean_file(imports: list[str], declaration: Command) -> str:
     return "\n\n".join(block for block in blocks if block) + "\n"
 
 
-def explode(discovery: Mapping[str, Any]) -> list[dict[str, Any]]:
+def explode(discovery: Mapping[str, Any]) -> list[CandidateRow]:
     """The candidate rows of one written discovery, one per snippet."""
     return [new_candidate(discovery, index, snippet) for index, snippet in enumerate(discovery["snippets"] or [])]
 
@@ -146,7 +147,7 @@ def restated(parent_file: str, declaration: str) -> str | None:
     return files[0] if files else None
 
 
-def subgoal_candidates(parent: Mapping[str, Any], max_per_candidate: int) -> list[dict[str, Any]]:
+def subgoal_candidates(parent: Mapping[str, Any], max_per_candidate: int) -> list[CandidateRow]:
     """The candidates a parent's open goals give, at most `max_per_candidate`: each goal a theorem named after its
     parent, in the parent's context. A goal that is one of its own hypotheses is `trivial` at once; a goal that
     cannot be a statement (a `let` value among its hypotheses, text that is not a goal) gives none."""
@@ -169,7 +170,7 @@ def subgoal_candidates(parent: Mapping[str, Any], max_per_candidate: int) -> lis
             **{key: parent[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample", "snippet_index",
                                             "round", "provenance")})
         if goal.is_assumption:
-            row.update(status=TRIVIAL, trivial=True, reason=ASSUMPTION_REASON)
+            row.update({"status": TRIVIAL, "trivial": True, "reason": ASSUMPTION_REASON})
         rows.append(row)
     return rows
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from operators.rows.candidates import empty_candidate
+from operators.rows.candidates import CandidateRow, Provenance, empty_candidate
 from operators.rows.seeds import seed_id
 
 LEAN_SUFFIX = ".lean"
@@ -66,8 +66,7 @@ def table_item(record: Mapping[str, Any], source: str, position: int, default_do
     )
 
 
-def candidate_row(item: BenchmarkItem, statement: str, provenance: Mapping[str, Any], now: datetime
-                  ) -> dict[str, Any]:
+def candidate_row(item: BenchmarkItem, statement: str, provenance: Provenance, now: datetime) -> CandidateRow:
     """A candidate row for one benchmark statement, ready for the statement check, trivial and prove stages."""
     return empty_candidate(
         candidate_id=item.candidate_id,
@@ -78,7 +77,7 @@ def candidate_row(item: BenchmarkItem, statement: str, provenance: Mapping[str, 
         sample=0,
         snippet_index=item.index,
         statement_raw=statement,
-        provenance=dict(provenance),
+        provenance=provenance.copy(),
         discovered_at=now,
     )
 

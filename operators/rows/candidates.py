@@ -8,12 +8,15 @@ Funnel statistics are a group-by on `status`; `reason` says why a candidate stop
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict, Unpack, cast
 
 import pyarrow as pa
 
 from lean_pool.lean_source import unsolved_goals
+from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
+from operators.llm.calls import LLMResult
 
 # Final statuses, in funnel order. `discovered` is final only for a run that stops after discovery.
 DISCOVERED = "discovered"
@@ -38,15 +41,37 @@ CANDIDATE = "candidate"
 # Statuses a resumed run must not redo; `error_infra` rows are dropped and retried.
 FINISHED_STATUSES = frozenset(STATUSES) - {ERROR_INFRA}
 
+# Each Arrow type below has its Python shape next to it, a TypedDict (tests/test_row_shapes.py holds the two equal):
+# what the pure functions building a row return, so mypy checks their keys and values.
 DIAGNOSTIC = pa.struct(
     [("severity", pa.string()), ("line", pa.int32()), ("column", pa.int32()), ("message", pa.string())]
 )
+
+
+class Diagnostic(TypedDict):
+    severity: str | None
+    line: int | None
+    column: int | None
+    message: str | None
+
+
 ATTEMPT = pa.struct(
     [("code", pa.string()), ("status", pa.string()), ("diagnostics", pa.list_(DIAGNOSTIC)), ("response", pa.string()),
      # goals the attempt left open, as Lean printed them (its sorries, unsolved goals)
      ("goals", pa.list_(pa.string())),
      ("reasons", pa.list_(pa.string()))]  # the checker's verdict reasons, or why the answer held no code to check
 )
+
+
+class Attempt(TypedDict):
+    code: str | None
+    status: str
+    diagnostics: list[Diagnostic]
+    response: str | None
+    goals: list[str]
+    reasons: list[str]
+
+
 # The status of an attempt whose answer held no code to check; every other status is the checker's verdict.
 NO_CODE = "no_code"
 # What went wrong with a failed attempt: it decides how a repair prompt shows the attempt and how a loop that spent
@@ -68,6 +93,20 @@ PROOF = pa.struct(
         ("replay_seconds", pa.float64()),
     ]
 )
+
+
+class Proof(TypedDict):
+    role: str
+    model: str | None
+    proved: bool
+    proof: str | None
+    success_at: int | None
+    reason: str | None
+    attempts: list[Attempt]
+    replay: str | None
+    replay_seconds: float | None
+
+
 LLM_CALL = pa.struct(
     [
         ("stage", pa.string()),
@@ -80,6 +119,19 @@ LLM_CALL = pa.struct(
         ("finish_reason", pa.string()),  # `length`: the answer was cut at its max_tokens (null in runs before it)
     ]
 )
+
+
+class LLMCall(TypedDict):
+    stage: str
+    model: str | None
+    attempt: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error_kind: str | None
+    finish_reason: str | None
+
+
 PROVENANCE = pa.struct(
     [
         ("run_id", pa.string()),
@@ -96,15 +148,50 @@ PROVENANCE = pa.struct(
         ("grounding", pa.string()),  # JSON: k, k_missing, max_missing and the index read; null when closed-book
     ]
 )
-TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+class Provenance(TypedDict):
+    run_id: str
+    project_version: str
+    llm_backend: str
+    llm_simulated: bool
+    models: str
+    sampling: str
+    lean_backend: str
+    lean_simulated: bool
+    toolchain: str | None
+    mathlib_rev: str | None
+    dedup: str | None
+    grounding: str | None
+
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")  # a `datetime` with its time zone
 # One part of a statement as asked (an assumption or a conclusion) and how the Lean statement renders it.
 FAITHFULNESS_LABEL = pa.struct(
     [("part", pa.string()), ("kind", pa.string()), ("label", pa.string()), ("reason", pa.string())]
 )
+
+
+class FaithfulnessLabel(TypedDict):
+    part: str
+    kind: str
+    label: str | None
+    reason: str | None
+
+
 # A constant of a Lean statement looked up in the declaration index (`found` false: not in it).
 GROUNDED_TERM = pa.struct(
     [("name", pa.string()), ("found", pa.bool_()), ("signature", pa.string()), ("docstring", pa.string())]
 )
+
+
+class GroundedTerm(TypedDict):
+    name: str
+    found: bool
+    signature: str | None
+    docstring: str | None
+
+
 # The faithfulness check's columns (`operators.autoformalize.faithfulness`), the same in every table it runs on; null
 # when it did not run.
 FAITHFULNESS_FIELDS = [
@@ -113,6 +200,15 @@ FAITHFULNESS_FIELDS = [
     ("faithfulness_labels", pa.list_(FAITHFULNESS_LABEL)),
     ("grounded_terms", pa.list_(GROUNDED_TERM)),
 ]
+
+
+class FaithfulnessColumns(TypedDict):
+    faithful: bool | None
+    faithfulness_score: float | None
+    faithfulness_labels: list[FaithfulnessLabel] | None
+    grounded_terms: list[GroundedTerm] | None
+
+
 # What a row cost: each LLM call, the tokens, the Lean checks and their seconds, and how many of its checks first
 # waited for a REPL to import their header (a switch from another header or a fresh REPL), which a capacity plan
 # needs: an import costs what many checks do.
@@ -124,6 +220,17 @@ USAGE_FIELDS = [
     ("lean_seconds", pa.float64()),
     ("lean_imports", pa.int32()),
 ]
+
+
+class UsageColumns(TypedDict):
+    llm_calls: list[LLMCall]
+    prompt_tokens: int
+    completion_tokens: int
+    lean_checks: int
+    lean_seconds: float
+    lean_imports: int
+
+
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -168,6 +275,67 @@ CANDIDATE_SCHEMA = pa.schema(
 )
 
 
+class CandidateRow(FaithfulnessColumns, UsageColumns):
+    """One row of the candidates table. A sub-goal's columns (`parent_id`, `goal_index`) and the discover round's
+    (`round`, `origin`, `depth`) are null for a benchmark statement (`operators.rows.benchmark_items`)."""
+
+    candidate_id: str
+    unit_id: str
+    seed_id: str
+    seed_path: str
+    domain: str
+    sample: int
+    snippet_index: int
+    round: int | None
+    origin: str | None
+    parent_id: str | None
+    goal_index: int | None
+    depth: int | None
+    statement_raw: str
+    dedup_kind: str | None
+    dedup_match: str | None
+    dedup_score: float | None
+    judge_verdict: bool | None
+    judge_response: str | None
+    judge_votes: list[bool]
+    statement: str | None
+    formalize_attempts: list[Attempt]
+    formalize_repairs: int | None
+    diagnoses: list[str]
+    already_declared: bool | None
+    trivial: bool | None
+    proofs: list[Proof]
+    proof: str | None
+    success_at: int | None
+    proved_by: list[str]
+    status: str
+    reason: str | None
+    error: str | None
+    provenance: Provenance
+    discovered_at: datetime
+    finished_at: datetime | None
+
+
+class CandidateIdentity(TypedDict):
+    """What `empty_candidate` is given: where the candidate comes from and its raw statement."""
+
+    candidate_id: str
+    unit_id: str
+    seed_id: str
+    seed_path: str
+    domain: str
+    sample: int
+    snippet_index: int
+    round: NotRequired[int]
+    origin: NotRequired[str]
+    parent_id: NotRequired[str]
+    goal_index: NotRequired[int]
+    depth: NotRequired[int]
+    statement_raw: str
+    provenance: Provenance
+    discovered_at: datetime
+
+
 def unit_id(seed_id: str, sample: int, round_number: int = 1) -> str:
     """Identity of one discover call: a seed, the index of the sample drawn for it and the round (the first round's
     ids name no round, as before rounds existed)."""
@@ -193,29 +361,18 @@ def sibling_order(row: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
             row.get("snippet_index") or 0, -1 if goal is None else goal)
 
 
-def empty_candidate(**identity: Any) -> dict[str, Any]:
+def empty_candidate(**identity: Unpack[CandidateIdentity]) -> CandidateRow:
     """A candidate row that no stage has touched yet: `identity` (ids, seed, statement_raw, ...) plus
     empty histories and zero counters, every other column null."""
-    row: dict[str, Any] = {name: None for name in CANDIDATE_SCHEMA.names}
-    row.update(
-        formalize_attempts=[],
-        diagnoses=[],
-        judge_votes=[],
-        proofs=[],
-        proved_by=[],
-        llm_calls=[],
-        prompt_tokens=0,
-        completion_tokens=0,
-        lean_checks=0,
-        lean_seconds=0.0,
-        lean_imports=0,
-        status=DISCOVERED,
-    )
-    row.update(identity)
-    return row
+    # Every column null to begin with: the schema's names are the row type's keys (tests/test_row_shapes.py holds
+    # them equal), which mypy cannot see through `fromkeys`.
+    nulls = cast(CandidateRow, dict.fromkeys(CANDIDATE_SCHEMA.names))
+    return {**nulls, "formalize_attempts": [], "diagnoses": [], "judge_votes": [], "proofs": [], "proved_by": [],
+            "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0, "lean_seconds": 0.0,
+            "lean_imports": 0, "status": DISCOVERED, **identity}
 
 
-def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> dict[str, Any]:
+def new_candidate(discovery: Mapping[str, Any], snippet_index: int, snippet: str) -> CandidateRow:
     """A freshly split candidate: identity and raw statement from its discovery, every later column empty."""
     round_number = discovery.get("round") or 1
     return empty_candidate(
@@ -253,7 +410,7 @@ def fail_infra(row: dict[str, Any], stage: str, detail: str) -> dict[str, Any]:
     return row
 
 
-def llm_call_entry(stage: str, attempt: int, result: Any) -> dict[str, Any]:
+def llm_call_entry(stage: str, attempt: int, result: LLMResult) -> LLMCall:
     """One LLM call (an `operators.llm.calls.LLMResult`) as an entry of the `llm_calls` column."""
     return {
         "stage": stage,
@@ -267,7 +424,7 @@ def llm_call_entry(stage: str, attempt: int, result: Any) -> dict[str, Any]:
     }
 
 
-def record_llm_call(row: dict[str, Any], stage: str, attempt: int, result: Any) -> None:
+def record_llm_call(row: dict[str, Any], stage: str, attempt: int, result: LLMResult) -> None:
     """Add one LLM call to the row's usage columns."""
     row["llm_calls"] = [*row["llm_calls"], llm_call_entry(stage, attempt, result)]
     row["prompt_tokens"] += result.prompt_tokens
@@ -283,7 +440,7 @@ def settle_operator_error(row: dict[str, Any], stage: str) -> dict[str, Any]:
     return fail_infra(row, stage, f"operator error: {error}")
 
 
-def record_lean_check(row: dict[str, Any], result: Any) -> None:
+def record_lean_check(row: dict[str, Any], result: CheckResult | ReplayResult) -> None:
     """Add one Lean check (a pool's `CheckResult` or a `ReplayResult`) to the row's Lean usage columns; a replay's
     import is its own process's, not a pool REPL's, so only a check's counts as an import."""
     row["lean_checks"] += 1
@@ -291,7 +448,7 @@ def record_lean_check(row: dict[str, Any], result: Any) -> None:
     row["lean_imports"] += int(isinstance(result, CheckResult) and result.header_import_seconds > 0)
 
 
-def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def diagnostics(messages: Iterable[Mapping[str, Any]]) -> list[Diagnostic]:
     """Lean messages as the table's diagnostic structs (severity, position, text)."""
     return [
         {

@@ -39,6 +39,7 @@ from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.retrieval.settings import GroundingSettings, IndexSettings
+from operators.rows.candidates import Provenance
 from operators.stages import DECLARED, call_roles
 from operators.storage import is_uri
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
@@ -63,7 +64,7 @@ from pipelines.runtime.run_identity import (
     refusal,
     unrecorded_tables,
 )
-from pipelines.runtime.step_settings import step_settings
+from pipelines.runtime.stage_settings import stage_settings
 from pipelines.runtime.table_schemas import check_tables
 
 PROJECT = "folklore"
@@ -133,8 +134,8 @@ class Job:
                               embedding=plain_config(cfg.embedding))
         self.find_inputs()
         # The pipeline and each stage's settings; a list that cannot work is a SetupError of one line.
-        self.steps = step_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
-        self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.steps.stages), list(cfg.llm.provers)))
+        self.pipeline = stage_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
+        self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.pipeline.stages), list(cfg.llm.provers)))
         self.run = RunDir(str(cfg.run_dir))
         # One driver per run: a second start on a held run directory is refused here, having written nothing.
         self.lease = take(lease_store(self.run.uri, self.run.filesystem, self.run.path), self.run.uri,
@@ -275,7 +276,7 @@ class Job:
                 self._pool = LeanPool.start(self.lean_cfg, verify=plain_config(self.cfg.verify))
         return self._pool
 
-    def _provenance(self, run_id: str) -> dict[str, Any]:
+    def _provenance(self, run_id: str) -> Provenance:
         llm = self.settings.provenance()
         lean = checker_provenance(self.lean_cfg)
         return {
@@ -289,8 +290,8 @@ class Job:
             "lean_simulated": lean["simulated"],
             "toolchain": lean["toolchain"],
             "mathlib_rev": lean["mathlib_rev"],
-            "dedup": self._retrieval_provenance(self.steps.of(SPLIT_DEDUP_STAGE.name).get("dedup"), ("threshold", "k")),
-            "grounding": self._retrieval_provenance(self.steps.shared.grounding, ("k", "k_missing", "max_missing")),
+            "dedup": self._retrieval_provenance(self.pipeline.of(SPLIT_DEDUP_STAGE.name).get("dedup"), ("threshold", "k")),
+            "grounding": self._retrieval_provenance(self.pipeline.shared.grounding, ("k", "k_missing", "max_missing")),
         }
 
     def _retrieval_provenance(self, settings: DedupSettings | GroundingSettings | None, keys: Sequence[str]
