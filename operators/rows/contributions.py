@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pyarrow as pa
 
-from operators.rows.candidates import LLM_CALL, TIMESTAMP
+from operators.rows.candidates import LLM_CALL, TIMESTAMP, LLMCall
 
 # Final statuses. `offered`: in its file's patch, and the patched file passed the check. `unnamed`: no name the
 # checker accepts that is free in the file and the index. `file_rejected`: the patched file did not pass Lean.
@@ -69,6 +69,43 @@ CONTRIBUTION_SCHEMA = pa.schema(
 )
 
 
+class ContributionRow(TypedDict):
+    """One row of the contributions table, as `operators.rows.candidates` gives the candidate's (tests/
+    test_row_shapes.py holds it equal to the schema). Where the lemma goes and its name are null until placed."""
+
+    candidate_id: str
+    seed_id: str
+    file: str
+    statement: str
+    proof: str
+    faithfulness_score: float | None
+    models: str
+    namespace: str | None
+    section: str | None
+    anchor: str | None
+    line: int | None
+    old_name: str | None
+    new_name: str | None
+    name_ok: bool | None
+    name_reasons: list[str]
+    name_source: str | None
+    name_answer: str | None
+    proof_offered: str | None
+    proof_tactic: str | None
+    proof_chars: int | None
+    mined_proof_chars: int | None
+    patch: str | None
+    status: str
+    reason: str | None
+    llm_calls: list[LLMCall]
+    prompt_tokens: int
+    completion_tokens: int
+    lean_checks: int
+    run_id: str
+    simulated: bool
+    contributed_at: datetime
+
+
 def offer_refusal(candidate: Mapping[str, Any], statuses: Sequence[str], min_faithfulness: float) -> str | None:
     """Why a candidate is not offered (None: it is): its status is not among `statuses`, it is trivial, it has no
     proof, or it has a faithfulness score below `min_faithfulness`. Duplicates and benchmark restatements have
@@ -91,15 +128,16 @@ def provers(candidate: Mapping[str, Any]) -> str:
     return ", ".join(f"{role} ({models.get(role, 'unknown model')})" for role in candidate.get("proved_by") or [])
 
 
-def new_contribution(candidate: Mapping[str, Any], run_id: str, simulated: bool, now: datetime) -> dict[str, Any]:
+def new_contribution(candidate: Mapping[str, Any], run_id: str, simulated: bool, now: datetime) -> ContributionRow:
     """A contribution row for a candidate offered, before naming, shortening and placement."""
-    row: dict[str, Any] = {name: None for name in CONTRIBUTION_SCHEMA.names}
-    row.update(status=PENDING, candidate_id=candidate["candidate_id"], seed_id=candidate["seed_id"],
-               file=candidate["seed_path"], statement=candidate["statement"], proof=candidate["proof"],
-               faithfulness_score=candidate.get("faithfulness_score"), models=provers(candidate), name_reasons=[],
-               llm_calls=[], prompt_tokens=0, completion_tokens=0, lean_checks=0, run_id=run_id, simulated=simulated,
-               contributed_at=now)
-    return row
+    # Every column null to begin with: the schema's names are the row type's keys (tests/test_row_shapes.py holds
+    # them equal), which mypy cannot see through `fromkeys`.
+    nulls = cast(ContributionRow, dict.fromkeys(CONTRIBUTION_SCHEMA.names))
+    return {**nulls, "status": PENDING, "candidate_id": candidate["candidate_id"], "seed_id": candidate["seed_id"],
+            "file": candidate["seed_path"], "statement": candidate["statement"], "proof": candidate["proof"],
+            "faithfulness_score": candidate.get("faithfulness_score"), "models": provers(candidate),
+            "name_reasons": [], "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0, "lean_checks": 0,
+            "run_id": run_id, "simulated": simulated, "contributed_at": now}
 
 
 def contributions_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:

@@ -12,11 +12,22 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict, Unpack, cast
 
 import pyarrow as pa
 
-from operators.rows.candidates import ATTEMPT, FAITHFULNESS_FIELDS, PROVENANCE, TIMESTAMP, USAGE_FIELDS
+from operators.rows.candidates import (
+    ATTEMPT,
+    FAITHFULNESS_FIELDS,
+    PROVENANCE,
+    TIMESTAMP,
+    USAGE_FIELDS,
+    Attempt,
+    FaithfulnessColumns,
+    Provenance,
+    UsageColumns,
+)
 from operators.rows.input_values import described
 
 # Statuses. `pending` and `compiled` are passed between stages; the others are final.
@@ -56,11 +67,40 @@ CONCEPT = pa.struct(
         ("reason", pa.string()),
     ]
 )
+
+
+# The Python shapes of the Arrow types, as in `operators.rows.candidates` (tests/test_row_shapes.py holds them equal).
+class GraphConcept(TypedDict):
+    name: str
+    description: str
+    depends_on: list[str]
+    status: str
+    declaration: str | None
+    candidates: list[str]
+    reason: str
+
+
 # A definition tried for a missing concept: its code once compiled (null when none did) and every attempt.
 DEFINITION = pa.struct([("concept", pa.string()), ("code", pa.string()), ("attempts", pa.list_(ATTEMPT))])
+
+
+class Definition(TypedDict):
+    concept: str
+    code: str | None
+    attempts: list[Attempt]
+
+
 TOOL_CALL = pa.struct(
     [("tool", pa.string()), ("arguments", pa.string()), ("outcome", pa.string()), ("seconds", pa.float64())]
 )
+
+
+class ToolTraceEntry(TypedDict):
+    tool: str
+    arguments: str
+    outcome: str
+    seconds: float
+
 
 FORMALIZATION_SCHEMA = pa.schema(
     [
@@ -93,6 +133,49 @@ FORMALIZATION_SCHEMA = pa.schema(
     ]
 )
 
+
+class FormalizationRow(FaithfulnessColumns, UsageColumns):
+    """One row of the formalizations table. A line that could not be read has no text, header or theorem name; the
+    provenance is null until the job knows it (`read_problems` builds the rows before the run starts)."""
+
+    id: str
+    source: str
+    informal: str | None
+    header: str | None
+    reference: str | None
+    theorem_name: str | None
+    mode: str
+    retrieved: list[str] | None
+    thought: str | None
+    statement: str | None
+    attempts: list[Attempt]
+    repairs: int
+    diagnoses: list[str]
+    concept_graph: list[GraphConcept] | None
+    definitions: list[Definition] | None
+    tool_calls: int | None
+    tool_trace: list[ToolTraceEntry] | None
+    status: str
+    reason: str | None
+    error: str | None
+    reference_match: bool | None
+    provenance: Provenance | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class FormalizationIdentity(TypedDict):
+    """What `empty_formalization` is given: the row's id, input file, mode and provenance, and what the input gave."""
+
+    id: str
+    source: str
+    mode: str
+    provenance: Provenance | None
+    informal: NotRequired[str]
+    header: NotRequired[str]
+    reference: NotRequired[str | None]
+    theorem_name: NotRequired[str]
+
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_]")
 # Where ProofNet's informal text stops stating and starts proving.
 PROOF_START = "\\begin{proof}"
@@ -112,13 +195,13 @@ def theorem_name(row_id: str) -> str:
     return name if not name[0].isdigit() else f"problem_{name}"
 
 
-def empty_formalization(**identity: Any) -> dict[str, Any]:
+def empty_formalization(**identity: Unpack[FormalizationIdentity]) -> FormalizationRow:
     """A row no stage has touched: `identity` (id, source, informal, ...), empty histories, zero counters."""
-    row: dict[str, Any] = {name: None for name in FORMALIZATION_SCHEMA.names}
-    row.update(attempts=[], diagnoses=[], llm_calls=[], prompt_tokens=0, completion_tokens=0, lean_checks=0,
-               lean_seconds=0.0, lean_imports=0, repairs=0, status=PENDING)
-    row.update(identity)
-    return row
+    # Every column null to begin with: the schema's names are the row type's keys (tests/test_row_shapes.py holds
+    # them equal), which mypy cannot see through `fromkeys`.
+    nulls = cast(FormalizationRow, dict.fromkeys(FORMALIZATION_SCHEMA.names))
+    return {**nulls, "attempts": [], "diagnoses": [], "llm_calls": [], "prompt_tokens": 0, "completion_tokens": 0,
+            "lean_checks": 0, "lean_seconds": 0.0, "lean_imports": 0, "repairs": 0, "status": PENDING, **identity}
 
 
 def formalizations_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
@@ -160,8 +243,8 @@ def wrong_field(record: Mapping[str, Any], field: str) -> str | None:
     return f"`{field}` is {described(value)}, not {expected}"
 
 
-def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Mapping[str, Any],
-                mode: str = DIRECT, where: str = "the record") -> dict[str, Any]:
+def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, provenance: Provenance | None,
+                mode: str = DIRECT, where: str = "the record") -> FormalizationRow:
     """A row for one input record (`where` it is: `line 3`, `row 3`): `informal` (or ProofNet's `informal_stmt`),
     `header`, `formal_statement` or `reference`, `source`; a record with a field of the wrong type, no text or too
     long a text is `bad_input` with the reason, its other rows going on (a wrong field is left out of the row)."""
@@ -174,7 +257,7 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
         id=row_id, source=str(record.get("source") or source), informal=text,
         header=str(record.get("header") or rules.default_header),
         reference=record.get("formal_statement") or record.get("reference"), theorem_name=theorem_name(row_id),
-        mode=mode, provenance=dict(provenance))
+        mode=mode, provenance=provenance)
     if wrong:
         return {**row, "status": BAD_INPUT, "reason": f"{where}: {'; '.join(wrong.values())}"}
     if not text:
@@ -186,17 +269,17 @@ def problem_row(record: Mapping[str, Any], source: str, rules: InputRules, prove
     return row
 
 
-def unreadable_row(source: str, raw: bytes, reason: str, provenance: Mapping[str, Any], mode: str = DIRECT
-                   ) -> dict[str, Any]:
+def unreadable_row(source: str, raw: bytes, reason: str, provenance: Provenance | None, mode: str = DIRECT
+                   ) -> FormalizationRow:
     """A `bad_input` row for an input line that could not be read at all (bad encoding, not JSON), named after
     its bytes so that it keeps its id when lines are added to the file before it."""
     row_id = f"{source}:unreadable_{hashlib.sha256(raw).hexdigest()[:16]}"
-    return {**empty_formalization(id=row_id, source=source, mode=mode, provenance=dict(provenance)),
+    return {**empty_formalization(id=row_id, source=source, mode=mode, provenance=provenance),
             "status": BAD_INPUT, "reason": reason}
 
 
-def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[str, Any], mode: str = DIRECT
-               ) -> list[dict[str, Any]]:
+def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Provenance | None, mode: str = DIRECT
+               ) -> list[FormalizationRow]:
     """One row per non-empty line of a JSONL file; a line that is not UTF-8 or not a JSON object keeps its place
     as a `bad_input` row whose reason names its line and keeps the decoder's whole message, position included,
     so the user can find the broken byte or character."""
@@ -219,14 +302,14 @@ def jsonl_rows(data: bytes, source: str, rules: InputRules, provenance: Mapping[
     return rows
 
 
-def table_rows(records: Iterable[Mapping[str, Any]], source: str, rules: InputRules, provenance: Mapping[str, Any],
-               mode: str = DIRECT) -> list[dict[str, Any]]:
+def table_rows(records: Iterable[Mapping[str, Any]], source: str, rules: InputRules, provenance: Provenance | None,
+               mode: str = DIRECT) -> list[FormalizationRow]:
     """One row per record of a Parquet file, a bad one named by its row number (`row 1` first)."""
     return [problem_row(record, source, rules, provenance, mode, f"row {number}")
             for number, record in enumerate(records, start=1)]
 
 
-def with_unique_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_unique_ids(rows: list[FormalizationRow]) -> list[FormalizationRow]:
     """The rows with every id unique: a later row that repeats an id keeps its place as `bad_input`, under
     the id with `#N` appended, so the table never holds two rows for one id and nothing is dropped."""
     seen: dict[str, int] = {}

@@ -22,6 +22,7 @@ from operators.rows.formalizations import (
     FORMALIZATION_SCHEMA,
     PENDING,
     STATUSES,
+    FormalizationRow,
     InputRules,
     formalizations_table,
     jsonl_rows,
@@ -91,7 +92,7 @@ def read_parquet(filesystem: pafs.FileSystem, path: str, key: str) -> list[dict]
         raise SetupError(f"{key}: {path} is not a readable Parquet file: {error}") from None
 
 
-def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str]) -> list[dict]:
+def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str]) -> list[FormalizationRow]:
     """Every row of the input files as a formalization row without its provenance, in input order, ids unique;
     unusable rows are `bad_input` with their line or row number. A file that cannot be read at all is a
     `SetupError` naming it, raised before anything starts."""
@@ -104,9 +105,9 @@ def read_problems(cfg: DictConfig, filesystem: pafs.FileSystem, files: list[str]
     for path in files:
         source = PurePosixPath(path).name
         if path.endswith(JSONL_SUFFIX):
-            rows += jsonl_rows(read_bytes(filesystem, path, key), source, rules, {}, mode)
+            rows += jsonl_rows(read_bytes(filesystem, path, key), source, rules, None, mode)
         else:
-            rows += table_rows(read_parquet(filesystem, path, key), source, rules, {}, mode)
+            rows += table_rows(read_parquet(filesystem, path, key), source, rules, None, mode)
     return with_unique_ids(rows)
 
 
@@ -170,7 +171,7 @@ def autoformalize(job: AutoformalizeJob) -> int:
     table = formalizations_table(rows)
     block = int(job.cfg.autoformalize.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    write(job, streamed(ds, plan_steps(job, job.steps.stages), job.board), TABLE,
+    write(job, streamed(ds, plan_steps(job, job.pipeline.stages), job.board), TABLE,
                rows_per_file=int(job.cfg.output.rows_per_file))
     return len(rows)
 

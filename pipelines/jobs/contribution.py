@@ -139,11 +139,13 @@ def offered_rows(job: ContributeJob) -> tuple[list[dict[str, Any]], Counter[str]
     """A contribution row for each candidate of the run that is offered, and why the others are not."""
     cfg = job.cfg.contribute
     now = datetime.now(UTC)
-    rows, refused = [], Counter[str]()
+    rows: list[dict[str, Any]] = []
+    refused = Counter[str]()
     for candidate in load_run(job.run.uri).candidates.iter_rows(named=True):
         why = offer_refusal(candidate, list(cfg.statuses), float(cfg.min_faithfulness))
         if why is None:
-            rows.append(new_contribution(candidate, job.manifest["run_id"], job.simulated, now))
+            # a plain dict: locating, naming and shortening fill its columns in place, as the steps' rows are
+            rows.append(dict(new_contribution(candidate, job.manifest["run_id"], job.simulated, now)))
         else:
             refused[why] += 1
     return rows, refused
@@ -181,7 +183,8 @@ def contribute(job: ContributeJob) -> tuple[list[dict[str, Any]], list[FileOutco
     locate(rows, seeds, list(job.cfg.contribute.dropped_context))
     pending = [row for row in rows if row["status"] == PENDING]
     if pending:
-        plan = streamed(ray.data.from_arrow(contributions_table(pending)), plan_steps(job, job.steps.stages), job.board)
+        plan = streamed(ray.data.from_arrow(contributions_table(pending)), plan_steps(job, job.pipeline.stages),
+                        job.board)
         done = {row["candidate_id"]: row for row in job.off_the_driver(execute_collecting, plan, job.ray_log)}
         rows = [done.get(row["candidate_id"], row) for row in rows]
     index = index_names(job.cfg)
