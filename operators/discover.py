@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pyarrow as pa
 
+from operators.base import LLMOperator
 from operators.llm import prompts
 from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 from operators.llm.settings import LLMSettings
@@ -23,13 +24,14 @@ from operators.rows.candidates import (
     LLM_CALL,
     PROVENANCE,
     TIMESTAMP,
+    LLMCall,
+    Provenance,
     llm_call_entry,
     settle_operator_error,
     unit_id,
 )
 from operators.split import DISCOVERED, SEED_DISCOVERED, SEED_TO_DISCOVER, split_answer
 from operators.stage import Config, Shared, Stage
-from operators.step import LLMOperator
 from operators.storage import resolve
 
 STAGE = "discover"
@@ -64,6 +66,43 @@ DISCOVERY_SCHEMA = pa.schema(
 )
 
 
+class DiscoveryRow(TypedDict):
+    """One row of the discoveries table (tests/test_row_shapes.py holds it equal to the schema): the seed's status
+    and size once it was read, the answer's columns once the model answered."""
+
+    unit_id: str
+    seed_id: str
+    seed_path: str
+    domain: str
+    sample: int
+    round: int
+    seed_status: str | None
+    seed_chars: int | None
+    status: str | None
+    reason: str | None
+    error: str | None
+    response: str | None
+    finish_reason: str | None
+    code: str | None
+    snippets: list[str]
+    dropped_lemmas: int | None
+    llm_calls: list[LLMCall]
+    prompt_tokens: int
+    completion_tokens: int
+    provenance: Provenance
+    finished_at: datetime | None
+
+
+def new_discovery(unit: Mapping[str, Any], provenance: Provenance) -> DiscoveryRow:
+    """The discovery of one unit (`seed_units`) before its seed is read: no call, no snippet yet."""
+    # Every column null to begin with: the schema's names are the row type's keys (tests/test_row_shapes.py holds
+    # them equal), which mypy cannot see through `fromkeys`.
+    nulls = cast(DiscoveryRow, dict.fromkeys(DISCOVERY_SCHEMA.names))
+    return {**nulls, "unit_id": unit["unit_id"], "seed_id": unit["seed_id"], "seed_path": unit["seed_path"],
+            "domain": unit["domain"], "sample": unit["sample"], "round": unit["round"], "llm_calls": [],
+            "prompt_tokens": 0, "completion_tokens": 0, "snippets": [], "provenance": provenance}
+
+
 # What discover takes, one row per seed: where the seed is, which samples are still to draw, and the files that
 # split will need for it (`operators.split.SEED_ITEM_SCHEMA`: earlier discoveries and finished candidates).
 SEED_WORK_SCHEMA = pa.schema([
@@ -92,7 +131,7 @@ def seed_units(batch: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class DiscoverSettings:
-    """The discover step's config (`discover:` and the seed limits of `seeds:`): the answer's marker, the lemma
+    """The discover stage's config (`discover:` and the seed limits of `seeds:`): the answer's marker, the lemma
     count the prompt asks for, the most lemmas of one answer kept, the largest seed that fits the model (estimated
     tokens, characters per token), and the prompt templates."""
 
@@ -131,16 +170,14 @@ class DiscoverOperator(LLMOperator):
 
     stage = STAGE
 
-    def __init__(self, settings: LLMSettings, *, discover: DiscoverSettings, provenance: dict[str, Any],
+    def __init__(self, settings: LLMSettings, *, discover: DiscoverSettings, provenance: Provenance,
                  **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
         self.discover = discover
         self.provenance = provenance
 
     async def process_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {name: None for name in DISCOVERY_SCHEMA.names}
-        out.update({key: row[key] for key in ("unit_id", "seed_id", "seed_path", "domain", "sample", "round")})
-        out.update(llm_calls=[], prompt_tokens=0, completion_tokens=0, snippets=[], provenance=self.provenance)
+        out: dict[str, Any] = dict(new_discovery(row, self.provenance))
         filesystem, path = resolve(row["seed_file"])
         seed = seeds.read_seed(filesystem, path, self.discover.seed_max_tokens, self.discover.chars_per_token)
         out.update(seed_status=seed.status, seed_chars=seed.chars)
