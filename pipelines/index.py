@@ -44,6 +44,7 @@ from operators.retrieval.declaration_index import (
     FAISS_FILE,
     MANIFEST_FILE,
     TABLE_FILE,
+    DeclarationRow,
     build_faiss,
     source_revision,
     stale_reasons,
@@ -81,7 +82,7 @@ def lean_files(root: Path, include: Sequence[str], exclude: Sequence[str]) -> li
     return [r for r in relative if any(fnmatch(r, g) for g in include) and not any(fnmatch(r, g) for g in exclude)]
 
 
-def parse_file(root: Path, relative: str) -> tuple[list[dict[str, Any]], Counter[str]]:
+def parse_file(root: Path, relative: str) -> tuple[list[DeclarationRow], Counter[str]]:
     """One file's declaration rows and skip counts; a file that cannot be read or parsed is one count, never a crash."""
     try:
         source = (root / relative).read_text(encoding="utf-8")
@@ -91,7 +92,7 @@ def parse_file(root: Path, relative: str) -> tuple[list[dict[str, Any]], Counter
         parsed = parse_declarations(source)
     except Exception:  # a parser bug on one file must not cost the index of the others; it is counted
         return [], Counter({PARSER_ERROR: 1})
-    rows = [
+    rows: list[DeclarationRow] = [
         {
             "name": d.name, "kind": d.kind, "signature": d.signature, "canonical": canonical_statement(d.signature),
             "docstring": d.docstring, "file": relative, "line": d.line,

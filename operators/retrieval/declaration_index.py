@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import faiss
 import numpy as np
@@ -48,6 +48,19 @@ DECLARATION_SCHEMA = pa.schema(
         ("line", pa.int32()),
     ]
 )
+
+
+class DeclarationRow(TypedDict):
+    """One row of the index's table (tests/test_row_shapes.py holds it equal to the schema): a declaration as
+    `operators.retrieval.declarations` reads it ("" for no docstring), its canonical statement, file and line."""
+
+    name: str
+    kind: str
+    signature: str
+    canonical: str
+    docstring: str
+    file: str
+    line: int
 
 
 class StaleIndex(RuntimeError):
