@@ -82,7 +82,7 @@ def main() -> None:
         shape = job.cfg.judge.resources
         base_url = job.settings.endpoints[job.cfg.llm.sim_endpoint].base_url
         ds = ray.data.from_items(discovered_candidates(args.requests))
-        ds = ds.map_batches(JudgeOperator, **stage_options(job, JUDGE, job.steps.of(JUDGE.name)))
+        ds = ds.map_batches(JudgeOperator, **stage_options(job, JUDGE, job.pipeline.of(JUDGE.name)))
         reset_stats(base_url)
         started = time.monotonic()
         statuses = Counter(row["status"] for row in ds.select_columns(["status"]).take_all())

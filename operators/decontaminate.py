@@ -12,7 +12,7 @@ of its own (`conf/decontaminate/default.yaml`):
 - `ngram`: the share of the statement's token n-grams found in one benchmark problem, the curation libraries' test;
   reported, never decisive alone (renamed variables defeat it, and shared boilerplate inflates it).
 `BenchmarkSet` is the pure logic (the caller gives the vectors); `StatementJudge` adds the embedding model, and
-`DecontaminateOperator` is the Ray Data step of `mine` that marks candidates restating a problem before any LLM or
+`DecontaminateOperator` is the Ray Data operator of `mine` that marks candidates restating a problem before any LLM or
 Lean time is spent on them.
 """
 

@@ -101,7 +101,7 @@ def mark_duplicates(rows: Sequence[dict[str, Any]], matches: Sequence[Match | No
 
 @dataclass(frozen=True)
 class DedupSettings:
-    """The dedup step's config (`dedup:`): the cosine at or above which two statements are the same, the
+    """The dedup stage's config (`dedup:`): the cosine at or above which two statements are the same, the
     Mathlib declarations compared with each candidate, and the index they come from."""
 
     threshold: float

@@ -18,6 +18,7 @@ import pyarrow as pa
 from lean_pool.lean_source import leading_imports, without_imports
 from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
+from operators.base import LLMOperator
 from operators.llm import prompts
 from operators.llm.answers import extract_code
 from operators.llm.calls import LLMResult
@@ -47,7 +48,6 @@ from operators.rows.candidates import (
     settle_operator_error,
 )
 from operators.stage import Config, Shared, Stage
-from operators.step import LLMOperator
 
 STAGE = "formalize"
 DIAGNOSE_STAGE = "diagnose"

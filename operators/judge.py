@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from operators.base import LLMOperator
 from operators.llm import prompts
 from operators.llm.answers import judge_accepts
 from operators.llm.calls import LLMResult
@@ -27,7 +28,6 @@ from operators.rows.candidates import (
     settle_operator_error,
 )
 from operators.stage import Config, Shared, Stage
-from operators.step import LLMOperator
 
 STAGE = "judge"
 # Between the answers of a multi-sample judge in `judge_response`.
@@ -36,7 +36,7 @@ ANSWER_SEPARATOR = "\n\n---\n\n"
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """The judge step's config (`judge:`): answers asked per candidate, and the prompt templates."""
+    """The judge stage's config (`judge:`): answers asked per candidate, and the prompt templates."""
 
     samples: int
     prompts: Mapping[str, str]

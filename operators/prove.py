@@ -22,6 +22,7 @@ import pyarrow as pa
 from lean_pool.lean_source import leading_imports, without_imports, without_repeated
 from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
+from operators.base import LLMOperator
 from operators.llm import prompts
 from operators.llm.answers import extract_code
 from operators.llm.calls import LLMResult
@@ -42,7 +43,6 @@ from operators.rows.candidates import (
     settle_operator_error,
 )
 from operators.stage import PROVERS, Config, Shared, Stage
-from operators.step import LLMOperator
 
 STAGE = "prove"
 # How a proof's `reason` starts when the replay rejected what the warm pool accepted.

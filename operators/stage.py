@@ -125,7 +125,7 @@ class Stage:
 
     @property
     def calls_llm(self) -> bool:
-        """Whether the stage asks an LLM (its operator is an `operators.step.LLMOperator`)."""
+        """Whether the stage asks an LLM (its operator is an `operators.base.LLMOperator`)."""
         return bool(self.calls)
 
     @property

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrivialSettings:
-    """The trivial step's config (`trivial:`): the tactic put in place of `sorry`."""
+    """The trivial stage's config (`trivial:`): the tactic put in place of `sorry`."""
 
     tactic: str
 

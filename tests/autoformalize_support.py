@@ -17,7 +17,7 @@ from operators.llm.settings import LLMSettings, settings_from_config
 from operators.retrieval.settings import IndexSettings
 from operators.rows.formalizations import InputRules, problem_row
 from pipelines.jobs.autoformalization import AutoformalizeJob, load_config
-from pipelines.runtime.step_settings import step_settings
+from pipelines.runtime.stage_settings import stage_settings
 
 ERROR_MARK = "sim:error"
 
@@ -29,7 +29,7 @@ def job_config(*overrides: str) -> Any:
 
 def autoformalize_settings(cfg: Any) -> AutoformalizeSettings:
     """The autoformalize step's settings as the pipeline builds them, closed-book (no index)."""
-    steps = step_settings(cfg, IndexSettings(dir=None, revision=None, embedding={}), AutoformalizeJob.INPUTS,
+    steps = stage_settings(cfg, IndexSettings(dir=None, revision=None, embedding={}), AutoformalizeJob.INPUTS,
                           AutoformalizeJob.PLAN_TABLE)
     return replace(steps.of(AUTOFORMALIZE)["autoformalize"], think=False)
 

@@ -20,9 +20,9 @@ from operators.autoformalize.agent_tools import (
     term_file,
     tool_schemas,
 )
+from operators.base import LLMOperator
 from operators.llm.calls import LLMRequest, LLMResult
 from operators.llm.sim.server import SimServer
-from operators.step import LLMOperator
 from tests.autoformalize_support import (
     TextPool,
     autoformalize_settings,

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from openai.types import Model
 
+from operators.base import LLMOperator
 from operators.llm.backend import LLMBackend
 from operators.llm.budgets import ModelContext, card_context, unfit_budgets
 from operators.llm.client import probe_endpoints
@@ -25,7 +26,6 @@ from operators.llm.errors import LLMConfigError, endpoint_down_message
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimProcess, SimServer, fetch_stats
 from operators.stages import DECLARED, call_roles
-from operators.step import LLMOperator
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 # Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from operators.base import LLMOperator
 from operators.judge import JudgeOperator, JudgeSettings
 from operators.llm.cache import (
     CACHE_DIR,
@@ -37,7 +38,6 @@ from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
 from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
-from operators.step import LLMOperator
 from operators.storage import join
 from pipelines.jobs.mining import load_config
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from operators.base import LLMOperator
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.llm.sim.server import SimServer
 from operators.llm.usage import start_usage_ledger, usage_report
-from operators.step import LLMOperator
 
 pytestmark = pytest.mark.ray
 

@@ -244,7 +244,7 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
 
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     code = (
-        "import json, sys, operators.llm.client, operators.step, operators.llm.sim.server; "
+        "import json, sys, operators.llm.client, operators.base, operators.llm.sim.server; "
         "print(json.dumps(sorted(m for m in sys.modules "
         "if m.startswith(('vllm', 'ray.serve', 'operators.llm.serve')))))"
     )

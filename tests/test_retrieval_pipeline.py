@@ -148,7 +148,7 @@ async def test_grounded_prompts_show_related_declarations_and_real_names_for_an_
     cfg = load_config(["preset=demo", f"run_dir={tmp_path / 'run'}", f"index.dir={index_dir}",
                        "grounding.enabled=true"])
     settings_cfg = OmegaConf.to_container(cfg.llm, resolve=True)
-    steps = MiningJob(cfg).steps  # the settings a run hands its actors
+    steps = MiningJob(cfg).pipeline  # the settings a run hands its actors
     statement = "import Mathlib\n\ntheorem t (a : ℕ) : a + 0 = a := by sorry\n"
     with SimServer(sim_server_config(median_s=0.01)) as server:
         settings = settings_from_config(settings_cfg).with_base_url("sim", server.base_url)

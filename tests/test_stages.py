@@ -25,7 +25,7 @@ from pipelines.planning.capacity import mining_shape, streaming_cpus
 from pipelines.reporting import stats
 from pipelines.runtime import wiring
 from pipelines.runtime.cli import compose_config
-from pipelines.runtime.step_settings import StepSettings
+from pipelines.runtime.stage_settings import StageSettings
 
 DEMO = "preset=demo"
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def wired(cfg: Any) -> list[tuple[str, dict[str, Any]]]:
     built by the same code with a job holding no Ray (stages' arguments left empty)."""
     running = pipeline(cfg, INPUTS)
     job = SimpleNamespace(cfg=cfg, pool=FakePool(), settings=object(), ledger=None, llm_cache_dir=None,
-                          steps=StepSettings(running, {}, None))  # type: ignore[arg-type]
+                          pipeline=StageSettings(running, {}, None))  # type: ignore[arg-type]
     return [(step.name, step.options) for step in wiring.after_discover(job, priority=0)]
 
 

@@ -29,7 +29,7 @@ from operators.trivial import flagged
 from pipelines.jobs import evaluation
 from pipelines.jobs.mining import MiningJob, load_config
 from pipelines.reporting.corpora import pair_rows
-from pipelines.runtime.step_settings import StepSettings, step_settings
+from pipelines.runtime.stage_settings import StageSettings, stage_settings
 from tests.loop_script import Script
 
 FORMALIZE_MARKER = "error-free code"
@@ -410,9 +410,9 @@ def test_a_discover_answer_cut_at_its_budget_says_so_in_its_reason():
 # --- settings -------------------------------------------------------------------------------------------
 
 
-def mining_steps(overrides: list[str]) -> StepSettings:
+def mining_steps(overrides: list[str]) -> StageSettings:
     """The settings a mining run of `overrides` hands each of its stages (closed-book)."""
-    return step_settings(load_config(overrides), NO_INDEX, MiningJob.INPUTS, MiningJob.PLAN_TABLE)
+    return stage_settings(load_config(overrides), NO_INDEX, MiningJob.INPUTS, MiningJob.PLAN_TABLE)
 
 
 async def test_formalize_round_budget_comes_from_its_config_section():
@@ -451,6 +451,6 @@ def test_the_demo_judge_accepts_every_lemma_0_that_aesop_closes_and_draws_the_ot
 
 def test_evaluate_checks_a_benchmark_statement_as_given():
     cfg = evaluation.load_config(["benchmark_dir=/nowhere", "llm=sim", "lean=sim"])
-    steps = step_settings(cfg, NO_INDEX, evaluation.EvaluationJob.INPUTS, evaluation.EvaluationJob.PLAN_TABLE)
+    steps = stage_settings(cfg, NO_INDEX, evaluation.EvaluationJob.INPUTS, evaluation.EvaluationJob.PLAN_TABLE)
     assert [stage.name for stage in steps.stages] == ["formalize", "trivial", "prove"]
     assert steps.of("formalize")["formalize"].max_repairs == 0

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lean_pool.lean_source import opened_namespaces, referenced_constants
 from operators.autoformalize.concept_graph import defined_declarations
+from operators.base import LLMOperator
 from operators.llm.answers import extract_json
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
@@ -32,7 +33,6 @@ from operators.retrieval.settings import IndexSettings
 from operators.rows import candidates, formalizations
 from operators.rows.formalizations import LABELS, MAJOR, MINOR, PERFECT
 from operators.stage import Config, Shared, Stage
-from operators.step import LLMOperator
 
 STAGE = "faithfulness"
 DECOMPOSE_STAGE = "decompose"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from operators.base import LLMOperator
 from operators.contribute.naming import (
     NamingRules,
     check_name,
@@ -36,7 +37,6 @@ from operators.rows.contributions import (
     contributions_table,
 )
 from operators.stage import Config, Shared, Stage
-from operators.step import LLMOperator
 
 STAGE = "name"
 

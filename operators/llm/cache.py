@@ -60,7 +60,7 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS answers (
 
 @dataclass(frozen=True)
 class CacheKey:
-    """What identifies a call across runs: the row and the step it belongs to, and the exact payload sent."""
+    """What identifies a call across runs: the row and the call it belongs to, and the exact payload sent."""
 
     candidate_id: str
     stage: str

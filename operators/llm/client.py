@@ -16,7 +16,7 @@ the job. A stage whose first `retry.max_identical_refusals` calls to a model are
 Stored errors of that kind name the endpoint's URL.
 
 What it sends and gets back is `operators.llm.calls`, how calls fail `operators.llm.errors`, the config
-`operators.llm.settings`, the retry timing `operators.llm.retry`; the operators call it through `operators.step`.
+`operators.llm.settings`, the retry timing `operators.llm.retry`; the operators call it through `operators.base`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Typed settings of the declaration index and of grounding, shared by the dedup, formalize and prove steps.
 
-Built by the pipeline from `index:`, `embedding:` and `grounding:` of the config (`pipelines.runtime.step_settings`).
+Built by the pipeline from `index:`, `embedding:` and `grounding:` of the config (`pipelines.runtime.stage_settings`).
 """
 
 from __future__ import annotations

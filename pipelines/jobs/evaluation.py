@@ -134,7 +134,7 @@ def evaluate(job: EvaluationJob, statements: list[tuple[BenchmarkItem, str]]) ->
     table = candidates_table(rows)
     block = int(job.cfg.benchmark.rows_per_block)
     ds = ray.data.from_arrow([table.slice(start, block) for start in range(0, table.num_rows, block)])
-    write(job, streamed(ds, plan_steps(job, job.steps.stages), job.board), "candidates",
+    write(job, streamed(ds, plan_steps(job, job.pipeline.stages), job.board), "candidates",
                rows_per_file=int(job.cfg.output.rows_per_file))
 
 

@@ -201,7 +201,7 @@ def mine_seeds(job: MiningJob) -> None:
     """Seed files -> discoveries/ and candidates/, round after round (`rounds`), each round's candidates followed by
     the candidates their failed proofs' open goals give (`subgoals`, level after level up to `max_depth`)."""
     rounds = int(job.cfg.rounds)
-    levels = int(job.cfg.subgoals.max_depth) if job.steps.shared.subgoals else 0
+    levels = int(job.cfg.subgoals.max_depth) if job.pipeline.shared.subgoals else 0
     for round_number in range(1, rounds + 1):
         part = f"round {round_number}" if rounds > 1 or levels else ""
         run_waves(job, *job.seed_work(round_number), part=part)

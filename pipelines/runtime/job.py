@@ -135,7 +135,8 @@ class Job:
         self.find_inputs()
         # The pipeline and each stage's settings; a list that cannot work is a SetupError of one line.
         self.pipeline = stage_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
-        self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.pipeline.stages), list(cfg.llm.provers)))
+        self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.pipeline.stages),
+                                                      list(cfg.llm.provers)))
         self.run = RunDir(str(cfg.run_dir))
         # One driver per run: a second start on a held run directory is refused here, having written nothing.
         self.lease = take(lease_store(self.run.uri, self.run.filesystem, self.run.path), self.run.uri,
@@ -290,7 +291,8 @@ class Job:
             "lean_simulated": lean["simulated"],
             "toolchain": lean["toolchain"],
             "mathlib_rev": lean["mathlib_rev"],
-            "dedup": self._retrieval_provenance(self.pipeline.of(SPLIT_DEDUP_STAGE.name).get("dedup"), ("threshold", "k")),
+            "dedup": self._retrieval_provenance(self.pipeline.of(SPLIT_DEDUP_STAGE.name).get("dedup"),
+                                                ("threshold", "k")),
             "grounding": self._retrieval_provenance(self.pipeline.shared.grounding, ("k", "k_missing", "max_missing")),
         }
 

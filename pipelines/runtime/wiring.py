@@ -3,7 +3,7 @@
 Each stage the run executes is built here into a `PlanStep`: its operator and the `map_batches` options its
 declaration and its resources give (how it executes, its actors, CPUs, GPUs and custom resources, its batch
 size, its settings, the Lean pool when it checks Lean, the LLM settings, usage ledger and answer cache when it calls
-an LLM). `streamed` chains the steps with no barrier and reports each step's rows to the status board; `write`
+an LLM). `streamed` chains the plan steps with no barrier and reports each step's rows to the status board; `write`
 executes the plan off the driver into one of the run's tables. Every job wires its plan with these.
 """
 
@@ -35,7 +35,8 @@ TASK_BATCH_ROWS = 1
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One step of a plan: its name, what `map_batches` runs (an operator class or a function) and how."""
+    """One plan step, the Ray Data map a stage becomes: its name, what `map_batches` runs (an operator class or a
+    function) and how."""
 
     name: str
     operator: Callable[..., Any]
@@ -75,21 +76,21 @@ def stage_options(job: Job, stage: Stage, arguments: dict[str, Any], priority: i
 def plan_steps(job: Job, stages: Sequence[Stage], priority: int = 0) -> list[PlanStep]:
     """`stages` as plan steps of `job`, each with the arguments the job built for it."""
     return [PlanStep(stage.name, stage.operator_of(job.cfg),
-                     stage_options(job, stage, job.steps.of(stage.name), priority)) for stage in stages]
+                     stage_options(job, stage, job.pipeline.of(stage.name), priority)) for stage in stages]
 
 
 def discover_step(job: Job) -> PlanStep:
     """Discover at the head of the mining plan: each seed's samples drawn, its discoveries written, the seed handed
     on (it reports its own counts: what it hands on are seeds, not rows with a status)."""
-    stage = next(stage for stage in job.steps.stages if stage.name == DISCOVER)
-    arguments = {**job.steps.of(DISCOVER), "provenance": job.provenance,
+    stage = next(stage for stage in job.pipeline.stages if stage.name == DISCOVER)
+    arguments = {**job.pipeline.of(DISCOVER), "provenance": job.provenance,
                  "table_uri": job.run.table_uri(DISCOVERIES), "board": job.board}
     return PlanStep(stage.name, DiscoverAndRecord, stage_options(job, stage, arguments))
 
 
 def after_discover(job: Job, priority: int) -> list[PlanStep]:
     """Every stage of the mining pipeline after discover, its Lean checks at `priority`."""
-    return plan_steps(job, [stage for stage in job.steps.stages if stage.name != DISCOVER], priority)
+    return plan_steps(job, [stage for stage in job.pipeline.stages if stage.name != DISCOVER], priority)
 
 
 def streamed(ds: Dataset, stages: Sequence[PlanStep], board: Any) -> Dataset:

@@ -23,7 +23,7 @@ from pipelines.runtime.cli import SetupError
 
 
 @dataclass(frozen=True)
-class StepSettings:
+class StageSettings:
     """The stages a run executes, in order, each stage's operator arguments by name, and what they share."""
 
     stages: tuple[Stage, ...]
@@ -58,8 +58,8 @@ def benchmark_problems(cfg: DictConfig) -> tuple[Any, ...]:
     return tuple(problem for benchmark in read_benchmarks(section) for problem in benchmark.problems)
 
 
-def step_settings(cfg: DictConfig, index: IndexSettings, inputs: Iterable[str], table: str,
-                  examples: Any = None) -> StepSettings:
+def stage_settings(cfg: DictConfig, index: IndexSettings, inputs: Iterable[str], table: str,
+                  examples: Any = None) -> StageSettings:
     """The run's pipeline (rows entering with the statuses `inputs`, written to `table`) and its stages' settings."""
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     try:
@@ -74,4 +74,4 @@ def step_settings(cfg: DictConfig, index: IndexSettings, inputs: Iterable[str], 
     shared = Shared(prompts=resolved["prompts"], index=index, grounding=grounding_settings(cfg, index),
                     subgoals=subgoal_settings(cfg), table=table, benchmark_problems=lambda: benchmark_problems(cfg),
                     examples=examples)
-    return StepSettings(stages, {stage.name: stage.arguments(resolved, shared) for stage in stages}, shared)
+    return StageSettings(stages, {stage.name: stage.arguments(resolved, shared) for stage in stages}, shared)

@@ -1,19 +1,19 @@
-"""The operator side of a pipeline step: what a step operator provides, and `LLMOperator`, the base of every step
-that calls LLMs.
+"""The base of a stage's operator: what an operator provides, and `LLMOperator`, the base of every operator that calls
+LLMs.
 
-A step operator is a callable class that Ray Data's `map_batches` runs on an actor pool (a step with no state may
-be a plain function of a batch instead, as split is). Its constructor takes the step's settings as keyword
+An operator is a callable class that Ray Data's `map_batches` runs on an actor pool (a stage with no state may
+be a plain function of a batch instead, as split is). Its constructor takes the stage's settings as keyword
 arguments: the typed settings of its config block and what it works with (the Lean pool), and for an LLM step the
 `LLMSettings`, its actor count, the job's usage ledger and the run's answer cache. Called with a batch (a
-`pyarrow.Table` of rows), it returns the rows it hands on: those the step works on carry its outcome in `status`
+`pyarrow.Table` of rows), it returns the rows it hands on: those the stage works on carry its outcome in `status`
 and `reason` (`operators.rows.candidates`), the others pass untouched. A row that fails is marked on the row
 (`error_infra`, so a resumed run asks again), never a failed block; only `EndpointDown` fails the block, and so
-stops the job. Each step is declared once beside its operator (`operators/stage.py`), a job runs those its
+stops the job. Each stage is declared once beside its operator (`operators/stage.py`), a job runs those its
 `pipeline:` lists (`operators/stages.py`), and `pipelines/runtime/wiring.py` wires them into a plan.
 
-`LLMOperator` is that base for the steps that call LLMs: an async callable class for `map_batches` with
+`LLMOperator` is that base for the stages that call LLMs: an async callable class for `map_batches` with
 `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor keeps hundreds of requests in flight. A row's
-exception becomes its `{stage}_error_kind`, which the step settles into `error_infra`
+exception becomes its `{stage}_error_kind`, which the stage settles into `error_infra`
 (`operators.rows.candidates.settle_operator_error`). With a cache location (a local directory or an object-store
 URI) it replays answers a killed run already received (`operators.llm.cache`).
 """
