@@ -40,6 +40,7 @@ from operators.rows.candidates import (
     DISCOVERED,
     ERROR_INFRA,
     NOT_COMPILABLE,
+    Attempt,
     candidates_table,
     fail_infra,
     is_open,
@@ -50,7 +51,7 @@ from operators.rows.candidates import (
 from operators.stage import Config, Shared, Stage
 
 STAGE = "formalize"
-DIAGNOSE_STAGE = "diagnose"
+DIAGNOSE_CALL = "diagnose"
 # How the reason of a statement that restates an existing name begins.
 RESTATES = "restates an existing declaration"
 
@@ -85,7 +86,7 @@ def rejection(result: CheckResult) -> str | None:
     return None
 
 
-def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[dict[str, Any]], max_repairs: int,
+def formalized(row: Mapping[str, Any], stop: Stop, attempts: Sequence[Attempt], max_repairs: int,
                marker: str) -> dict[str, Any]:
     """The candidate once its loop stopped: compiled, not compilable and why (what the last attempts came to), or an
     infrastructure failure; every attempt kept in `formalize_attempts`."""
@@ -134,10 +135,10 @@ class FormalizeOperator(LLMOperator):
         its failure first (kept in the row's `diagnoses` and put in the prompt), then the repair from the whole
         history, grounded when configured."""
         current = step.current
-        assert current is not None, "a repair needs an attempt with code"
+        assert current is not None and current["code"] is not None, "a repair needs an attempt with code"
         messages = prompts.formalize_messages(self.formalize.prompts, step.history, self.formalize.marker)
         if self.formalize.diagnose and step.history[-1] is current:
-            diagnosis = await self.ask(row, row_id, DIAGNOSE_STAGE, DIAGNOSE_STAGE,
+            diagnosis = await self.ask(row, row_id, DIAGNOSE_CALL, DIAGNOSE_CALL,
                                        prompts.diagnose_messages(self.formalize.prompts, current), step.call)
             if diagnosis.infra:
                 return diagnosis
@@ -174,6 +175,6 @@ def formalize_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 DECLARATION = Stage(
     name=STAGE, operator=FormalizeOperator, arguments=formalize_arguments, resources=f"{STAGE}.resources",
     checks_lean=True, takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
-    calls={STAGE: ("formalize",), DIAGNOSE_STAGE: ("diagnose",)},
+    calls={STAGE: ("formalize",), DIAGNOSE_CALL: ("diagnose",)},
     prompts=("system", "formalize", "attempt", "attempt_refused", "attempt_rejected", "attempt_no_code", "diagnose",
              "diagnosis"), parser=extract_code)

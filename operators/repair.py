@@ -8,14 +8,21 @@ decided here and tested without Ray, Lean or an endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lean_pool.session_check import CheckResult
 from operators.llm.answers import extract_code, missing_code
 from operators.llm.calls import LLMResult
-from operators.rows.candidates import LEAN_ERRORS, NO_CODE, REFUSED_CODE, diagnostics, failure_kind, open_goals
+from operators.rows.candidates import (
+    LEAN_ERRORS,
+    NO_CODE,
+    REFUSED_CODE,
+    Attempt,
+    diagnostics,
+    failure_kind,
+    open_goals,
+)
 
 # How a loop ends.
 PASSED = "passed"  # Lean accepted an attempt
@@ -24,14 +31,14 @@ EXHAUSTED = "exhausted"  # every attempt the budget allows failed
 INFRA = "infra"  # Lean or the endpoint failed, not the attempt: the candidate is retried on resume
 
 
-def attempt_entry(code: str, result: CheckResult, response: str | None) -> dict[str, Any]:
+def attempt_entry(code: str, result: CheckResult, response: str | None) -> Attempt:
     """One checked round of the history: the code, its verdict with the checker's reasons (a refusal's are all the
     model can learn from), Lean's diagnostics and the goals it left open."""
     return {"code": code, "status": result.status, "diagnostics": diagnostics(result.messages), "response": response,
             "goals": open_goals(result.sorries, result.messages), "reasons": list(result.reasons)}
 
 
-def no_code_entry(response: str | None, reason: str) -> dict[str, Any]:
+def no_code_entry(response: str | None, reason: str) -> Attempt:
     """One round whose answer held no code to check, kept in the history with why, so the next prompt says it."""
     return {"code": None, "status": NO_CODE, "diagnostics": [], "response": response, "goals": [], "reasons": [reason]}
 
@@ -45,7 +52,7 @@ def missing_code_reason(answer: LLMResult, marker: str) -> str:
     return reason + ("; it was cut off at the token limit" if answer.finish_reason == "length" else "")
 
 
-def exhausted_reason(attempts: list[dict[str, Any]], max_repairs: int, marker: str) -> str:
+def exhausted_reason(attempts: Sequence[Attempt], max_repairs: int, marker: str) -> str:
     """Why a loop that spent its budget failed, saying what actually ran: whether any answer held code, and the last
     attempt's kind of failure (no code, refused before Lean, Lean's errors, or a failed verdict without them)."""
     checked = [number for number, entry in enumerate(attempts, start=1) if entry["code"] is not None]
@@ -81,10 +88,10 @@ class Ask:
     attempt so far, oldest first, those without code included, as the prompt shows them."""
 
     call: int
-    history: list[dict[str, Any]]
+    history: list[Attempt]
 
     @property
-    def current(self) -> dict[str, Any] | None:
+    def current(self) -> Attempt | None:
         """The latest attempt that had code (what a repair works on), or None while no answer held any: the next
         request is then the first one again, told what went wrong."""
         return next((entry for entry in reversed(self.history) if entry["code"] is not None), None)
@@ -117,7 +124,7 @@ class RepairLoop:
         self.marker = marker
         self.prepare = prepare
         self.rejection = rejection
-        self.attempts: list[dict[str, Any]] = []
+        self.attempts: list[Attempt] = []
         self.calls = 0
         self.model: str | None = None  # the model that wrote the latest answer
         self._code: str | None = None
