@@ -2,9 +2,10 @@
 
 `compose_config` is how every command line reads it: a mistake in an override becomes one `ConfigError` line, never
 a traceback or a setting silently ignored. Hydra's own mistakes (a choice that does not exist, a missing `=`) keep
-its hint; a key the config does not have, with or without `+`, names the nearest key there is; a value of another
-type than the key's default, or not among the values conf/value_rules.yaml lists for it, says what the key expects;
-a number outside the range it declares for a key, given or default, names the key and the range.
+its hint; a key the config does not have, with or without `+`, names the nearest key there is (or the key an old
+spelling is now called, conf/renamed.yaml). Everything else is the schema's (`conf.schema`): a value of another type
+than its key declares, or not among its choices, says what the key expects; a number outside its key's range, given
+or default, names the key and the range; a mandatory value left out (`???`) names the key and what it is for.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import difflib
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from fnmatch import fnmatchcase
 from importlib.resources import files
 from typing import Any
 
@@ -27,10 +27,24 @@ from hydra.errors import HydraException
 from omegaconf import Container, DictConfig, DictKeyType, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from conf import schema
+from conf.schema.fields import (
+    accepts,
+    choices_of,
+    described,
+    is_section,
+    listed,
+    mapped,
+    optional,
+    out_of_range,
+    range_text,
+    takes_any_key,
+)
+
 # Where Hydra's composition errors stop saying what is wrong and start listing its search path.
 _SEARCH_PATH = "Config search path:"
-# The values keys may take, the open mappings and the fractional amounts; no job composes this file.
-VALUE_RULES = "value_rules.yaml"
+# Old spellings of keys and what they are called now; no job composes this file.
+RENAMED = "renamed.yaml"
 # Hydra's own settings (`hydra.job.chdir=...`): Hydra checks overrides of them.
 HYDRA_KEY = "hydra"
 # A default longer than this is left out of an error line, which stays one readable line.
@@ -68,33 +82,16 @@ def composition_error_text(message: str) -> str:
 
 
 @functools.cache
-def value_rules() -> dict[str, Any]:
-    """conf/value_rules.yaml (`choices`, `open_mappings`, `fractional`, `renamed`, `ranges`, `unranged`,
-    `introduced`), read once."""
-    return yaml.safe_load(files("conf").joinpath(VALUE_RULES).read_text(encoding="utf-8"))
+def renamed() -> dict[str, str]:
+    """conf/renamed.yaml: old spellings of keys -> what they are called now, read once."""
+    loaded: dict[str, str] = yaml.safe_load(files("conf").joinpath(RENAMED).read_text(encoding="utf-8"))
+    return loaded
 
 
 def choices(key: str) -> tuple[Any, ...]:
-    """The values `key` (a dotted path) may take as conf/value_rules.yaml declares them, so code that branches on
-    them can read their names here; empty when any value of the default's type will do."""
-    for pattern, allowed in value_rules()["choices"].items():
-        if fnmatchcase(key, pattern):
-            return tuple(allowed)
-    return ()
-
-
-def value_range(key: str) -> tuple[float, float | None] | None:
-    """The (minimum, maximum or None) conf/value_rules.yaml declares for the number at `key`, None when it declares
-    none (an id or a seed, listed under `unranged`, or not a number)."""
-    for pattern, bounds in value_rules()["ranges"].items():
-        if fnmatchcase(key, pattern):
-            return bounds[0], bounds[1] if len(bounds) > 1 else None
-    return None
-
-
-def _matches(key: str, section: str) -> bool:
-    """Whether `key` matches a pattern of a list section of conf/value_rules.yaml."""
-    return any(fnmatchcase(key, pattern) for pattern in value_rules()[section])
+    """The values `key` (a dotted path) may take as its schema declares them, so code that branches on them can read
+    their names here; empty when any value of the key's type will do."""
+    return schema.choices(key)
 
 
 def _shown(value: Any) -> str:
@@ -159,8 +156,8 @@ def _paths(node: Any, prefix: str = "") -> Iterator[str]:
 
 
 def renamed_key(path: str) -> str | None:
-    """The key `path` is called now, when it is an old spelling (conf/value_rules.yaml `renamed`), else None."""
-    for old, new in value_rules()["renamed"].items():
+    """The key `path` is called now, when it is an old spelling (conf/renamed.yaml), else None."""
+    for old, new in renamed().items():
         if path == old or path.startswith(f"{old}."):
             return new + path[len(old):]
     return None
@@ -218,114 +215,108 @@ def _unquoted_hint(given: Sequence[str]) -> str:
     return ""
 
 
-def _check_keys(override: Override, reference: DictConfig, groups: Sequence[str]) -> None:
+def _check_keys(override: Override, reference: DictConfig, groups: Sequence[str], job: type) -> None:
     """A `ConfigError` when `override` names a key the config does not have (with or without `+`, or inside the
-    mapping it gives) outside an open mapping, or deletes (`~key`) a key that is not an open mapping's: the job
-    reads it."""
+    mapping it gives) outside a mapping whose keys the user chooses, or deletes (`~key`) a key that is not such a
+    mapping's: the job reads it."""
     path = override.key_or_group
     segments = path.split(".")
     depth, default = _walk(reference, path)
     if depth < len(segments):
-        if not _matches(".".join(segments[:depth]), "open_mappings"):
+        if not takes_any_key(job, ".".join(segments[:depth])):
             raise _unknown_key(path, reference, groups)
     elif override.is_delete():
-        if not _matches(".".join(segments[:-1]), "open_mappings"):
+        if not takes_any_key(job, ".".join(segments[:-1])):
             raise ConfigError(f"~{path}: the job reads {path}; give it another value instead of deleting it")
     elif isinstance(value := override.value(), Mapping):
-        _check_mapping_keys(path, value, default, reference, groups)
+        _check_mapping_keys(path, value, default, reference, groups, job)
 
 
 def _check_mapping_keys(path: str, given: Mapping[str, Any], default: Any, reference: DictConfig,
-                        groups: Sequence[str]) -> None:
+                        groups: Sequence[str], job: type) -> None:
     """A `ConfigError` when the mapping given for `path` holds a key its default does not have, at any depth, outside
-    an open mapping."""
+    a mapping whose keys the user chooses."""
     if not isinstance(default, DictConfig):
         return
     for key, item in given.items():
         inner = f"{path}.{key}"
         if _key_of(default, str(key)) is not None:
             if isinstance(item, Mapping):
-                _check_mapping_keys(inner, item, _child(default, key, False, inner), reference, groups)
-        elif not _matches(path, "open_mappings"):
+                _check_mapping_keys(inner, item, _child(default, key, False, inner), reference, groups, job)
+        elif not takes_any_key(job, path):
             raise _unknown_key(inner, reference, groups)
 
 
-def _expected(path: str, default: Any) -> str:
-    """What a key whose default is `default` expects, in words, with the default when it is short."""
+def _expected(annotation: Any, default: Any) -> str:
+    """What a key of `annotation` expects, in words, with its default (`default`) when that is short."""
     if isinstance(default, DictConfig):
         return f"a mapping of {', '.join(map(str, default))}"
-    if isinstance(default, bool):
-        kind = "true or false"
-    elif isinstance(default, int):
-        kind = "a number" if _matches(path, "fractional") else "an integer"
-    elif isinstance(default, float):
-        kind = "a number"
-    elif isinstance(default, ListConfig):
-        kind = "a list"
-    else:
-        kind = "a string"
+    words = described(annotation)
+    if choices_of(annotation) or default is _ANY:
+        return words
     shown = _shown(default)
-    return kind if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{kind} (default {shown})"
+    return words if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{words} ({'default ' + shown})"
 
 
-def _fits(path: str, value: Any, default: Any) -> bool:
-    """Whether `value` has the type of `default`: a null or ??? default takes anything and a string's null means
-    none; an int does for a float, and a float for an int where the key is an amount (`fractional`)."""
-    if default is _ANY or default is None or value is _ANY:
-        return True
-    if value is None:
-        return isinstance(default, str)
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) or (isinstance(value, float) and _matches(path, "fractional"))
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    if isinstance(default, DictConfig):
-        return isinstance(value, DictConfig)
-    if isinstance(default, ListConfig):
-        return isinstance(value, ListConfig)
-    return isinstance(value, str)
+def _wrong(path: str, value: Any, annotation: Any, reference: DictConfig) -> ConfigError:
+    """The error of `value`, not of the type `annotation` its key at `path` declares."""
+    known, default = _walk(reference, path)
+    if known < len(path.split(".")):
+        default = _ANY
+    bare, _ = optional(annotation)
+    quotable = bare is str and isinstance(value, (bool, int, float))
+    hint = f"; quote it to give text: {path}='{_shown(value)}'" if quotable else ""
+    return ConfigError(f"{path}={_shown(value)}: expects {_expected(annotation, default)}{hint}")
 
 
-def _check_value(path: str, value: Any, default: Any) -> None:
-    """A `ConfigError` when `value`, set at `path`, is not among the key's declared choices, or has another type
-    than its default (a mapping: at any depth)."""
-    allowed = choices(path)
-    if allowed:
-        if value is not _ANY and value not in allowed:
-            raise ConfigError(f"{path}={_shown(value)}: expects one of {', '.join(map(str, allowed))}")
+def _check_value(job: str, segments: Sequence[str], value: Any, reference: DictConfig) -> None:
+    """A `ConfigError` when `value` at the key `segments` name is not of the type its key declares, not among its
+    choices, or a number outside its range; a mapping is checked key by key."""
+    path = ".".join(segments)
+    key = schema.key_at(job, segments)
+    if key is None:
+        raise ConfigError(f"{path}: no such key in the {job} schema (conf/schema)")
+    if value is _ANY:
         return
-    if not _fits(path, value, default):
-        quotable = isinstance(default, str) and isinstance(value, (bool, int, float))
-        hint = f"; quote it to give text: {path}='{_shown(value)}'" if quotable else ""
-        raise ConfigError(f"{path}={_shown(value)}: expects {_expected(path, default)}{hint}")
-    if isinstance(value, DictConfig) and isinstance(default, DictConfig):
-        for key in value:
-            if _key_of(default, str(key)) is not None:
-                inner = f"{path}.{key!s}"
-                _check_value(inner, _child(value, key, True, inner), _child(default, key, False, inner))
+    bare, nullable = optional(key.annotation)
+    if bare is Any:
+        return
+    if isinstance(value, DictConfig):
+        if not (is_section(bare) or mapped(bare) is not None):
+            raise _wrong(path, value, key.annotation, reference)
+        _check_node(job, value, segments, reference)
+    elif isinstance(value, ListConfig):
+        if listed(bare) is None:
+            raise _wrong(path, value, key.annotation, reference)
+    elif is_section(bare) or mapped(bare) is not None or listed(bare) is not None:
+        if not (value is None and nullable):
+            raise _wrong(path, value, key.annotation, reference)
+    elif not accepts(key.annotation, value):
+        raise _wrong(path, value, key.annotation, reference)
+    elif out_of_range(key.setting, value):
+        raise ConfigError(f"{path}={_shown(value)}: out of range, expects {range_text(key.setting)}")
 
 
-def _range_text(bounds: tuple[float, float | None]) -> str:
-    """A declared range in words: `at least 1`, `from 0 to 1`."""
-    minimum, maximum = bounds
-    return f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+def _check_node(job: str, node: DictConfig, segments: Sequence[str], reference: DictConfig) -> None:
+    """`_check_value` for every key of a composed mapping (at the key `segments` name): the command line's values and
+    the defaults alike, so a count of 0 or a negative budget fails here and not deep in a run."""
+    for key in node.keys():
+        inner = [*segments, str(key)]
+        _check_value(job, inner, _child(node, key, False, ".".join(inner)), reference)
 
 
-def _check_ranges(node: DictConfig, prefix: str = "") -> None:
-    """A `ConfigError` for the first number of the composed config outside the range declared for its key, whether
-    the command line gave it or a default did: a count of 0 or a negative budget would fail deep in a run or
-    silently do nothing."""
-    for key in node:
+def _mandatory(job: str, node: DictConfig, unused: Sequence[str], prefix: str = "") -> None:
+    """A `ConfigError` naming the first key left at ??? that the job reads (not under `resume.unused`)."""
+    for key in node.keys():
         path = f"{prefix}{key!s}"
+        if any(path == section or path.startswith(f"{section}.") for section in unused):
+            continue
+        if OmegaConf.is_missing(node, key):
+            purpose = schema.help_line(job, path)
+            raise ConfigError(f"{path} has no value: give {path}=...{f' ({purpose})' if purpose else ''}")
         value = _child(node, key, False, path)
         if isinstance(value, DictConfig):
-            _check_ranges(value, f"{path}.")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            bounds = value_range(path)
-            if bounds is not None and (value < bounds[0] or (bounds[1] is not None and value > bounds[1])):
-                raise ConfigError(f"{path}={_shown(value)}: out of range, expects {_range_text(bounds)}")
+            _mandatory(job, value, unused, f"{path}.")
 
 
 def _selects_group(override: Override, groups: Sequence[str]) -> bool:
@@ -350,29 +341,16 @@ def _reference(name: str, selections: tuple[str, ...]) -> DictConfig:
     return compose(config_name=name, overrides=list(selections))
 
 
-def _check_setting(override: Override, cfg: DictConfig, reference: DictConfig, name: str) -> None:
-    """A `ConfigError` when the value `override` set in `cfg` does not fit the key's default in `reference`. A null
-    also fits where the config composed without any group choice has null (`ray.num_cpus`, which the demo preset
-    sets to 5). Called inside `initialize_config_module`."""
-    path = override.key_or_group
-    segments = len(path.split("."))
-    known, default = _walk(reference, path)
-    given, value = _walk(cfg, path, strict=True)
-    if override.is_delete() or not known == given == segments:
-        return
-    if value is None and _walk(_reference(name, ()), path) == (segments, None):
-        return
-    _check_value(path, value, default)
-
-
-def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
+def compose_config(name: str, overrides: Sequence[str], complete: bool = True) -> DictConfig:
     """`conf/<name>.yaml` composed with command-line overrides; a `ConfigError` when they do not compose, name a key
-    the config does not have, give a key a value it does not take, or leave a number outside its declared range.
+    the config does not have, or leave a value its schema refuses (`conf.schema`); with `complete`, also when a
+    mandatory value the job reads is not given (`--help` and `--cfg` show a config before it is complete).
 
     The keys set are compared with the config composed with only the command line's group choices (`preset=demo`,
-    `llm=sim`, `lean=repl`), so the keys those choices bring are known and their defaults' types apply."""
+    `llm=sim`, `lean=repl`), so the keys those choices bring are known and their defaults show in errors."""
     if not OmegaConf.has_resolver("package_dir"):
         OmegaConf.register_new_resolver("package_dir", package_dir)
+    job = schema.JOBS[name]
     given, overrides = overrides, [quoted_for_hydra(override) for override in overrides]
     try:
         with initialize_config_module(config_module="conf", version_base=None):
@@ -387,12 +365,14 @@ def compose_config(name: str, overrides: Sequence[str]) -> DictConfig:
                     settings.append(override)
             reference = _reference(name, tuple(selections))
             for override in settings:
-                _check_keys(override, reference, groups)
+                _check_keys(override, reference, groups, job)
             cfg = compose(config_name=name, overrides=list(overrides))
             for override in settings:
-                _check_setting(override, cfg, reference, name)
-            _check_ranges(cfg)
+                if not override.is_delete():
+                    _walk(cfg, override.key_or_group, strict=True)
+            _check_node(name, cfg, [], reference)
+            if complete:
+                _mandatory(name, cfg, OmegaConf.select(cfg, "resume.unused", default=None) or [])
     except HydraException as error:
         raise ConfigError(composition_error_text(str(error)) + _unquoted_hint(given)) from None
     return cfg
-

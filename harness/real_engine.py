@@ -244,7 +244,7 @@ def openai_overrides(base_url: str, max_tokens: int) -> list[str]:
     from operators.llm.settings import settings_from_config
     from pipelines.jobs.mining import load_config
 
-    settings = settings_from_config(load_config(["llm=openai"]).llm)
+    settings = settings_from_config(load_config(["llm=openai"], complete=False).llm)
     return [
         "llm=openai",
         f"llm.endpoints.main.base_url={base_url}",

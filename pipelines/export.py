@@ -76,7 +76,7 @@ def mining_config(run: RunData) -> dict[str, Any]:
     """The prompts, formalize and prove settings the run used (from its manifest), else the packaged defaults."""
     if all(section in run.config for section in MINING_SECTIONS):
         return {section: run.config[section] for section in MINING_SECTIONS}
-    defaults = compose_config("mine", [])
+    defaults = compose_config("mine", [], complete=False)
     return {section: OmegaConf.to_container(defaults[section], resolve=True) for section in MINING_SECTIONS}
 
 

@@ -4,7 +4,6 @@ starts, one that changes only speed or placement resumes, and `resume.accept_cha
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,7 +13,8 @@ from omegaconf import OmegaConf
 
 import conf
 from conf import compose_config
-from conf.speed_tags import named_entries, speed_keys, speed_keys_under, tagged_paths
+from conf.schema import speed_keys
+from conf.schema.fields import keys, section, setting
 from pipelines import autoformalize, evaluate, mine
 from pipelines.runtime.run_identity import (
     ChangedSettings,
@@ -145,30 +145,39 @@ def settings_with(cfg: dict, speed: tuple[str, ...], **lean: object) -> dict:
     return deciding_settings("mine", changed, list(speed), {})
 
 
-def test_a_new_speed_key_tagged_where_it_is_defined_resumes_and_an_untagged_one_is_refused(tmp_path):
-    """Adding a knob to conf/ with `# speed` on its line is all a resume needs; without the tag it decides."""
-    root = tmp_path / "conf"
-    shutil.copytree(Path(conf.__file__).parent, root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    sim = root / "lean" / "sim.yaml"
-    sim.write_text(sim.read_text() + "warm_spares: 2  # speed: REPLs kept ready beyond the pool's\nnew_rule: 1\n")
-    speed = speed_keys_under(root)
-    assert "lean.warm_spares" in speed and "lean.new_rule" not in speed
-    assert set(speed) >= set(speed_keys())
+def test_a_speed_field_resumes_with_another_value_and_a_deciding_one_is_refused_by_name():
+    """Whether a key decides a run's rows is declared on its schema field: `speed` on the field (lean.workers) or on
+    its section (ray), or nothing (prove.max_repairs, which decides)."""
+    speed = speed_keys()
+    assert {"lean.workers", "ray.address", "llm.serve.engines.*.replicas"} <= set(speed)
+    assert "prove.max_repairs" not in speed and "lean.toolchain" not in speed
     cfg = {**OmegaConf.to_container(compose_config("mine", DEMO), resolve=False)}
-    recorded = settings_with(cfg, speed, warm_spares=2, new_rule=1)
-    manifest = claim({}, ["candidates"], [], recorded, [], "t0")
-    resumed = claim(manifest, ["candidates"], ["candidates"], settings_with(cfg, speed, warm_spares=8, new_rule=1),
-                    [], "t1")
+    manifest = claim({}, ["candidates"], [], settings_with(cfg, speed), [], "t0")
+    resumed = claim(manifest, ["candidates"], ["candidates"], settings_with(cfg, speed, workers=8), [], "t1")
     assert "accepted_changes" not in resumed
+    deciding = {**cfg, "prove": {**cfg["prove"], "max_repairs": 7}}
     with pytest.raises(ChangedSettings) as refused:
-        claim(manifest, ["candidates"], ["candidates"], settings_with(cfg, speed, warm_spares=2, new_rule=3), [], "t1")
-    assert list(refused.value.changes) == ["lean.new_rule"]
+        claim(manifest, ["candidates"], ["candidates"], settings_with(deciding, speed), [], "t1")
+    assert list(refused.value.changes) == ["prove.max_repairs"]
 
 
-def test_speed_tags_read_sections_comments_and_named_entries():
-    text = ("ray:  # speed\n  address: null\nlean:\n  workers: 1  # speed: pool workers\n  timeout_s: 3 # speedy\n"
-            "  header: x  # not speed\nserve:\n  engines:\n    small:\n      replicas: 1  # speed\n")
-    assert tagged_paths(text) == ["ray", "lean.workers", "serve.engines.small.replicas"]
-    assert named_entries("llm.serve.engines.small.replicas") == "llm.serve.engines.*.replicas"
-    assert named_entries("llm.serve.engines.small.engine_kwargs.enable_prefix_caching") == \
-        "llm.serve.engines.*.engine_kwargs.enable_prefix_caching"
+@section(speed=True)
+class Pool:
+    """A section all of whose keys change only speed."""
+
+    workers: int = setting("workers", at_least=1)
+
+
+@section
+class Serving:
+    """A section with one speed key and one deciding key, and a mapping of named entries."""
+
+    replicas: int = setting("replicas", at_least=1, speed=True)
+    model: str = setting("model")
+    engines: dict[str, Pool] = setting("engines by name")
+    pool: Pool = setting("the pool")
+
+
+def test_speed_is_read_from_fields_sections_and_the_entries_of_named_mappings():
+    assert [key.path for key in keys(Serving) if key.speed] == ["replicas", "engines.*.workers", "pool",
+                                                                "pool.workers"]

@@ -1,5 +1,5 @@
-"""Numbers checked at start: every count, size and budget of conf/ has a declared range (conf/value_rules.yaml
-`ranges`), and a value outside it, given or default, is one `error:` line naming the key, the value and the range,
+"""Numbers checked at start: every count, size and budget of conf/ has a declared range (`at_least`, `at_most` on its
+schema field, conf/schema/), and a value outside it, given or default, is one `error:` line naming the key, the value and the range,
 exit 2, before Ray starts and before anything is written. A deciding key added since a run was recorded
 (`introduced`) lets that run resume."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,8 +16,8 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-import conf
-from conf import ConfigError, compose_config
+from conf import ConfigError, compose_config, schema
+from conf.schema.fields import optional, out_of_range
 from lean_pool import check
 from operators.discover import DISCOVERY_SCHEMA
 from pipelines import autoformalize, evaluate, export, index, mine, plan, report
@@ -34,11 +33,12 @@ COMPOSED = [("mine", DEMO), ("mine", ["llm=vllm", "llm/engines=gpu", "lean=kimin
             ("report", []), ("index", []), ("plan", []), ("check", []), ("contribute", []), ("decontaminate", [])]
 
 
-def leaves_of(node: object, prefix: str = "") -> list[tuple[str, object]]:
-    """Every (dotted key, value) of a plain mapping that is not itself a mapping."""
+def leaves_of(node: object, segments: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    """Every (key as its segments, value) of a plain mapping that is not itself a mapping (a key the user names may
+    hold dots: seeds.domains's `Mathlib.Logic`)."""
     if isinstance(node, dict):
-        return [leaf for key, value in node.items() for leaf in leaves_of(value, f"{prefix}{key}.")]
-    return [(prefix[:-1], node)]
+        return [leaf for key, value in node.items() for leaf in leaves_of(value, (*segments, str(key)))]
+    return [(segments, node)]
 
 
 def is_number(value: object) -> bool:
@@ -46,26 +46,23 @@ def is_number(value: object) -> bool:
 
 
 @pytest.fixture(scope="module")
-def leaves() -> list[tuple[str, object]]:
-    return [leaf for name, selections in COMPOSED
-            for leaf in leaves_of(OmegaConf.to_container(compose_config(name, selections)))]
+def leaves() -> list[tuple[str, tuple[str, ...], object]]:
+    return [(name, *leaf) for name, selections in COMPOSED
+            for leaf in leaves_of(OmegaConf.to_container(compose_config(name, selections, complete=False)))]
 
 
-def test_every_integer_of_every_job_has_a_range_or_a_reason_for_none(leaves):
-    unranged = conf.value_rules()["unranged"]
-    missing = sorted({key for key, value in leaves if is_number(value) and not isinstance(value, float)
-                      and conf.value_range(key) is None and not any(fnmatchcase(key, pattern) for pattern in unranged)})
-    assert not missing, f"give these a range in conf/value_rules.yaml (or a reason under unranged): {missing}"
+def test_every_number_of_every_schema_has_a_range_or_a_reason_for_none():
+    missing = sorted({key.path for name in schema.JOBS for key in schema.job_keys(name).values()
+                      if optional(key.annotation)[0] in (int, float) and key.setting.at_least is None
+                      and key.setting.unranged is None})
+    assert not missing, f"give these a range in conf/schema/ (at_least=..., or unranged=WHY): {missing}"
 
 
-def test_every_range_pattern_names_a_key_a_job_has_and_every_default_is_inside(leaves):
-    keys = {key for key, _ in leaves}
-    rules = conf.value_rules()
-    for pattern in [*rules["ranges"], *rules["unranged"], *rules["introduced"]]:
-        assert any(fnmatchcase(key, pattern) for key in keys), pattern
-    for key, value in leaves:
-        bounds = conf.value_range(key) if is_number(value) else None
-        assert bounds is None or (bounds[0] <= value and (bounds[1] is None or value <= bounds[1])), (key, value)
+def test_every_number_a_job_composes_has_a_schema_key_whose_range_holds_it(leaves):
+    for name, key, value in leaves:
+        declared = schema.key_at(name, key)
+        assert declared is not None, (name, key)
+        assert not (is_number(value) and out_of_range(declared.setting, value)), (name, key, value)
 
 
 def one_error_line(main: Callable[[list[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -139,7 +136,7 @@ def test_a_run_recorded_before_max_lemmas_existed_resumes_and_another_cap_is_ref
     cfg["discover"]["max_lemmas"] = 10
     with pytest.raises(ChangedSettings) as refused:
         claim(manifest, ["discoveries"], ["discoveries"], deciding_settings("mine", cfg, [], {}), [], "t1")
-    assert refused.value.changes == {"discover.max_lemmas": (conf.value_rules()["introduced"]["discover.max_lemmas"],
+    assert refused.value.changes == {"discover.max_lemmas": (schema.introduced("mine")["discover.max_lemmas"],
                                                              10)}
 
 

@@ -64,9 +64,10 @@ from pipelines.runtime.waves import (
 from pipelines.runtime.wiring import after_discover, discover_step, streamed, write
 
 
-def load_config(overrides: Sequence[str]) -> DictConfig:
-    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`)."""
-    return compose_config("mine", overrides)
+def load_config(overrides: Sequence[str], complete: bool = True) -> DictConfig:
+    """Compose `conf/mine.yaml` with command-line overrides (`preset=demo`, `run_dir=...`); `complete=False` for a
+    reader of its settings that starts no run (`plan`), which needs no mandatory value such as `seeds.root`."""
+    return compose_config("mine", overrides, complete)
 
 
 class MiningJob(Job):

@@ -99,7 +99,7 @@ def cluster_of(settings: DictConfig) -> Cluster:
 def make_plan(argv: Sequence[str]) -> Plan:
     """The plan for a mining run started with the overrides in `argv` (the plan's own `plan.` ones included)."""
     mine_overrides, plan_overrides = split_overrides(argv)
-    cfg = load_config(mine_overrides)
+    cfg = load_config(mine_overrides, complete=False)
     if cfg.lean.backend == KIMINA:
         raise SetupError("the plan sizes Folklore's own Lean pool (lean=repl); with lean=kimina the checks run on "
                          "your Kimina server, whose capacity the plan cannot see: plan with lean=repl and its shape")

@@ -29,13 +29,13 @@ from pipelines.runtime.table_schemas import MINING_RUN_TABLES, check_tables
 def run_stages(manifest: dict[str, Any]) -> tuple[Stage, ...]:
     """The stages of a run's pipeline as its config records it (as listed: what replaced one under the run's config
     calls no LLM and checks no Lean either), or for a run recorded before `pipeline:` existed, the stages its job ran
-    then (`introduced` in conf/value_rules.yaml, as resume reads them); a stage declared in a module this process
-    cannot import is left out (its calls still count in the totals, not in a row of its own)."""
+    then (the `introduced` of its job's `pipeline` key in conf/schema, as resume reads it); a stage declared in a
+    module this process cannot import is left out (its calls still count in the totals, not in a row of its own)."""
     config = manifest.get("config") or {}
     jobs = [table["job"] for table in (manifest.get("tables") or {}).values()]
-    former = conf.value_rules()["introduced"]["pipeline"]["by_job"]
+    job = jobs[0] if jobs and jobs[0] in conf.schema.JOBS else "mine"
     stages = []
-    for entry in config.get("pipeline") or former.get(jobs[0] if jobs else "mine", former["mine"]):
+    for entry in config.get("pipeline") or conf.schema.introduced(job)["pipeline"]:
         try:
             stages.append(named(str(entry)))
         except PipelineError:

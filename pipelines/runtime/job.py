@@ -23,7 +23,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from conf.speed_tags import speed_keys
+from conf.schema import speed_keys
 from lean_pool.command_line import lean_checks_line
 from lean_pool.kimina import KiminaPool
 from lean_pool.pool import LeanPool, check_lean_setup, checker_provenance, plain_config
@@ -37,7 +37,7 @@ from lean_pool.ray_start import (
 from operators.dedup import DECLARATION as SPLIT_DEDUP_STAGE
 from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
-from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
+from operators.llm.usage import CallUsage, start_usage_ledger, usage_report
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import Provenance
 from operators.stages import DECLARED, call_roles
@@ -308,7 +308,7 @@ class Job:
         wave's plan, a table read whole, whatever would leave its weight in the driver for the rest of the run."""
         return self._off_driver.run(function, *args)
 
-    def usage(self) -> dict[str, StageUsage]:
+    def usage(self) -> dict[str, CallUsage]:
         """Per-stage LLM calls, failures, tokens and latency of this start so far."""
         return ray.get(self.ledger.totals.remote())
 

@@ -4,7 +4,7 @@ A run directory's tables hold rows made under one set of deciding settings (the 
 sampling, budgets, dedup, faithfulness, seeds or input, the Lean backend and header). Rows made under others must
 never be mixed in silently, so a start compares its deciding settings with those recorded for every table that
 already holds rows, and refuses by name when they differ. Settings that change only speed or placement (tagged
-`# speed` where conf/ defines them: `conf.speed_tags`) and sections a job does not read (`resume.unused`) are not
+`speed` in their schema: `conf.schema.speed_keys`) and sections a job does not read (`resume.unused`) are not
 deciding.
 
 Settings are read without resolving interpolations: `${package_dir:pipelines/demo_seeds}` is the same setting on
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from conf import value_rules
+from conf import schema
 
 # The key that records which job wrote a table (a `mine` table is not an `evaluate` table).
 JOB_KEY = "job"
@@ -62,10 +62,11 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
 
 def changed_settings(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Each key whose value differs between the recorded and the current settings: (recorded, current); a key on one
-    side only is None on the other, but a key added to conf/ since (`introduced` in conf/value_rules.yaml) counts as
-    recorded with the value the older rows were made under (the job's own, for a value given `by_job`)."""
-    introduced = {key: value["by_job"].get(current.get("job")) if isinstance(value, dict) else value
-                  for key, value in value_rules()["introduced"].items() if key in current}
+    side only is None on the other, but a key added to conf/ since (its `introduced` in the job's schema) counts as
+    recorded with the value the older rows were made under."""
+    job = current.get(JOB_KEY)
+    introduced = {key: value for key, value in (schema.introduced(job) if job in schema.JOBS else {}).items()
+                  if key in current}
     recorded = {**introduced, **recorded}
     keys = sorted(set(recorded) | set(current))
     return {key: (recorded.get(key), current.get(key)) for key in keys if recorded.get(key) != current.get(key)}
