@@ -1,87 +1,106 @@
-"""The sections `contribute` reads besides mining's: naming, the contribution's own settings, the descriptions.
+"""The sections `contribute` reads besides mining's: which lemmas it offers and how it names and shortens them
+(`contribute`), the pull-request description (`description`), and Mathlib's naming convention (`naming`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from conf.schema.fields import section, setting
 
-
-@section
-class ContributeName:
-    """contribute.name"""
-
-    resources: dict[str, Any] = setting("", speed=True)
-    role: str = setting("the model role that proposes names")
+# What a stage's `resources` hold; `operators.stage.Resources` reads and checks them.
+RESOURCES_HELP = ("the stage's Ray Data shape: actors, max_concurrent_calls_per_actor, batch_size, num_cpus "
+                  "(num_gpus, custom resources); operators.stage checks the keys")
 
 
 @section
-class ContributeShorten:
-    """contribute.shorten"""
+class NameStage:
+    """The `name` stage: a lemma whose mined name breaks the convention gets one proposed by a model."""
 
-    resources: dict[str, Any] = setting("", speed=True)
-    tactics: list[Any] = setting("Closing tactics tried in place of `sorry`, shortest first; the first that passes the verdict replaces a longer mined proof.")
-    timeout_s: float = setting("per tactic check", at_least=0)
+    resources: dict[str, Any] = setting(RESOURCES_HELP, speed=True)
+    role: str = setting("the role of llm.models whose model proposes a new name")
+
+
+@section
+class ShortenStage:
+    """The `shorten` stage: short closing tactics tried in place of a lemma's mined proof."""
+
+    resources: dict[str, Any] = setting(RESOURCES_HELP, speed=True)
+    tactics: list[str] = setting("closing tactics tried in place of `sorry`, shortest first; the first that passes "
+                                 "replaces the mined proof")
+    timeout_s: float = setting("seconds Lean may take to check one tactic", at_least=0)
 
 
 @section
 class ContributeSettings:
-    """contribute"""
+    """Which proved lemmas of a run are offered to Mathlib, and how each is named, shortened and checked in its file."""
 
-    dropped_context: list[Any] = setting("Lines of the prover's environment never carried into a Mathlib file (prefixes).")
-    file_timeout_s: float = setting("the whole patched file's check", at_least=0)
-    min_faithfulness: float = setting("a candidate with a faithfulness score below this is not offered", at_least=0, at_most=1)
-    name: ContributeName = setting("")
-    shorten: ContributeShorten = setting("")
-    statuses: list[Any] = setting("candidate statuses offered (trivial, duplicate and contaminated rows never are)")
+    dropped_context: list[str] = setting("prefixes of the prover's environment lines never carried into a Mathlib file")
+    file_timeout_s: float = setting("seconds Lean may take to check a whole patched file", at_least=0)
+    min_faithfulness: float = setting("a candidate whose faithfulness score is below this share (0 to 1) is not "
+                                      "offered; an unscored one is", at_least=0, at_most=1)
+    name: NameStage = setting("the `name` stage: a new name for a lemma whose mined name breaks the convention")
+    shorten: ShortenStage = setting("the `shorten` stage: short closing tactics tried in place of the mined proof")
+    statuses: list[Literal["discovered", "duplicate", "contaminated", "rejected_by_judge", "not_compilable",
+                           "unfaithful", "trivial", "compiled", "proved", "error_infra"]] = setting(
+        "candidate statuses offered; trivial rows and rows without a proof never are")
 
 
 @section
 class Description:
-    """description"""
+    """The templates of the pull-request description written beside each file's patch."""
 
-    file: str = setting("The pull-request description of one file's patch; `{lemmas}` is one `lemma` block per lemma.")
-    lemma: str = setting("")
-    simulated: str = setting("")
-
-
-@section
-class NamingConclusion:
-    """How a name must treat its statement's conclusion."""
-
-    head_order: list[Any] = setting("Top-level connectives, loosest first: the first found outside brackets is the conclusion's head (`\u00aca \u2264 b \u2194 c` is an `\u2194`)")
-    iff_symbol: str = setting("A conclusion whose top-level connective is `\u2194`: a name without `iff` must draw its words from the left side (and the property words), the way `mem_union : a \u2208 s \u222a t \u2194 a \u2208 s \u2228 a \u2208 t` does.")
-    iff_word: str = setting("")
-    prefixes: list[Any] = setting("")
+    file: str = setting("one file's description; `{lemmas}` is its lemmas' blocks, `{simulated}` the notice below")
+    lemma: str = setting("one lemma's block: its declaration, provenance, name, proof and faithfulness score")
+    simulated: str = setting("the notice put in the description of a simulated run's patch (empty otherwise)")
 
 
 @section
-class NamingSuggestion:
-    """`suggested_name`: at most this many words for the conclusion and for each hypothesis, and at most this many hypotheses named after `of`; a name of the statement shorter than `min_constant_length` is taken for a section variable (`a`, `p`), not a constant."""
+class Conclusion:
+    """How the conclusion's head connective is found, and what a name must say of an `↔` conclusion."""
 
-    max_conclusion_words: int = setting("", at_least=1)
-    max_hypotheses: int = setting("", at_least=0)
-    max_hypothesis_words: int = setting("", at_least=1)
-    min_constant_length: int = setting("", at_least=1)
+    head_order: list[str] = setting("top-level connectives, loosest first: the first outside brackets is the head")
+    iff_symbol: str = setting("the connective (`↔`) of a conclusion named with `iff_word` or after its left side")
+    iff_word: str = setting("the word a name of an `iff_symbol` conclusion says unless it follows the left side")
+    prefixes: list[str] = setting("binders that, starting the conclusion, are its head whatever follows (∀, ∃)")
 
 
 @section
-class NamingTolerance:
-    """A long name may leave a few words unexplained (a notion the statement reaches only through a definition, say): names of at least `min_words` words pass with up to `unexplained_words` words the statement does not explain."""
+class SpecialForm:
+    """A run of a statement's atoms that Mathlib names as a whole (`0 <` is `pos`)."""
 
-    min_words: int = setting("", at_least=0)
-    unexplained_words: int = setting("", at_least=0)
+    tokens: list[str] = setting("consecutive atoms, numerals and symbols as in `symbols`; `_` matches any one")
+    words: list[str] = setting("the words the form explains in a name")
+
+
+@section
+class Suggestion:
+    """How long a name the naming checker builds itself (`suggested_name`) may be."""
+
+    max_conclusion_words: int = setting("words a suggested name spends on the conclusion, at most", at_least=1)
+    max_hypotheses: int = setting("hypotheses a suggested name names after `of`, at most", at_least=0)
+    max_hypothesis_words: int = setting("words a suggested name spends on each hypothesis, at most", at_least=1)
+    min_constant_length: int = setting("characters a constant's name has at least; shorter ones are taken for "
+                                       "variables (`a`, `p`)", at_least=1)
+
+
+@section
+class Tolerance:
+    """How many words of a long name its statement may leave unexplained."""
+
+    min_words: int = setting("names of at least this many words get the tolerance", at_least=0)
+    unexplained_words: int = setting("words such a name may hold that its statement does not explain", at_least=0)
 
 
 @section
 class Naming:
-    """naming"""
+    """Mathlib's naming convention as the checker reads it: which words of a name a statement explains."""
 
-    conclusion: NamingConclusion = setting("How a name must treat its statement's conclusion.")
-    property_words: list[Any] = setting("Words a name may use whatever its statement: the properties a lemma states, the roles of its sides, and the connecting words of the convention.")
-    special_forms: list[Any] = setting("Word patterns Mathlib uses for a whole form rather than its symbols: `tokens` is a run of consecutive atoms of the statement (numerals and symbols as in `symbols`, `_` for any one atom), `words` what the form explains.")
-    suggestion: NamingSuggestion = setting("`suggested_name`: at most this many words for the conclusion and for each hypothesis, and at most this many hypotheses named after `of`; a name of the statement shorter than `min_constant_length` is taken for a section variable (`a`, `p`), not a constant.")
-    symbols: dict[str, list[str]] = setting("Symbol (as written in Lean) -> the words a name may use for it")
-    tolerance: NamingTolerance = setting("A long name may leave a few words unexplained (a notion the statement reaches only through a definition, say): names of at least `min_words` words pass with up to `unexplained_words` words the statement does not explain.")
-    word_aliases: dict[str, list[str]] = setting("Words explained by others the statement offers: conditionally complete lattices' `c` forms of the lattice operations, and the casts from numbers (written `\u2191n` or `(n : R)`).")
+    conclusion: Conclusion = setting("how the conclusion's head is found, and what a name of an `↔` must say")
+    property_words: list[str] = setting("words any name may use: properties (comm, assoc), sides, connecting words")
+    special_forms: list[SpecialForm] = setting("runs of atoms Mathlib names as a whole (`0 <` is `pos`)")
+    suggestion: Suggestion = setting("how long a name the checker builds itself may be")
+    symbols: dict[str, list[str]] = setting("a symbol as written in Lean -> the words a name may use for it")
+    tolerance: Tolerance = setting("how many words of a long name its statement may leave unexplained")
+    word_aliases: dict[str, list[str]] = setting("a word -> the words that explain it too (`csSup` -> `sSup`, "
+                                                 "`natCast` -> `cast`)")
