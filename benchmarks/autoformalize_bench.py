@@ -51,7 +51,7 @@ def run_variant(name: str, source: Path, base_url: str, scratch: Path, extra: li
     wall = time.perf_counter() - started
     table = pl.read_parquet(run_dir / "formalizations" / "*.parquet")
     valid = table.filter(pl.col("status") != "bad_input").height
-    calls = fetch_stats(base_url)["received_by_stage"]
+    calls = fetch_stats(base_url)["received_by_call"]
     compiled = table.filter(pl.col("statement").is_not_null()).height
     tool_calls = int(table["tool_calls"].fill_null(0).sum())
     return {"problems": valid, "calls_per_problem": sum(calls.values()) / valid, "tool_calls_per_problem":

@@ -34,7 +34,7 @@ from operators.llm.calls import ROW_FIELD_TYPES, LLMRequest, LLMResult
 from operators.llm.client import LLMClients
 from operators.llm.errors import OPERATOR_ERROR, EndpointDown
 from operators.llm.settings import LLMSettings
-from operators.llm.usage import StageUsage
+from operators.llm.usage import CallUsage
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class LLMOperator:
         self.clients = LLMClients(settings, share=actors, **client_kwargs)
         self.cache: AnswerCache | None = None if cache_dir is None else open_cache(cache_dir)
         self._ledger = ledger
-        self._pending: dict[str, StageUsage] = {}
+        self._pending: dict[str, CallUsage] = {}
 
     @property
     def prefixes(self) -> tuple[str, ...]:
@@ -96,7 +96,7 @@ class LLMOperator:
             result = await self.clients.complete(request)
             if self.cache is not None and result.ok:
                 await self.cache.put(key, asdict(result))
-        self._pending.setdefault(request.stage, StageUsage()).add(result)
+        self._pending.setdefault(request.call, CallUsage()).add(result)
         return result
 
     async def _guarded(self, row: dict[str, Any]) -> dict[str, Any]:

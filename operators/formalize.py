@@ -123,11 +123,11 @@ class FormalizeOperator(LLMOperator):
         record_lean_check(row, result)
         return result
 
-    async def ask(self, row: dict[str, Any], row_id: str, stage: str, role: str, messages: list[dict[str, str]],
-                  call: int) -> LLMResult:
+    async def ask(self, row: dict[str, Any], row_id: str, call: str, role: str, messages: list[dict[str, str]],
+                  attempt: int) -> LLMResult:
         """One model call for the row, counted in its usage columns."""
-        answer = await self.complete(self.settings.request(role, stage, messages, row_id, call))
-        record_llm_call(row, stage, call, answer)
+        answer = await self.complete(self.settings.request(role, call, messages, row_id, attempt))
+        record_llm_call(row, call, attempt, answer)
         return answer
 
     async def repair(self, row: dict[str, Any], row_id: str, step: Ask, preamble: str = "") -> LLMResult:

@@ -48,12 +48,12 @@ def plan_lines(plan: Plan) -> list[str]:
             f" (sub-goals on, {shape.subgoal_levels} level(s): {plan.costs.subgoals_per_candidate:.2f} sub-goal "
             f"candidates per candidate)" if shape.subgoal_levels else ""),
         "rows per stage: " + ", ".join(f"{stage} {rows:,.0f}" for stage, rows in work.rows.items() if rows > 0),
-        "LLM calls and tokens per stage:",
-        f"  {'stage':<13}{'calls':>12}{'prompt_tokens':>16}{'completion_tokens':>19}{'llm_time':>12}",
+        "LLM calls and tokens per call:",
+        f"  {'call':<13}{'calls':>12}{'prompt_tokens':>16}{'completion_tokens':>19}{'llm_time':>12}",
     ]
-    loads = {stage: load for stage, load in work.calls.items() if load.calls > 0}
-    for stage, load in loads.items():
-        lines.append(f"  {stage:<13}{load.calls:>12,.0f}{load.prompt_tokens:>16,.0f}{load.completion_tokens:>19,.0f}"
+    loads = {call: load for call, load in work.calls.items() if load.calls > 0}
+    for call, load in loads.items():
+        lines.append(f"  {call:<13}{load.calls:>12,.0f}{load.prompt_tokens:>16,.0f}{load.completion_tokens:>19,.0f}"
                      f"{duration(load.llm_seconds):>12}")
     lines.append(f"  {'all':<13}{sum(load.calls for load in loads.values()):>12,.0f}"
                  f"{sum(load.prompt_tokens for load in loads.values()):>16,.0f}"

@@ -132,8 +132,8 @@ def read_table(run_dir: Path, name: str) -> pl.DataFrame:
     return pl.read_parquet(run_dir / name / "*.parquet")
 
 
-def calls_by_stage(candidates: pl.DataFrame) -> dict[str, int]:
-    """LLM calls recorded in the candidates' `llm_calls` column, per stage."""
+def recorded_calls(candidates: pl.DataFrame) -> dict[str, int]:
+    """LLM calls recorded in the candidates' `llm_calls` column, counted per call."""
     calls = candidates.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
     return dict(calls.group_by("stage").len().iter_rows())
 

@@ -170,7 +170,7 @@ def test_a_second_start_asks_only_for_the_rows_added_to_its_input(world, direct_
     after = read_table(run_dir, "formalizations")
     new_rows = 1 + len(ADDED)
     assert after.height == before.height + new_rows and after["id"].n_unique() == after.height
-    asked = fetch_stats(world["base_url"])["received_by_stage"]
+    asked = fetch_stats(world["base_url"])["received_by_call"]
     assert asked["think"] == new_rows, "rows written by the first start are not asked again"
     kept = after.filter(pl.col("id").is_in(before["id"].to_list())).sort("id")
     assert kept.select("id", "status", "statement").equals(before.select("id", "status", "statement").sort("id"))

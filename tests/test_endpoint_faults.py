@@ -23,7 +23,7 @@ from operators.llm.calls import LLMResult
 from operators.llm.client import LLMClients, answer_fault
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import StageUsage
+from operators.llm.usage import CallUsage
 from tests.hostile_endpoint import DRIP, HEALTHY, HTML, NO_CHOICES, NULL_CONTENT, HostileEndpoint
 from tests.mine_support import sim_server_config
 from tests.test_bad_inputs import folklore, hashes
@@ -75,7 +75,7 @@ async def test_an_answer_that_is_no_answer_is_retried_and_stays_an_endpoint_fail
     assert (result.error_kind, result.infra, result.tries, result.text) == ("malformed_response", True, TRIES, None)
     assert result.error is not None and result.error.startswith(REASONS[fault])
     assert result.error.endswith(f"({endpoint.base_url})")
-    usage = StageUsage()
+    usage = CallUsage()
     usage.add(result)
     assert (usage.calls, usage.ok, usage.errors) == (1, 0, {"malformed_response": 1}), "counted as a failed call"
 

@@ -108,10 +108,10 @@ def evaluated(benchmark_dir, tmp_path_factory) -> Evaluated:
             args = overrides(benchmark_dir, run_dir, server.base_url)
             full_disk = on_a_full_disk(args, tiny, run_dir) if tiny is not None else None
             assert evaluate.main(args) == 0
-            first = server.stats.snapshot()["received_by_stage"]
+            first = server.stats.snapshot()["received_by_call"]
             first_table = pl.read_parquet(run_dir / "candidates" / "*.parquet")
             assert evaluate.main(args) == 0
-            second = server.stats.snapshot()["received_by_stage"]
+            second = server.stats.snapshot()["received_by_call"]
     finally:
         ray.shutdown()
     return Evaluated(run_dir, first_table, first, second, full_disk)

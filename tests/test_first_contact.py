@@ -70,7 +70,7 @@ def test_a_run_whose_every_discover_call_is_refused_stops_with_one_line(tmp_path
     errors = error_lines(done)
     assert done.returncode == 3, done.stdout + done.stderr
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
-    assert errors[0].startswith("error: llm stage discover cannot use model discoverer at endpoint sim "
+    assert errors[0].startswith("error: llm call discover cannot use model discoverer at endpoint sim "
                                 "(http://127.0.0.1:")
     assert ("its first 2 calls were all refused with bad_request and none was answered "
             "(llm.retry.max_identical_refusals)") in errors[0]

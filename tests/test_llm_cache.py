@@ -36,7 +36,7 @@ from operators.llm.cache import (
 from operators.llm.calls import LLMResult
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import StageUsage, start_usage_ledger, usage_report
+from operators.llm.usage import CallUsage, start_usage_ledger, usage_report
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
 from operators.storage import join
 from pipelines.jobs.mining import load_config
@@ -175,10 +175,10 @@ async def test_stored_answers_counts_every_answer_in_the_store(object_store: Any
 
 
 def test_usage_counts_cached_answers_apart_from_calls() -> None:
-    usage = StageUsage()
+    usage = CallUsage()
     usage.add(LLMResult(text="a", tries=1, prompt_tokens=3))
     usage.add(LLMResult(text="b", tries=0, prompt_tokens=3, cached=True))
-    total = StageUsage()
+    total = CallUsage()
     total.merge(usage)
     assert (total.calls, total.ok, total.cached, total.tries, total.prompt_tokens) == (1, 1, 1, 1, 3)
     assert "cached=1" in usage_report({"judge": total})
@@ -357,7 +357,7 @@ def test_a_second_judge_run_over_the_same_rows_is_answered_from_the_cache(ray_cl
     judge = JudgeSettings(samples=3, prompts=OmegaConf.to_container(load_config(["preset=demo"]).prompts))
     rows = discovered(40)
 
-    def run(base_url: str) -> tuple[dict[str, dict[str, Any]], StageUsage]:
+    def run(base_url: str) -> tuple[dict[str, dict[str, Any]], CallUsage]:
         settings = settings_from_config(cfg).with_base_url("sim", base_url)
         ledger = start_usage_ledger()
         ds = ray_cluster.data.from_items(rows, override_num_blocks=4).map_batches(

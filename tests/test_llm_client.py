@@ -19,8 +19,8 @@ import yaml
 from conf import compose_config
 from operators.llm.client import (
     ATTEMPT_HEADER,
+    CALL_HEADER,
     CANDIDATE_HEADER,
-    STAGE_HEADER,
     LLMClient,
     LLMClients,
     create_kwargs,
@@ -28,17 +28,17 @@ from operators.llm.client import (
     redact,
 )
 from operators.llm.errors import (
+    CallRefused,
     EndpointDown,
     LLMConfigError,
-    StageRefused,
+    call_refused_message,
     classify_status,
     endpoint_down_message,
-    stage_refused_message,
 )
 from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import StageUsage, usage_report
+from operators.llm.usage import CallUsage, usage_report
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 
@@ -114,7 +114,7 @@ def test_request_kwargs_carry_sampling_metadata_and_the_endpoint_token_parameter
     assert kwargs["temperature"] == 0.2 and kwargs["max_tokens"] == 77
     assert kwargs["stop"] == ["END"] and kwargs["reasoning_effort"] == "low"
     assert "top_p" not in kwargs and "seed" not in kwargs
-    assert kwargs["extra_headers"] == {STAGE_HEADER: "judge", CANDIDATE_HEADER: "cand-7", ATTEMPT_HEADER: "3"}
+    assert kwargs["extra_headers"] == {CALL_HEADER: "judge", CANDIDATE_HEADER: "cand-7", ATTEMPT_HEADER: "3"}
     openai_settings = settings_from_config(yaml.safe_load((CONF / "openai.yaml").read_text()))
     kwargs = create_kwargs(openai_settings.request("judge", "judge", user("q"), "c"), openai_settings.endpoints["main"])
     assert "max_completion_tokens" in kwargs and "max_tokens" not in kwargs
@@ -225,7 +225,7 @@ async def test_retries_give_up_with_an_infra_kind() -> None:
         settings, clients = client_for(server, cfg, sleep=RecordingSleep())
         result = await clients.complete(settings.request("judge", "judge", user("q sim:fail=500x99"), "c1"))
         await clients.aclose()
-        received = server.stats.snapshot()["received_by_stage"]["judge"]
+        received = server.stats.snapshot()["received_by_call"]["judge"]
     assert (result.error_kind, result.tries, result.infra, result.text) == ("server_error", 3, True, None)
     assert received == 3
 
@@ -257,7 +257,7 @@ async def test_bad_requests_come_back_as_kinds_not_exceptions() -> None:
     assert "maximum context length is 3000 tokens" in long.error
     assert (no_content.error_kind, no_content.infra) == ("empty_response", False)
     assert no_content.model == "sim/judge" and no_content.prompt_tokens > 0
-    assert stats["received_by_stage"]["judge"] == 2, "empty messages must not be sent; 400s must not be retried"
+    assert stats["received_by_call"]["judge"] == 2, "empty messages must not be sent; 400s must not be retried"
 
 
 async def test_api_key_comes_from_the_named_variable_and_never_leaks(
@@ -318,7 +318,7 @@ async def test_any_candidate_id_travels_encoded_and_the_sim_reads_it_back(candid
     assert all(value.isascii() and value.isprintable() for value in headers.values())
     assert result.ok, result.error
     [logged] = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
-    assert (logged["stage"], logged["candidate_id"]) == ("judge", candidate)
+    assert (logged["call"], logged["candidate_id"]) == ("judge", candidate)
 
 
 # --- an endpoint that fails for the endpoint's reasons ------------------------------------------------------------
@@ -403,17 +403,17 @@ async def test_a_stage_whose_first_calls_are_all_refused_alike_raises_stage_refu
             return clients.complete(settings.request("discover", "discover", user(f"seed {i}"), f"s{i}"))
 
         refused = [await discover(i) for i in range(2)]
-        with pytest.raises(StageRefused) as stopped:
+        with pytest.raises(CallRefused) as stopped:
             await discover(2)
-        with pytest.raises(StageRefused):  # every later call of the stage, without sending it
+        with pytest.raises(CallRefused):  # every later call of the stage, without sending it
             await discover(3)
         judged = await clients.complete(settings.request("judge", "judge", user("q"), "c1"))
         await clients.aclose()
-        received = server.stats.snapshot()["received_by_stage"]
+        received = server.stats.snapshot()["received_by_call"]
     assert [r.error_kind for r in refused] == ["bad_request"] * 2 and judged.ok
     assert received["discover"] == 3
     assert str(stopped.value) == (
-        f"llm stage discover cannot use model discoverer at endpoint sim ({server.base_url}): its first 3 calls were "
+        f"llm call discover cannot use model discoverer at endpoint sim ({server.base_url}): its first 3 calls were "
         "all refused with bad_request and none was answered (llm.retry.max_identical_refusals), the last: "
         "Error code: 400 - max_tokens=8192 cannot be greater than max_model_len=4096. "
         "Please request fewer output tokens.")
@@ -439,12 +439,12 @@ async def test_refusals_after_an_answer_or_of_mixed_kinds_never_refuse_the_stage
 
 
 def test_a_stage_refused_inside_a_ray_error_is_found_by_its_text() -> None:
-    line = "llm stage discover cannot use model m at endpoint main (http://h/v1): its first 20 calls ..."
-    wrapped = RuntimeError(f"ray.exceptions.RayTaskError(UserCodeException): ...\noperators.llm.errors.StageRefused: "
+    line = "llm call discover cannot use model m at endpoint main (http://h/v1): its first 20 calls ..."
+    wrapped = RuntimeError(f"ray.exceptions.RayTaskError(UserCodeException): ...\noperators.llm.errors.CallRefused: "
                            f"{line}\n")
-    assert stage_refused_message(wrapped) == line and endpoint_down_message(wrapped) == line
+    assert call_refused_message(wrapped) == line and endpoint_down_message(wrapped) == line
     down = RuntimeError("operators.llm.errors.EndpointDown: llm endpoint main (http://h/v1) is down: ...")
-    assert stage_refused_message(down) is None and endpoint_down_message(down) is not None
+    assert call_refused_message(down) is None and endpoint_down_message(down) is not None
 
 
 # --- answers cut at max tokens ------------------------------------------------------------------------------------
@@ -460,7 +460,7 @@ async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_pe
         await clients.aclose()
     assert (cut.finish_reason, cut.completion_tokens, len(cut.text)) == ("length", 3, 3 * cfg["sim"]["chars_per_token"])
     assert whole.finish_reason == "stop"
-    usage = {"judge": StageUsage(), "formalize": StageUsage()}
+    usage = {"judge": CallUsage(), "formalize": CallUsage()}
     usage["judge"].add(cut)
     usage["formalize"].add(whole)
     assert (usage["judge"].cut, usage["formalize"].cut) == (1, 0)
@@ -500,6 +500,6 @@ async def test_an_answer_with_a_lone_surrogate_comes_back_as_text_and_is_counted
         server.server_close()
     assert result.ok and result.text == "correct \ufffd yes"
     assert pa.table({"judge_response": [result.row_fields("judge")["judge_response"]]}).num_rows == 1
-    usage = StageUsage()
+    usage = CallUsage()
     usage.add(result)
     assert (usage.calls, usage.ok, usage.errors) == (1, 1, {})

@@ -16,7 +16,7 @@ import yaml
 from conf import compose_config
 from lean_pool.refusals import refusal_reasons
 from operators.llm.backend import LLMBackend
-from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER
+from operators.llm.client import ATTEMPT_HEADER, CALL_HEADER, CANDIDATE_HEADER
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.scripts import (
     RequestMeta,
@@ -387,7 +387,7 @@ def test_injected_faults_follow_rates_and_redraw_on_each_delivery(sim: dict) -> 
     faults = {**sim["faults"], "rate_429": 0.25, "rate_500": 0.25}
     with SimServer({**sim, "faults": faults}) as server:
         body = {"model": "m", "messages": [{"role": "user", "content": "same request"}]}
-        statuses = [post(server.base_url, body, {STAGE_HEADER: "judge"})[0] for _ in range(80)]
+        statuses = [post(server.base_url, body, {CALL_HEADER: "judge"})[0] for _ in range(80)]
         rate_limited = [reply for reply in (post(server.base_url, {**body, "seed": i}) for i in range(40))
                         if reply[0] == 429]
     assert {200, 429, 500} <= set(statuses)
@@ -399,11 +399,11 @@ def test_server_counts_requests_per_stage_and_resets(sim: dict) -> None:
     with SimServer(sim) as server:
         for stage, count in (("judge", 3), ("prove", 2)):
             for index in range(count):
-                headers = {STAGE_HEADER: stage, CANDIDATE_HEADER: f"c{index}", ATTEMPT_HEADER: "1"}
+                headers = {CALL_HEADER: stage, CANDIDATE_HEADER: f"c{index}", ATTEMPT_HEADER: "1"}
                 post(server.base_url, {"model": "m", "messages": [{"role": "user", "content": "q"}]}, headers)
         stats = fetch_stats(server.base_url)
-        assert stats["received_by_stage"] == {"judge": 3, "prove": 2}
-        assert stats["answered_by_stage"] == {"judge": 3, "prove": 2}
+        assert stats["received_by_call"] == {"judge": 3, "prove": 2}
+        assert stats["answered_by_call"] == {"judge": 3, "prove": 2}
         reset_stats(server.base_url)
         assert fetch_stats(server.base_url)["requests"] == 0
 
@@ -411,7 +411,7 @@ def test_server_counts_requests_per_stage_and_resets(sim: dict) -> None:
 def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> None:
     with SimServer(sim) as server:
         def ask(stage: str, messages: list[dict[str, Any]], row: str = "Axler_exercise_1.2") -> str:
-            headers = {STAGE_HEADER: stage, CANDIDATE_HEADER: row, ATTEMPT_HEADER: "1"}
+            headers = {CALL_HEADER: stage, CANDIDATE_HEADER: row, ATTEMPT_HEADER: "1"}
             status, _, body = post(server.base_url, {"model": "formalizer", "messages": messages}, headers)
             assert status == 200
             return body["choices"][0]["message"]["content"]
@@ -423,7 +423,7 @@ def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> 
         assert [label["label"] for label in labels] == ["minor"]
         assert ask("think", informal_prompt("x")).startswith("Concepts (simulated)")
         assert ask("diagnose", informal_prompt("x")).startswith("Diagnosis (simulated)")
-        assert fetch_stats(server.base_url)["answered_by_stage"] == dict.fromkeys(
+        assert fetch_stats(server.base_url)["answered_by_call"] == dict.fromkeys(
             ("draft", "decompose", "faithfulness", "think", "diagnose"), 1)
 
 

@@ -23,11 +23,11 @@ from tests.mine_support import (
     BAD_SEEDS,
     DEMO_RUN_SAMPLES,
     REPO,
-    calls_by_stage,
     make_seeds,
     overrides,
     predicted_status,
     read_table,
+    recorded_calls,
     sibling_duplicates,
     sim_server_config,
 )
@@ -110,9 +110,9 @@ def test_bad_seeds_are_reported_and_the_run_goes_on(finished_run):
 def test_sim_received_exactly_the_calls_the_table_records(finished_run):
     run_dir, stats = finished_run
     candidates = read_table(run_dir, "candidates")
-    expected = calls_by_stage(candidates)
+    expected = recorded_calls(candidates)
     expected["discover"] = 3 * SAMPLES  # bad seeds never reach the model
-    assert stats["received_by_stage"] == expected
+    assert stats["received_by_call"] == expected
 
 
 def command(args: list[str]) -> list[str]:
@@ -190,16 +190,16 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
     what the uninterrupted run asked for, minus what the killed run had already written.
     """
     whole_dir, whole_stats = finished_run
-    whole_requests = Counter(whole_stats["received_by_stage"])
+    whole_requests = Counter(whole_stats["received_by_call"])
     seed_list = make_seeds(tmp_path / "seeds")
     with SimServer(sim_server_config(KILLED_RUN_LATENCY_S, DEMO)) as server:
         args = overrides(tmp_path / "killed", tmp_path / "seeds", seed_list, server.base_url, SAMPLES)
         kill_when_written(args, tmp_path / "killed" / "candidates", tmp_path / "killed.log")
-        before_resume = Counter(server.stats.snapshot()["received_by_stage"])
+        before_resume = Counter(server.stats.snapshot()["received_by_call"])
         written = [row for row in readable_rows(tmp_path / "killed" / "candidates") if row["status"] != "error_infra"]
         discovered = readable_rows(tmp_path / "killed" / "discoveries")
         run_to_end(args, tmp_path / "resumed.log")
-        resumed_requests = Counter(server.stats.snapshot()["received_by_stage"]) - before_resume
+        resumed_requests = Counter(server.stats.snapshot()["received_by_call"]) - before_resume
 
     whole = read_table(whole_dir, "candidates")
     resumed = read_table(tmp_path / "killed", "candidates")
@@ -220,7 +220,7 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
         "finished rows (and written discoveries) were not asked again, and rows in flight at the kill replayed "
         "the answers already paid for")
     assert resumed_requests <= expected
-    assert calls_by_stage(resumed) == calls_by_stage(whole)
+    assert recorded_calls(resumed) == recorded_calls(whole)
     resumed_log = (tmp_path / "resumed.log").read_text()
     [resume_line] = re.findall(r"^resume: .*$", resumed_log, re.MULTILINE)
     assert f"{len(written)} candidates finished" in resume_line, resume_line

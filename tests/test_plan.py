@@ -46,7 +46,7 @@ def mined(demo_mine_run):
     """A finished sim run over the demo seeds plus bad ones (conftest's `demo_mine_run`); its overrides, its tables and
     the sim's request counts."""
     run_dir, args, stats = demo_mine_run
-    return args, read_table(run_dir, "candidates"), stats["received_by_stage"]
+    return args, read_table(run_dir, "candidates"), stats["received_by_call"]
 
 
 def mathlib_run(root, mathlib_sample_dir, files: slice):
@@ -60,7 +60,7 @@ def mathlib_run(root, mathlib_sample_dir, files: slice):
         seed_list.append(str(relative))
     args, stats = mine_run(root, root / "seeds", seed_list, 1, f"llm.sim.script.discover.lemmas_per_response={LEMMAS}",
                            f"discover.min_lemmas={LEMMAS}", *FAST_LEAN)
-    return args, read_table(root / "run", "candidates"), stats["received_by_stage"]
+    return args, read_table(root / "run", "candidates"), stats["received_by_call"]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_demo_plan_prints_its_estimate_without_starting_ray(monkeypatch, capsys)
     out = capsys.readouterr().out
     assert "costs: assumed costs" in out
     assert "candidates expected: 18" in out  # 3 seeds x 1 sample x discover.min_lemmas=6
-    for figure in ("LLM calls and tokens per stage:", "Lean checks:", "GPU-hours:", "CPU-hours:", "RAM per node:",
+    for figure in ("LLM calls and tokens per call:", "Lean checks:", "GPU-hours:", "CPU-hours:", "RAM per node:",
                    "wall time:"):
         assert figure in out
 

@@ -48,7 +48,7 @@ def test_sub_goal_candidates_name_a_parent_that_exists(finished_run):
 def test_round_two_prompts_list_what_round_one_proved_for_the_seed(finished_run):
     run, prompts = finished_run
     candidates = read_table(run, "candidates")
-    discover = {p["candidate_id"]: p["prompt"] for p in prompts if p["stage"] == "discover"}
+    discover = {p["candidate_id"]: p["prompt"] for p in prompts if p["call"] == "discover"}
     round_one = candidates.filter((pl.col("round") == 1) & (pl.col("status") == PROVED))
     assert round_one.height > 0
     for seed, statements in round_one.group_by("seed_id").agg(pl.col("statement")).iter_rows():

@@ -46,9 +46,9 @@ from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra, record_llm_call
 from operators.rows.formalizations import COMPILED, NOT_COMPILABLE, PENDING, REFUSED
 
-AGENT_STAGE = "agent"
+AGENT_CALL = "agent"
 AGENT_ROLE = "agent"
-TRANSLATE_STAGE = "translate"
+TRANSLATE_CALL = "translate"
 TRANSLATOR_ROLE = "translator"
 
 
@@ -117,9 +117,9 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
         """The translator model's Lean statement of an informal text."""
         messages = prompts.translate_messages(self.autoformalize.prompts, informal, row["header"],
                                               row["theorem_name"], self.formalize.marker)
-        answer = await self.ask(row, row["id"], TRANSLATE_STAGE, TRANSLATOR_ROLE, messages, call)
+        answer = await self.ask(row, row["id"], TRANSLATE_CALL, TRANSLATOR_ROLE, messages, call)
         if answer.infra:
-            return ToolOutcome("", infra=f"{TRANSLATE_STAGE}: {answer.error_kind}: {answer.error}")
+            return ToolOutcome("", infra=f"{TRANSLATE_CALL}: {answer.error_kind}: {answer.error}")
         code = extract_code(answer.text, self.formalize.marker) if answer.ok and answer.text else None
         if not code:
             return ToolOutcome(f"The translator wrote no code: {missing_code_reason(answer, self.formalize.marker)}.")
@@ -177,11 +177,11 @@ class AgentAutoformalizeOperator(AutoformalizeOperator):
         turn = translations = 0
         while row["tool_calls"] < budget:
             turn += 1
-            answer = await self.complete(self.settings.request(AGENT_ROLE, AGENT_STAGE, messages, row["id"], turn,
+            answer = await self.complete(self.settings.request(AGENT_ROLE, AGENT_CALL, messages, row["id"], turn,
                                                                tools=self.tools))
-            record_llm_call(row, AGENT_STAGE, turn, answer)
+            record_llm_call(row, AGENT_CALL, turn, answer)
             if answer.infra:
-                return fail_infra(row, AGENT_STAGE, f"{answer.error_kind}: {answer.error}")
+                return fail_infra(row, AGENT_CALL, f"{answer.error_kind}: {answer.error}")
             if not answer.ok:
                 return self.stopped(row, f"the agent's model gave no answer after {row['tool_calls']} tool calls "
                                          f"({answer.error_kind}: {answer.error})", last_compile)

@@ -34,8 +34,8 @@ from operators.rows.formalizations import (
 )
 
 STAGE = "autoformalize"
-THINK_STAGE = "think"
-DRAFT_STAGE = "draft"
+THINK_CALL = "think"
+DRAFT_CALL = "draft"
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class AutoformalizeOperator(FormalizeOperator):
         messages = prompts.draft_messages(self.autoformalize.prompts, row["informal"], row["header"],
                                           row["theorem_name"], self.formalize.marker, related, row["thought"])
         messages = prompts.with_retries(self.autoformalize.prompts, messages, step.history, self.formalize.marker)
-        return await self.ask(row, row["id"], DRAFT_STAGE, self.role, messages, step.call)
+        return await self.ask(row, row["id"], DRAFT_CALL, self.role, messages, step.call)
 
     async def attempt(self, row: dict[str, Any], related: str, step: Ask) -> LLMResult:
         """A draft while no attempt had code, then repairs with the informal statement in view."""
@@ -125,9 +125,9 @@ class AutoformalizeOperator(FormalizeOperator):
             if retrieved else ""
         if self.autoformalize.think:
             messages = prompts.think_messages(self.autoformalize.prompts, row["informal"], related)
-            thought = await self.ask(row, row["id"], THINK_STAGE, self.role, messages, 1)
+            thought = await self.ask(row, row["id"], THINK_CALL, self.role, messages, 1)
             if thought.infra:
-                return fail_infra(row, THINK_STAGE, f"{thought.error_kind}: {thought.error}")
+                return fail_infra(row, THINK_CALL, f"{thought.error_kind}: {thought.error}")
             row["thought"] = thought.text
         loop = RepairLoop(self.formalize.max_repairs, self.formalize.marker, partial(under_header, row["header"]),
                           rejection)

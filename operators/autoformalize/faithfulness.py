@@ -35,7 +35,7 @@ from operators.rows.formalizations import LABELS, MAJOR, MINOR, PERFECT
 from operators.stage import Config, Shared, Stage
 
 STAGE = "faithfulness"
-DECOMPOSE_STAGE = "decompose"
+DECOMPOSE_CALL = "decompose"
 ROLE = "faithfulness"
 ASSUMPTION = "assumption"
 CONCLUSION = "conclusion"
@@ -184,9 +184,9 @@ def label_messages(settings: FaithfulnessSettings, parts: Sequence[Mapping[str, 
 async def assess(settings: FaithfulnessSettings, informal: str, statement: str, ask: Ask,
                  terms: list[dict[str, Any]]) -> Assessment:
     """Decompose, label, score: the check's two model calls and the rule that turns labels into a verdict."""
-    answer = await ask(DECOMPOSE_STAGE, decompose_messages(settings, informal))
+    answer = await ask(DECOMPOSE_CALL, decompose_messages(settings, informal))
     if answer.infra:
-        return Assessment([], terms, infra=f"{DECOMPOSE_STAGE}: {answer.error_kind}: {answer.error}")
+        return Assessment([], terms, infra=f"{DECOMPOSE_CALL}: {answer.error_kind}: {answer.error}")
     parts = parts_of(extract_json(answer.text or "")) if answer.ok else []
     if not parts:
         return Assessment([], terms, reason="the statement could not be split into parts: nothing was checked")
@@ -267,11 +267,11 @@ class FaithfulnessOperator(LLMOperator):
         terms = await asyncio.to_thread(grounded_terms, statement, find, self.faithfulness.max_terms)
         calls = 0
 
-        async def ask(stage: str, messages: list[dict[str, str]]) -> LLMResult:
+        async def ask(call: str, messages: list[dict[str, str]]) -> LLMResult:
             nonlocal calls
             calls += 1
-            answer = await self.complete(self.settings.request(ROLE, stage, messages, row[self.kind.id_column], calls))
-            candidates.record_llm_call(row, stage, calls, answer)
+            answer = await self.complete(self.settings.request(ROLE, call, messages, row[self.kind.id_column], calls))
+            candidates.record_llm_call(row, call, calls, answer)
             return answer
 
         assessment = await assess(self.faithfulness, row[self.kind.asked_column], statement, ask, terms)
@@ -306,4 +306,4 @@ DECLARATION = Stage(
     takes=frozenset({candidates.COMPILED, formalizations.COMPILED}),
     gives=frozenset({candidates.COMPILED, candidates.UNFAITHFUL, candidates.ERROR_INFRA, formalizations.FAITHFUL,
                      formalizations.UNFAITHFUL, formalizations.ERROR_INFRA}),
-    calls={DECOMPOSE_STAGE: (ROLE,), STAGE: (ROLE,)}, prompts=("system",), parser=extract_json, runs=faithfulness_on)
+    calls={DECOMPOSE_CALL: (ROLE,), STAGE: (ROLE,)}, prompts=("system",), parser=extract_json, runs=faithfulness_on)

@@ -45,9 +45,9 @@ from operators.retrieval.grounding import format_declarations
 from operators.rows.candidates import fail_infra
 from operators.rows.formalizations import NOT_COMPILABLE, PENDING, REFUSED
 
-GRAPH_STAGE = "concept_graph"
-GROUND_STAGE = "ground"
-DEFINE_STAGE = "define"
+GRAPH_CALL = "concept_graph"
+GROUND_CALL = "ground"
+DEFINE_CALL = "define"
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class InfraFailure(Exception):
     """Lean or the endpoint failed (not the model's work) while a concept was grounded or defined: the row is
     `error_infra`, retried on resume."""
 
-    def __init__(self, stage: str, detail: str) -> None:
-        super().__init__(f"{stage}: {detail}")
-        self.stage = stage
+    def __init__(self, call: str, detail: str) -> None:
+        super().__init__(f"{call}: {detail}")
+        self.call = call
         self.detail = detail
 
 
@@ -124,9 +124,9 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         candidates = [declaration["name"] for declaration in nearest]
         messages = prompts.ground_messages(self.templates, {"name": concept.name, "description": concept.description},
                                            format_declarations(nearest))
-        answer = await self.ask(row, row["id"], GROUND_STAGE, self.role, messages, call)
+        answer = await self.ask(row, row["id"], GROUND_CALL, self.role, messages, call)
         if answer.infra:
-            raise InfraFailure(GROUND_STAGE, f"{answer.error_kind}: {answer.error}")
+            raise InfraFailure(GROUND_CALL, f"{answer.error_kind}: {answer.error}")
         match = confirmed_match(extract_json(answer.text or "") if answer.ok else None, candidates)
         if match is None:
             return None, candidates
@@ -146,7 +146,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
             messages = prompts.define_messages(self.templates, described, row["informal"], row["header"], known_text,
                                                self.formalize.marker)
             messages = prompts.with_retries(self.templates, messages, step.history, self.formalize.marker)
-            return await self.ask(row, row["id"], DEFINE_STAGE, self.role, messages, step.call)
+            return await self.ask(row, row["id"], DEFINE_CALL, self.role, messages, step.call)
         preamble = self.templates["concept"].format(concept=json.dumps(described, ensure_ascii=False))
         return await self.repair(row, row["id"], step, preamble)
 
@@ -161,7 +161,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         row["definitions"] = [*row["definitions"], {"concept": concept.name, "code": None,
                                                     "attempts": list(loop.attempts)}]
         if stop.outcome == INFRA:
-            raise InfraFailure(DEFINE_STAGE, stop.detail or "")
+            raise InfraFailure(DEFINE_CALL, stop.detail or "")
         if stop.outcome != PASSED:
             refused = stop.outcome == REJECTED and loop.attempts[-1]["status"] == "refused"
             reason = stop.detail if stop.outcome == REJECTED else (
@@ -203,9 +203,9 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         related = self.templates["related"].format(declarations=format_declarations(retrieved)) if retrieved else ""
         messages = prompts.concept_graph_messages(self.templates, row["informal"], related, self.graph.max_concepts,
                                                   self.graph.max_depth)
-        answer = await self.ask(row, row["id"], GRAPH_STAGE, self.role, messages, 1)
+        answer = await self.ask(row, row["id"], GRAPH_CALL, self.role, messages, 1)
         if answer.infra:
-            return fail_infra(row, GRAPH_STAGE, f"{answer.error_kind}: {answer.error}")
+            return fail_infra(row, GRAPH_CALL, f"{answer.error_kind}: {answer.error}")
         graph = read_concept_graph(extract_json(answer.text or "") if answer.ok else None, self.graph.max_concepts,
                                    self.graph.max_depth)
         if graph.refused is not None:
@@ -214,7 +214,7 @@ class GraphAutoformalizeOperator(AutoformalizeOperator):
         try:
             outcomes = await self.concepts(row, graph.concepts)
         except InfraFailure as failure:
-            return fail_infra(row, failure.stage, failure.detail)
+            return fail_infra(row, failure.call, failure.detail)
         row["concept_graph"] = graph_column(graph.concepts, outcomes)
         failed = [(name, outcome) for name, outcome in outcomes.items() if outcome.status == FAILED]
         if failed:

@@ -7,29 +7,29 @@ from collections.abc import Callable
 from typing import Any
 
 from operators.autoformalize.agent import (
+    AGENT_CALL,
     AGENT_ROLE,
-    AGENT_STAGE,
-    TRANSLATE_STAGE,
+    TRANSLATE_CALL,
     TRANSLATOR_ROLE,
     AgentAutoformalizeOperator,
     AgentSettings,
 )
 from operators.autoformalize.direct import (
-    DRAFT_STAGE,
+    DRAFT_CALL,
     STAGE,
-    THINK_STAGE,
+    THINK_CALL,
     AutoformalizeOperator,
     AutoformalizeSettings,
 )
 from operators.autoformalize.got import (
-    DEFINE_STAGE,
-    GRAPH_STAGE,
-    GROUND_STAGE,
+    DEFINE_CALL,
+    GRAPH_CALL,
+    GROUND_CALL,
     GraphAutoformalizeOperator,
     GraphSettings,
 )
-from operators.formalize import DIAGNOSE_STAGE, formalize_arguments
-from operators.formalize import STAGE as FORMALIZE_STAGE
+from operators.formalize import DIAGNOSE_CALL, formalize_arguments
+from operators.formalize import STAGE as FORMALIZE_CALL
 from operators.llm.answers import extract_code
 from operators.rows.formalizations import (
     AGENT,
@@ -79,9 +79,9 @@ DECLARATION = Stage(
     resources=f"{STAGE}.resources",
     checks_lean=True, takes=frozenset({PENDING}),
     gives=frozenset({COMPILED, NOT_COMPILABLE, REFUSED, BAD_INPUT, ERROR_INFRA}),
-    calls={THINK_STAGE: (ROLE,), DRAFT_STAGE: (ROLE,), FORMALIZE_STAGE: (ROLE,), DIAGNOSE_STAGE: ("diagnose",),
-           GRAPH_STAGE: (ROLE,), GROUND_STAGE: (ROLE,), DEFINE_STAGE: (ROLE,), AGENT_STAGE: (AGENT_ROLE,),
-           TRANSLATE_STAGE: (TRANSLATOR_ROLE,)},
+    calls={THINK_CALL: (ROLE,), DRAFT_CALL: (ROLE,), FORMALIZE_CALL: (ROLE,), DIAGNOSE_CALL: ("diagnose",),
+           GRAPH_CALL: (ROLE,), GROUND_CALL: (ROLE,), DEFINE_CALL: (ROLE,), AGENT_CALL: (AGENT_ROLE,),
+           TRANSLATE_CALL: (TRANSLATOR_ROLE,)},
     prompts=("system", "related", "think", "draft_plan", "draft", "retry", "informal", "formalize", "concept_graph",
              "ground", "define", "concept", "definitions", "no_known_definitions", "grounded", "agent", "translate",
              "tool_compile", "tool_search_declarations", "tool_check_term", "tool_translate", "tool_examples"),

@@ -1,4 +1,4 @@
-"""Whether each stage's `max_tokens` fits the context of the models that stage asks, given the contexts the
+"""Whether each call's `max_tokens` fits the context of the models that call asks, given the contexts the
 endpoints' model listings declare.
 
 The client's probe reads the listings before a job starts; this decides, from the settings alone, which budgets
@@ -39,33 +39,33 @@ def card_context(card: Any) -> tuple[int, str] | None:
     return None
 
 
-def stage_roles(settings: LLMSettings, label: str, call_roles: Mapping[str, Sequence[str]]) -> list[str]:
-    """The configured roles asked with the sampling of call label `label` (`call_roles`, from the stages'
-    declarations; every role for a label no stage declares)."""
-    return [role for role in call_roles.get(label, tuple(settings.roles)) if role in settings.roles]
+def roles_of_call(settings: LLMSettings, call: str, call_roles: Mapping[str, Sequence[str]]) -> list[str]:
+    """The configured roles asked with the sampling of call `call` (`call_roles`, from the stages'
+    declarations; every role for a call no stage declares)."""
+    return [role for role in call_roles.get(call, tuple(settings.roles)) if role in settings.roles]
 
 
 def unfit_budgets(settings: LLMSettings, contexts: Mapping[tuple[str, str], ModelContext],
                   call_roles: Mapping[str, Sequence[str]]) -> list[str]:
-    """One line per stage whose `max_tokens` cannot fit the context of a model that stage asks (`stage_roles`,
-    given the roles each call label is asked with), given the contexts the endpoints declared, keyed by
+    """One line per call whose `max_tokens` cannot fit the context of a model that call asks (`roles_of_call`,
+    given the roles each call is asked with), given the contexts the endpoints declared, keyed by
     (endpoint, model). A budget as large as the context leaves
     no token for the prompt, and vLLM refuses every such request (`400 max_tokens=... cannot be greater than
-    max_model_len=...`). A stage is held to the smallest declared context among its models; models whose listing
-    declares none are not checked. Every configured stage is checked, whether the job runs it or not: the settings
+    max_model_len=...`). A call is held to the smallest declared context among its models; models whose listing
+    declares none are not checked. Every configured call is checked, whether the job makes it or not: the settings
     do not say which stages a job runs, and a budget no model of its roles can hold is wrong in any job."""
     problems = []
-    for stage, sampling in settings.sampling.items():
+    for call, sampling in settings.sampling.items():
         if sampling.max_tokens is None:
             continue
-        bound = [settings.roles[role] for role in stage_roles(settings, stage, call_roles)]
+        bound = [settings.roles[role] for role in roles_of_call(settings, call, call_roles)]
         declared = [contexts[(role.endpoint, role.model)] for role in bound if (role.endpoint, role.model) in contexts]
         if not declared:
             continue
         smallest = min(declared, key=lambda context: context.tokens)
         if sampling.max_tokens >= smallest.tokens:
             problems.append(
-                f"llm.sampling.{stage}.max_tokens={sampling.max_tokens} cannot fit model {smallest.model}'s context "
+                f"llm.sampling.{call}.max_tokens={sampling.max_tokens} cannot fit model {smallest.model}'s context "
                 f"of {smallest.tokens} tokens ({smallest.field} at endpoint {smallest.endpoint}, {smallest.url}); "
                 f"lower it below {smallest.tokens}")
     return problems

@@ -2,7 +2,7 @@
 
 A killed run loses the rows that were in flight (a formalize loop five rounds deep, a judge halfway through its
 samples); started again, those rows are asked again from the start. With this cache (DESIGN §6, after datatrove's
-per-worker inference cache) every successful answer is stored under (candidate id, stage, attempt, sha256 of the
+per-worker inference cache) every successful answer is stored under (candidate id, call, attempt, sha256 of the
 payload: messages, model, sampling), and the resumed run's loop gets the same answers back without a request until
 it reaches the point where the killed run stopped. Failures are never stored: a resumed run asks again for them.
 
@@ -48,6 +48,7 @@ ANSWER_SUFFIX = ".json"
 # tens of milliseconds on the store per answer, which the default executor (a few threads per core) would queue.
 IO_THREADS = 32
 
+# The `stage` column holds the call (`CacheKey.call`): its first name, kept so a cache written before still answers.
 _SCHEMA = """CREATE TABLE IF NOT EXISTS answers (
     candidate_id TEXT NOT NULL,
     stage TEXT NOT NULL,
@@ -63,36 +64,36 @@ class CacheKey:
     """What identifies a call across runs: the row and the call it belongs to, and the exact payload sent."""
 
     candidate_id: str
-    stage: str
+    call: str
     attempt: int
     payload_sha256: str
 
     @classmethod
-    def of(cls, candidate_id: str, stage: str, attempt: int, payload: Mapping[str, Any]) -> CacheKey:
+    def of(cls, candidate_id: str, call: str, attempt: int, payload: Mapping[str, Any]) -> CacheKey:
         """The key of a call whose payload (messages, model, sampling) is `payload`, hashed in a canonical form."""
         canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return cls(candidate_id, stage, attempt, hashlib.sha256(canonical.encode()).hexdigest())
+        return cls(candidate_id, call, attempt, hashlib.sha256(canonical.encode()).hexdigest())
 
 
 def cache_key(request: LLMRequest) -> CacheKey:
-    """The request's key in the run's answer cache: its row, stage and attempt, and what decides the answer (the
+    """The request's key in the run's answer cache: its row, call and attempt, and what decides the answer (the
     messages, the model, the sampling) and who asked it (the role: two provers on one model draw their own)."""
     payload = {"messages": request.messages, "model": request.model, "sampling": asdict(request.sampling),
                "role": request.role}
     if request.tools:
         payload["tools"] = list(request.tools)
-    return CacheKey.of(request.candidate_id, request.stage, request.attempt, payload)
+    return CacheKey.of(request.candidate_id, request.call, request.attempt, payload)
 
 
 def answer_path(key: CacheKey) -> str:
-    """Where the answer under `key` lives in an object-store cache: `<stage>/<h[:2]>/<h>-<attempt>-<payload sha256>
+    """Where the answer under `key` lives in an object-store cache: `<call>/<h[:2]>/<h>-<attempt>-<payload sha256>
     .json`, `h` the sha256 of the candidate id. Candidate ids are hashed, not quoted, because they may hold '/', '%',
     spaces or non-ASCII text and be long: a hash gives every key the same short, S3-safe shape. Its first two hex
     digits spread a run's answers over 256 prefixes (S3 scales its request rate per prefix; a `file://` directory
-    stays small); the stage, a short name, stays readable (quoted all the same)."""
+    stays small); the call, a short name, stays readable (quoted all the same)."""
     candidate = hashlib.sha256(key.candidate_id.encode()).hexdigest()
     name = f"{candidate}-{key.attempt}-{key.payload_sha256}{ANSWER_SUFFIX}"
-    return "/".join((quote(key.stage, safe=""), candidate[:2], name))
+    return "/".join((quote(key.call, safe=""), candidate[:2], name))
 
 
 def cache_dir(run_uri: str, enabled: bool) -> str | None:
@@ -174,7 +175,7 @@ class RequestCache:
             try:
                 found = connection.execute(
                     "SELECT answer FROM answers WHERE candidate_id = ? AND stage = ? AND attempt = ? "
-                    "AND payload_sha256 = ?", (key.candidate_id, key.stage, key.attempt, key.payload_sha256),
+                    "AND payload_sha256 = ?", (key.candidate_id, key.call, key.attempt, key.payload_sha256),
                 ).fetchone()
             except sqlite3.OperationalError:  # a file whose writer died before creating the table
                 continue
@@ -190,7 +191,7 @@ class RequestCache:
         try:
             self._own.execute(
                 "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
-                (key.candidate_id, key.stage, key.attempt, key.payload_sha256, json.dumps(answer, ensure_ascii=False)),
+                (key.candidate_id, key.call, key.attempt, key.payload_sha256, json.dumps(answer, ensure_ascii=False)),
             )
         except (OSError, sqlite3.Error) as error:
             warn_once(self, "write", error)

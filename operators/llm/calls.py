@@ -21,7 +21,7 @@ CUT_FINISH_REASON = "length"
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters of one stage; None means "leave it to the endpoint"."""
+    """Sampling parameters of one call (`llm.sampling.<call>`); None means "leave it to the endpoint"."""
 
     temperature: float | None = None
     top_p: float | None = None
@@ -45,14 +45,14 @@ class Sampling:
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """One chat-completion call with what it is for (stage, candidate, attempt), so answers can be traced and
+    """One chat-completion call with what it is for (call, candidate, attempt), so answers can be traced and
     replayed."""
 
     messages: list[dict[str, Any]]
     model: str
     endpoint: str
     sampling: Sampling
-    stage: str
+    call: str
     candidate_id: str
     attempt: int = 1
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call (empty: plain chat)

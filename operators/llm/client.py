@@ -8,11 +8,11 @@ Retry-After; the number of requests in flight to an endpoint is bounded. API key
 only from the environment variables the config names and are never logged or stored.
 
 An endpoint that cannot be reached, refuses the key or lacks the model is not left to fail row after
-row: `probe_endpoints` checks every endpoint before a job starts (and every stage's `max_tokens` against the
+row: `probe_endpoints` checks every endpoint before a job starts (and every call's `max_tokens` against the
 context the endpoint's model card declares), and a client whose endpoint fails for such reasons
 `retry.max_consecutive_failures` times in a row raises `EndpointDown`, which fails the operator's block and so
-the job. A stage whose first `retry.max_identical_refusals` calls to a model are all refused with the same kind
-(a budget or a request the endpoint never accepts) raises `StageRefused`, an `EndpointDown`, the same way.
+the job. A call whose first `retry.max_identical_refusals` requests to a model are all refused with the same kind
+(a budget or a request the endpoint never accepts) raises `CallRefused`, an `EndpointDown`, the same way.
 Stored errors of that kind name the endpoint's URL.
 
 What it sends and gets back is `operators.llm.calls`, how calls fail `operators.llm.errors`, the config
@@ -42,9 +42,9 @@ from operators.llm.errors import (
     DOWN_KINDS,
     REFUSED_KINDS,
     RETRYABLE_KINDS,
+    CallRefused,
     EndpointDown,
     LLMConfigError,
-    StageRefused,
     classify_status,
 )
 from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
@@ -52,8 +52,8 @@ from operators.llm.settings import Endpoint, LLMSettings
 
 logger = logging.getLogger(__name__)
 
-# Headers that tell the sim server (and request logs) which stage, candidate and attempt a request is for.
-STAGE_HEADER = "X-Folklore-Stage"
+# Headers that tell the sim server (and request logs) which call, candidate and attempt a request is for.
+CALL_HEADER = "X-Folklore-Call"
 CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
 
@@ -88,7 +88,7 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
     if sampling.extra_body:
         kwargs["extra_body"] = dict(sampling.extra_body)
     kwargs["extra_headers"] = {
-        STAGE_HEADER: header_value(request.stage),
+        CALL_HEADER: header_value(request.call),
         CANDIDATE_HEADER: header_value(request.candidate_id),
         ATTEMPT_HEADER: str(request.attempt),
     }
@@ -133,7 +133,7 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float, call_roles: Mapping
     reasons of its own (reasoning models' minimum budgets). An endpoint that answers the listing with 404 or an
     empty list is not checked for model names, and one answering 429 or 5xx is left to the run's retries: only
     what retrying cannot fix is a problem here. Where the listing declares a model's context (vLLM and Ray Serve
-    LLM do), every stage's `max_tokens` must fit it (`unfit_budgets`, given the roles each call label is asked with).
+    LLM do), every call's `max_tokens` must fit it (`unfit_budgets`, given the roles each call is asked with).
     """
     problems: list[str] = []
     contexts: dict[tuple[str, str], ModelContext] = {}
@@ -217,11 +217,11 @@ class LLMClient:
         self.url = public_url(endpoint.base_url)
         self._failures_in_a_row = 0
         self._down: str | None = None  # EndpointDown's message once the endpoint is found down
-        # Per (stage, model) whose calls have only been refused so far: the refusals' kind and count. A pair leaves
+        # Per (call, model) whose requests have only been refused so far: the refusals' kind and count. A pair leaves
         # it for good when a call is answered or refused with another kind; a refused pair moves to `_refused`.
         self._refusals: dict[tuple[str, str], tuple[str, int]] = {}
         self._settled: set[tuple[str, str]] = set()
-        self._refused: dict[tuple[str, str], str] = {}  # StageRefused's message per refused (stage, model)
+        self._refused: dict[tuple[str, str], str] = {}  # CallRefused's message per refused (call, model)
         self._waiting = 0  # requests sleeping before a retry
         self._last_report = -math.inf
 
@@ -239,13 +239,13 @@ class LLMClient:
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`, except that
-        an endpoint found down raises `EndpointDown` (for this request and every later one), and a stage whose
-        first calls to the model were all refused alike raises `StageRefused` (for it and its later calls)."""
+        an endpoint found down raises `EndpointDown` (for this request and every later one), and a call whose
+        first requests to the model were all refused alike raises `CallRefused` (for it and its later calls)."""
         if not request.messages:
             return LLMResult(text=None, error_kind="empty_messages", error="request has no messages")
-        refused = self._refused.get((request.stage, request.model))
+        refused = self._refused.get((request.call, request.model))
         if refused is not None:
-            raise StageRefused(refused)
+            raise CallRefused(refused)
         result = await self._send(request)
         self._count_refusal(request, result)
         return result
@@ -291,7 +291,7 @@ class LLMClient:
                     text=None, latency_s=time.monotonic() - started, tries=attempt, error_kind=kind, error=stored
                 )
             delay = backoff_delay(attempt, self.retry, retry_after, self._rng.random())
-            logger.debug("%s %s: %s, retry %d in %.2fs", self.endpoint.name, request.stage, kind, attempt, delay)
+            logger.debug("%s %s: %s, retry %d in %.2fs", self.endpoint.name, request.call, kind, attempt, delay)
             self._waiting += 1
             self._report_waiting(kind, message)
             try:
@@ -315,11 +315,11 @@ class LLMClient:
             raise EndpointDown(self._down)
 
     def _count_refusal(self, request: LLMRequest, result: LLMResult) -> None:
-        """Count an outcome of `request`'s (stage, model): the `max_identical_refusals`-th refusal of one kind with
-        no other outcome before it refuses the stage and raises `StageRefused`. An answer, or a refusal of another
+        """Count an outcome of `request`'s (call, model): the `max_identical_refusals`-th refusal of one kind with
+        no other outcome before it refuses the call and raises `CallRefused`. An answer, or a refusal of another
         kind, shows the requests can succeed or differ by row (one seed too long for the context), and ends the
         count for this client; failures outside `REFUSED_KINDS` (those retries or a resume may fix) do not count."""
-        pair = (request.stage, request.model)
+        pair = (request.call, request.model)
         if pair in self._settled or (result.error_kind is not None and result.error_kind not in REFUSED_KINDS):
             return
         kind, count = self._refusals.get(pair, (result.error_kind, 0))
@@ -333,10 +333,10 @@ class LLMClient:
         if pair not in self._refused:
             last = " ".join((result.error or "").split())
             self._refused[pair] = (
-                f"llm stage {request.stage} cannot use model {request.model} at endpoint {self.endpoint.name} "
+                f"llm call {request.call} cannot use model {request.model} at endpoint {self.endpoint.name} "
                 f"({self.url}): its first {count + 1} calls were all refused with {kind} and none was answered "
                 f"(llm.retry.max_identical_refusals), the last: {last}")
-        raise StageRefused(self._refused[pair])
+        raise CallRefused(self._refused[pair])
 
     def _report_waiting(self, kind: str, message: str) -> None:
         """One warning line per `report_every_s` while requests wait to retry, so a struggling endpoint shows."""

@@ -19,11 +19,11 @@ OPERATOR_ERROR = "operator_error"
 # Kinds that say the endpoint itself is unusable (unreachable, key refused, model or route missing), whatever the
 # request: `retry.max_consecutive_failures` of them in a row stop the job instead of failing every row.
 DOWN_KINDS = frozenset({"connection", "auth", "not_found"})
-# Kinds an endpoint answers a request with after it was sent, that a retry would get again: when a stage's first
-# `retry.max_identical_refusals` calls to a model all end with one of them, the same one, the stage is refused.
+# Kinds an endpoint answers a request with after it was sent, that a retry would get again: when a call's first
+# `retry.max_identical_refusals` requests to a model all end with one of them, the same one, the call is refused.
 REFUSED_KINDS = frozenset({"context_too_long", "bad_request", "empty_response", "auth", "not_found"})
 
-# How an `EndpointDown` (or its `StageRefused`) reads inside the text of whatever exception Ray raises on the driver.
+# How an `EndpointDown` (or its `CallRefused`) reads inside the text of whatever exception Ray raises on the driver.
 _STOPPING_LINE = "{name}: (.+)"
 
 
@@ -38,21 +38,21 @@ class EndpointDown(RuntimeError):
     Its str is one line naming the endpoint, its URL, the model and the last error."""
 
 
-class StageRefused(EndpointDown):
-    """A stage's first calls to a model were all refused the same way (`retry.max_identical_refusals`), none
+class CallRefused(EndpointDown):
+    """A call's first requests to a model were all refused the same way (`retry.max_identical_refusals`), none
     answered: its budget or its requests do not suit the endpoint, and every later row would fail alike. It stops
-    the job as `EndpointDown` does; its str is one line naming the stage, model, endpoint, URL and last error."""
+    the job as `EndpointDown` does; its str is one line naming the call, model, endpoint, URL and last error."""
 
 
 def endpoint_down_message(exc: BaseException) -> str | None:
-    """The one-line message of the `EndpointDown` (a `StageRefused` included) behind `exc`, or None."""
-    return _stopping_message(exc, EndpointDown) or _stopping_message(exc, StageRefused)
+    """The one-line message of the `EndpointDown` (a `CallRefused` included) behind `exc`, or None."""
+    return _stopping_message(exc, EndpointDown) or _stopping_message(exc, CallRefused)
 
 
-def stage_refused_message(exc: BaseException) -> str | None:
-    """The one-line message of the `StageRefused` behind `exc`, or None: a stop that running again as it is would
+def call_refused_message(exc: BaseException) -> str | None:
+    """The one-line message of the `CallRefused` behind `exc`, or None: a stop that running again as it is would
     meet again, unlike an endpoint that was down."""
-    return _stopping_message(exc, StageRefused)
+    return _stopping_message(exc, CallRefused)
 
 
 def _stopping_message(exc: BaseException, kind: type[EndpointDown]) -> str | None:

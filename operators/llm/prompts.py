@@ -1,4 +1,4 @@
-"""Chat messages for every LLM stage of the mining pipeline, rendered from templates kept in config.
+"""Chat messages for every LLM call of the mining pipeline, rendered from templates kept in config.
 
 The wording lives in `conf/mine.yaml` (`prompts:`) so it can be changed per run without code; this
 module only fills the templates. Code shown to a model always sits in a fenced `lean` block, and the

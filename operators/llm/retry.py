@@ -21,7 +21,7 @@ class RetryPolicy:
     backoff_max_s: float
     max_retry_after_s: float
     max_consecutive_failures: int  # tries in a row failing with a DOWN_KINDS error before EndpointDown
-    # a stage's first calls to a model all refused with one REFUSED_KINDS kind: StageRefused
+    # a call's first requests to a model all refused with one REFUSED_KINDS kind: CallRefused
     max_identical_refusals: int
     report_every_s: float  # at most one "retrying" warning per endpoint client per this many seconds
 

@@ -1,4 +1,4 @@
-"""The `llm` config validated into `LLMSettings`: endpoints, role -> model, per-stage sampling, retries.
+"""The `llm` config validated into `LLMSettings`: endpoints, role -> model, per-call sampling, retries.
 
 Read once per job and handed to every LLM operator; a config that cannot work is an `LLMConfigError` naming what is
 wrong, before any request is sent.
@@ -48,7 +48,7 @@ class ModelRole:
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """The whole `llm` config, validated: endpoints, role -> model, per-stage sampling, retries."""
+    """The whole `llm` config, validated: endpoints, role -> model, per-call sampling, retries."""
 
     backend: str
     simulated: bool
@@ -59,21 +59,21 @@ class LLMSettings:
     retry: RetryPolicy
 
     def request(
-        self, role: str, stage: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
+        self, role: str, call: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
         tools: Sequence[dict[str, Any]] = (),
     ) -> LLMRequest:
-        """A request for `role`'s model with `stage`'s sampling, offering `tools` when given."""
+        """A request for `role`'s model with `call`'s sampling, offering `tools` when given."""
         if role not in self.roles:
             raise LLMConfigError(f"no model for role {role!r}; configured roles: {sorted(self.roles)}")
-        if stage not in self.sampling:
-            raise LLMConfigError(f"no sampling for stage {stage!r}; configured stages: {sorted(self.sampling)}")
+        if call not in self.sampling:
+            raise LLMConfigError(f"no sampling for call {call!r}; configured calls: {sorted(self.sampling)}")
         bound = self.roles[role]
         return LLMRequest(
             messages=list(messages),
             model=bound.model,
             endpoint=bound.endpoint,
-            sampling=self.sampling[stage],
-            stage=stage,
+            sampling=self.sampling[call],
+            call=call,
             candidate_id=candidate_id,
             attempt=attempt,
             tools=tuple(tools),
@@ -87,13 +87,13 @@ class LLMSettings:
         return replace(self, endpoints=endpoints)
 
     def provenance(self) -> dict[str, Any]:
-        """Model names and sampling per stage for the rows' provenance; no URLs with credentials, no keys."""
+        """Model names and sampling per call for the rows' provenance; no URLs with credentials, no keys."""
         return {
             "llm_backend": self.backend,
             "llm_simulated": self.simulated,
             "models": {role: bound.model for role, bound in self.roles.items()},
-            "sampling": {stage: {k: v for k, v in asdict(s).items() if v is not None}
-                         for stage, s in self.sampling.items()},
+            "sampling": {call: {k: v for k, v in asdict(s).items() if v is not None}
+                         for call, s in self.sampling.items()},
         }
 
 
@@ -124,6 +124,6 @@ def settings_from_config(cfg: Any) -> LLMSettings:
         endpoints=endpoints,
         roles=roles,
         provers=provers,
-        sampling={stage: Sampling.from_mapping(values or {}) for stage, values in cfg["sampling"].items()},
+        sampling={call: Sampling.from_mapping(values or {}) for call, values in cfg["sampling"].items()},
         retry=RetryPolicy(**cfg["retry"]),
     )

@@ -1,4 +1,4 @@
-"""What a job's LLM calls cost, per stage: the totals each operator counts, the ledger actor that sums them over
+"""What a job's LLM calls cost, per call: the totals each operator counts, the ledger actor that sums them over
 actors, and the end-of-job report.
 
 A module of its own because the job's closing block and the reports read the totals too, and never send a call.
@@ -14,8 +14,8 @@ from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 
 
 @dataclass
-class StageUsage:
-    """Totals of one stage's LLM calls: results by kind, answers cut at their `max_tokens` (`cut`), tries, tokens,
+class CallUsage:
+    """Totals of one call's LLM requests: results by kind, answers cut at their `max_tokens` (`cut`), tries, tokens,
     latency; answers replayed from the run's cache are counted apart (`cached`), since no request was sent for
     them."""
 
@@ -44,7 +44,7 @@ class StageUsage:
         if result.error_kind is not None:
             self.errors[result.error_kind] = self.errors.get(result.error_kind, 0) + 1
 
-    def merge(self, other: StageUsage) -> None:
+    def merge(self, other: CallUsage) -> None:
         """Add another total into this one."""
         self.calls += other.calls
         self.ok += other.ok
@@ -58,33 +58,33 @@ class StageUsage:
             self.errors[kind] = self.errors.get(kind, 0) + count
 
 
-def usage_report(totals: Mapping[str, StageUsage]) -> str:
-    """One line per stage for the end-of-job log: calls, answers cut at their `max_tokens`, answers replayed from the
+def usage_report(totals: Mapping[str, CallUsage]) -> str:
+    """One line per call for the end-of-job log: calls, answers cut at their `max_tokens`, answers replayed from the
     cache, failures by kind, tokens, mean latency."""
     lines = []
-    for stage in sorted(totals):
-        u = totals[stage]
+    for call in sorted(totals):
+        u = totals[call]
         mean = u.latency_s / u.calls if u.calls else 0.0
         errors = ", ".join(f"{k}={v}" for k, v in sorted(u.errors.items())) or "none"
         lines.append(
-            f"llm {stage}: calls={u.calls} ok={u.ok} cut={u.cut} cached={u.cached} tries={u.tries} errors[{errors}] "
+            f"llm {call}: calls={u.calls} ok={u.ok} cut={u.cut} cached={u.cached} tries={u.tries} errors[{errors}] "
             f"prompt_tokens={u.prompt_tokens} completion_tokens={u.completion_tokens} mean_latency_s={mean:.3f}"
         )
     return "\n".join(lines)
 
 
 class UsageLedger:
-    """Ray actor body that sums the per-stage usage every LLM operator actor reports after each batch."""
+    """Ray actor body that sums the per-call usage every LLM operator actor reports after each batch."""
 
     def __init__(self) -> None:
-        self._totals: dict[str, StageUsage] = {}
+        self._totals: dict[str, CallUsage] = {}
 
-    def add(self, delta: Mapping[str, StageUsage]) -> None:
+    def add(self, delta: Mapping[str, CallUsage]) -> None:
         """Merge one batch's usage."""
-        for stage, usage in delta.items():
-            self._totals.setdefault(stage, StageUsage()).merge(usage)
+        for call, usage in delta.items():
+            self._totals.setdefault(call, CallUsage()).merge(usage)
 
-    def totals(self) -> dict[str, StageUsage]:
+    def totals(self) -> dict[str, CallUsage]:
         """Everything reported so far."""
         return self._totals
 

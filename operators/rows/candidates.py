@@ -109,7 +109,7 @@ class Proof(TypedDict):
 
 LLM_CALL = pa.struct(
     [
-        ("stage", pa.string()),
+        ("stage", pa.string()),  # the call (`llm.sampling.<call>`); the column keeps its first name, for old runs
         ("model", pa.string()),
         ("attempt", pa.int32()),
         ("prompt_tokens", pa.int64()),
@@ -122,7 +122,7 @@ LLM_CALL = pa.struct(
 
 
 class LLMCall(TypedDict):
-    stage: str
+    stage: str  # the call, under the column's name
     model: str | None
     attempt: int
     prompt_tokens: int
@@ -410,10 +410,10 @@ def fail_infra(row: dict[str, Any], stage: str, detail: str) -> dict[str, Any]:
     return row
 
 
-def llm_call_entry(stage: str, attempt: int, result: LLMResult) -> LLMCall:
+def llm_call_entry(call: str, attempt: int, result: LLMResult) -> LLMCall:
     """One LLM call (an `operators.llm.calls.LLMResult`) as an entry of the `llm_calls` column."""
     return {
-        "stage": stage,
+        "stage": call,
         "model": result.model,
         "attempt": attempt,
         "prompt_tokens": result.prompt_tokens,
@@ -424,9 +424,9 @@ def llm_call_entry(stage: str, attempt: int, result: LLMResult) -> LLMCall:
     }
 
 
-def record_llm_call(row: dict[str, Any], stage: str, attempt: int, result: LLMResult) -> None:
+def record_llm_call(row: dict[str, Any], call: str, attempt: int, result: LLMResult) -> None:
     """Add one LLM call to the row's usage columns."""
-    row["llm_calls"] = [*row["llm_calls"], llm_call_entry(stage, attempt, result)]
+    row["llm_calls"] = [*row["llm_calls"], llm_call_entry(call, attempt, result)]
     row["prompt_tokens"] += result.prompt_tokens
     row["completion_tokens"] += result.completion_tokens
 

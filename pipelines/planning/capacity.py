@@ -292,8 +292,8 @@ def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
     attempts = shape.provers * min(float(assumed["proof_attempts_per_statement"]), shape.prove_max_repairs + 1)
     row_shares, proved_rows = stated_funnel(assumed, shape)
     method = {discover.STAGE: 1.0, judge.STAGE: float(shape.judge_samples), formalize.STAGE: repairs,
-              formalize.DIAGNOSE_STAGE: repairs if shape.diagnose else 0.0,
-              faithfulness.DECOMPOSE_STAGE: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
+              formalize.DIAGNOSE_CALL: repairs if shape.diagnose else 0.0,
+              faithfulness.DECOMPOSE_CALL: 1.0, faithfulness.STAGE: 1.0, prove.STAGE: attempts}
     per_row = {label: method.get(label, 1.0) for label in shape.row_stage_of_call}
     llm = assumed["llm"]
     stated = {label: llm[label] if label in llm else llm["other"] for label in per_row}
@@ -302,7 +302,7 @@ def stated_costs(assumed: Mapping[str, Any], shape: MiningShape) -> Costs:
     longest_attempts = shape.prove_max_repairs + 1
     path_calls = (shape.judge_samples * latency.get(judge.STAGE, 0.0)
                   + shape.formalize_max_repairs * (latency.get(formalize.STAGE, 0.0)
-                                                   + (latency.get(formalize.DIAGNOSE_STAGE, 0.0) if shape.diagnose
+                                                   + (latency.get(formalize.DIAGNOSE_CALL, 0.0) if shape.diagnose
                                                       else 0.0))
                   + longest_attempts * latency.get(prove.STAGE, 0.0))
     checks = {formalize.STAGE: 1.0 + repairs, trivial.STAGE: 1.0, prove.STAGE: attempts}

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from operators.discover import NO_ANSWER
-from operators.llm.usage import StageUsage
+from operators.llm.usage import CallUsage
 from operators.rows.candidates import ERROR_INFRA, STATUSES
 from operators.rows.seeds import OK
 from operators.split import DISCOVERED
@@ -143,17 +143,17 @@ def report_hint(run_dir: str) -> str:
     return f"full report: folklore report run_dir={run_dir}"
 
 
-def llm_cost_line(calls_by_stage: Mapping[str, int], usage: Mapping[str, StageUsage]) -> str:
-    """LLM calls of the whole run per stage (from the written rows), then what this start asked of the endpoints
+def llm_cost_line(counts: Mapping[str, int], usage: Mapping[str, CallUsage]) -> str:
+    """LLM calls of the whole run, counted per call (from the written rows), then what this start asked of the endpoints
     (from the usage ledger): calls, failures after retries, answers replayed from the run's cache."""
-    per_stage = ", ".join(f"{stage} {count}" for stage, count in calls_by_stage.items() if count)
+    per_call = ", ".join(f"{call} {count}" for call, count in counts.items() if count)
     started = sum(u.calls for u in usage.values())
     failed = sum(u.calls - u.ok for u in usage.values())
-    cached = {stage: u.cached for stage, u in usage.items() if u.cached}
+    cached = {call: u.cached for call, u in usage.items() if u.cached}
     from_cache = f"{sum(cached.values())} answered from the run's cache"
     if cached:
-        from_cache += ": " + ", ".join(f"{stage} {count}" for stage, count in sorted(cached.items()))
-    whole = f"llm calls: {sum(calls_by_stage.values())}" + (f" ({per_stage})" if per_stage else "")
+        from_cache += ": " + ", ".join(f"{call} {count}" for call, count in sorted(cached.items()))
+    whole = f"llm calls: {sum(counts.values())}" + (f" ({per_call})" if per_call else "")
     return f"{whole}; this start: {started} ({failed} failed, {from_cache})"
 
 
@@ -170,7 +170,7 @@ def status_totals(counts: Mapping[str, int], order: Sequence[str]) -> dict[str, 
 @dataclass
 class WrittenCost:
     """What written rows cost, from their own records, added up table by table (so a run's table can be read file by
-    file): LLM calls per stage (every table with `llm_calls`), Lean checks (`lean_checks`) and, where rows keep
+    file): LLM calls per call (every table with `llm_calls`), Lean checks (`lean_checks`) and, where rows keep
     accepted proofs, how many of those checks were replays (None where none does)."""
 
     calls: dict[str, int] = field(default_factory=dict)
@@ -181,9 +181,9 @@ class WrittenCost:
         """Add what the rows of `table` record."""
         frame = stats.frame_of(table)
         if "llm_calls" in frame.columns:
-            stages = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
-            for stage, count in stages.group_by("stage", maintain_order=True).len().iter_rows():
-                self.calls[stage] = self.calls.get(stage, 0) + count
+            calls = frame.select(pl.col("llm_calls").explode().struct.field("stage")).drop_nulls()
+            for call, count in calls.group_by("stage", maintain_order=True).len().iter_rows():
+                self.calls[call] = self.calls.get(call, 0) + count
         if "lean_checks" in frame.columns:
             self.checks += int(frame["lean_checks"].fill_null(0).sum())
         if "proofs" in frame.columns:

@@ -3,7 +3,7 @@
 Each job composes `conf/<job>.yaml` with the command line (`conf.compose_config`) and runs through `run_job`,
 so every job answers a mistake the same way: one `error:` line and exit 2 for anything that stops it from
 starting (a config typo, a missing path or key), exit 3 when an LLM endpoint goes down mid-run or refuses a stage's
-calls alike (`StageRefused`), exit 4 when the run's storage refuses a write (`StorageFull`), exit 130 and one line on
+calls alike (`CallRefused`), exit 4 when the run's storage refuses a write (`StorageFull`), exit 130 and one line on
 Ctrl-C (0 when the work was already written).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from conf import compose_config
 from lean_pool.command_line import INTERRUPTED, RESUMES, SETUP_FAILED, SetupError, WorkWritten, run_command
-from operators.llm.errors import endpoint_down_message, stage_refused_message
+from operators.llm.errors import call_refused_message, endpoint_down_message
 from operators.storage import StorageError, StorageFull
 
 __all__ = ["INTERRUPTED", "SETUP_FAILED", "SetupError", "WorkWritten", "compose_config", "run_job"]
@@ -27,7 +27,7 @@ STORAGE_REFUSED = 4
 def endpoint_down(error: Exception) -> tuple[str, int] | None:
     """The line and status of an LLM endpoint that went down mid-run or refused a stage (None for any other error).
     A refused stage would be refused again as configured, so its line says what to change instead of "run again"."""
-    refused = stage_refused_message(error)
+    refused = call_refused_message(error)
     if refused is not None:
         return (f"{refused}; rows in flight were not written: change what the endpoint refuses (the stage's "
                 "llm.sampling, the role's model) and start again", ENDPOINT_DOWN)

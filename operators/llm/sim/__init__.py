@@ -2,7 +2,7 @@
 
 It is a real HTTP server (the stdlib's threading `http.server`, HTTP/1.1 keep-alive) so the
 client, retries, timeouts and Ray Data operators run exactly as they would against vLLM or a
-paid API. Its "model" decides nothing: answers are scripted per stage (discover, judge,
+paid API. Its "model" decides nothing: answers are scripted per call (discover, judge,
 formalize, prove; think, draft, diagnose, decompose, faithfulness for autoformalize; concept_graph, ground,
 define for its concept graph mode; translate, and tool calls for a request that offers tools, for its agent mode)
 and are a deterministic function of the request content and the sim seed.

@@ -1,4 +1,4 @@
-"""What the sim answers: each stage's scripted reply, a deterministic function of the request and the sim seed.
+"""What the sim answers: each call's scripted reply, a deterministic function of the request and the sim seed.
 
 Pure text in, text out, kept from the server so tests check the scripts without HTTP and the server is only about
 the wire.
@@ -42,9 +42,9 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
 
 @dataclass(frozen=True)
 class RequestMeta:
-    """What the client says about a request beyond the OpenAI body: which stage, candidate, attempt."""
+    """What the client says about a request beyond the OpenAI body: which call, candidate, attempt."""
 
-    stage: str
+    call: str
     candidate_id: str
     attempt: int
 
@@ -60,7 +60,7 @@ def message_text(message: Mapping[str, Any]) -> str:
 
 
 def last_user_text(messages: list[Mapping[str, Any]]) -> str:
-    """The last user message: where every stage's prompt puts the material to work on."""
+    """The last user message: where every call's prompt puts the material to work on."""
     for message in reversed(messages):
         if message.get("role") == "user":
             return message_text(message)
@@ -79,7 +79,7 @@ def prompt_tokens(messages: list[Mapping[str, Any]], chars_per_token: float) -> 
 
 def request_digest(body: Mapping[str, Any], meta: RequestMeta) -> str:
     """A stable fingerprint of a request: identical retries share it, any change of content does not."""
-    canonical = json.dumps([body, meta.stage, meta.candidate_id, meta.attempt], sort_keys=True, ensure_ascii=False)
+    canonical = json.dumps([body, meta.call, meta.candidate_id, meta.attempt], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -229,7 +229,7 @@ def diagnose_reply(attempt: int) -> str:
 
 
 def decompose_reply(informal: str) -> str:
-    """The informal statement's parts as the decompose stage answers them: its last sentence is the conclusion,
+    """The informal statement's parts as the decompose call answers them: its last sentence is the conclusion,
     every sentence before it an assumption."""
     sentences = statement_sentences(informal)
     parts = {"assumptions": sentences[:-1], "conclusions": sentences[-1:]}
@@ -349,41 +349,41 @@ def scripted_reply(
     seed = sim["seed"]
     prompt = last_user_text(messages)
     subject = meta.candidate_id or digest
-    if meta.stage == "discover":
+    if meta.call == "discover":
         return discover_reply(prompt, f"{unit(seed, digest):.17f}"[2:], script["discover"], script["error_mark"])
-    if meta.stage == "judge":
+    if meta.call == "judge":
         return judge_reply(last_lean_block(prompt), unit(seed, model, "judge", subject), script["judge"])
-    if meta.stage == "formalize":
+    if meta.call == "formalize":
         k = success_attempt(script["formalize"]["fixed_at_attempt"], unit(seed, model, "formalize", subject))
         fixed = k is not None and meta.attempt >= k
         return formalize_reply(last_lean_block(prompt), fixed, script["formalize"], script["error_mark"])
-    if meta.stage == "prove":
+    if meta.call == "prove":
         k = success_attempt(script["prove"]["proved_at_attempt"], unit(seed, model, "prove", subject))
         proved = k is not None and meta.attempt >= k
         statements = script["discover"]["statements"]
         sketch = statements[int(unit(seed, model, "sketch", subject, meta.attempt) * len(statements))] \
             if script["prove"]["sketch_cue"] in prompt else None
         return prove_reply(last_lean_block(prompt), proved, script["prove"], sketch)
-    if meta.stage == "think":
+    if meta.call == "think":
         return think_reply(last_block(prompt, "text"))
-    if meta.stage in ("draft", "translate"):
+    if meta.call in ("draft", "translate"):
         draws = unit(seed, model, "draft", subject), unit(seed, model, "draft", subject, "broken")
         return draft_reply(last_block(prompt, "text"), theorem_name(meta.candidate_id), *draws, script)
-    if meta.stage == "diagnose":
+    if meta.call == "diagnose":
         return diagnose_reply(meta.attempt)
-    if meta.stage == "concept_graph":
+    if meta.call == "concept_graph":
         return concept_graph_reply(last_block(prompt, "text"), last_lean_block(prompt),
                                    f"{theorem_name(meta.candidate_id)}_notion", script["concept_graph"])
-    if meta.stage == "ground":
+    if meta.call == "ground":
         return ground_reply(last_lean_block(prompt), unit(seed, model, "ground", subject, digest),
                             script["concept_graph"])
-    if meta.stage == "define":
+    if meta.call == "define":
         return define_reply(last_block(prompt, "json"), unit(seed, model, "define", subject, digest), script)
-    if meta.stage == "name":
+    if meta.call == "name":
         return name_reply(last_lean_block(prompt))
-    if meta.stage == "decompose":
+    if meta.call == "decompose":
         return decompose_reply(last_block(prompt, "text"))
-    if meta.stage == "faithfulness":
+    if meta.call == "faithfulness":
         key = (seed, model, "faithfulness", subject)
         return faithfulness_reply(last_block(prompt, "json"), key, script["faithfulness"])
     return f"Simulated answer {digest[:16]}.\n"

@@ -21,15 +21,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from lean_pool.busy_log import append_busy_span
-from operators.llm.client import ATTEMPT_HEADER, CANDIDATE_HEADER, STAGE_HEADER, read_header_value
+from operators.llm.client import ATTEMPT_HEADER, CALL_HEADER, CANDIDATE_HEADER, read_header_value
 from operators.llm.sim.faults import injected_fault, latency_s
 from operators.llm.sim.scripts import RequestMeta, completion_body, last_user_text, prompt_tokens, request_digest
 
 
 def append_prompt(path: str, meta: RequestMeta, prompt: str) -> None:
-    """Append one request's stage, candidate, attempt and last user message to the JSON-lines log at `path`, in one
+    """Append one request's call, candidate, attempt and last user message to the JSON-lines log at `path`, in one
     write (several server threads share the file)."""
-    line = json.dumps({"stage": meta.stage, "candidate_id": meta.candidate_id, "attempt": meta.attempt,
+    line = json.dumps({"call": meta.call, "candidate_id": meta.candidate_id, "attempt": meta.attempt,
                        "prompt": prompt}) + "\n"
     with open(path, "a", encoding="utf-8") as log:
         log.write(line)
@@ -65,7 +65,7 @@ def context_error(prompt: int, completion: int, limit: int) -> dict[str, Any]:
 
 
 class SimStats:
-    """What the server saw: requests per stage, status codes, in-flight peaks and time-weighted mean."""
+    """What the server saw: requests per call, status codes, in-flight peaks and time-weighted mean."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -74,8 +74,8 @@ class SimStats:
     def reset(self) -> None:
         """Forget everything seen so far (the delivery counts of retries included)."""
         with self._lock:
-            self.received_by_stage: Counter[str] = Counter()
-            self.answered_by_stage: Counter[str] = Counter()
+            self.received_by_call: Counter[str] = Counter()
+            self.answered_by_call: Counter[str] = Counter()
             self.status_counts: Counter[int] = Counter()
             self.deliveries: Counter[str] = Counter()
             self.in_flight = 0
@@ -91,7 +91,7 @@ class SimStats:
             self._busy_integral += self.in_flight * (now - self._last_change)
         self._last_change = now
 
-    def arrive(self, stage: str, digest: str) -> int:
+    def arrive(self, call: str, digest: str) -> int:
         """Count an arriving request; returns how many times this exact request has now arrived."""
         with self._lock:
             now = time.monotonic()
@@ -100,11 +100,11 @@ class SimStats:
                 self._first_arrival = now
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.received_by_stage[stage] += 1
+            self.received_by_call[call] += 1
             self.deliveries[digest] += 1
             return self.deliveries[digest]
 
-    def depart(self, stage: str, status: int | None) -> None:
+    def depart(self, call: str, status: int | None) -> None:
         """Count a request leaving, answered with `status` (None: dropped without an answer)."""
         with self._lock:
             self._advance(time.monotonic())
@@ -112,7 +112,7 @@ class SimStats:
             if status is not None:
                 self.status_counts[status] += 1
             if status == 200:
-                self.answered_by_stage[stage] += 1
+                self.answered_by_call[call] += 1
 
     def serve(self, delta: int) -> None:
         """Track requests holding one of the capacity slots."""
@@ -125,10 +125,10 @@ class SimStats:
         with self._lock:
             window = (self._last_change or 0.0) - (self._first_arrival or 0.0)
             return {
-                "received_by_stage": dict(self.received_by_stage),
-                "answered_by_stage": dict(self.answered_by_stage),
+                "received_by_call": dict(self.received_by_call),
+                "answered_by_call": dict(self.answered_by_call),
                 "status_counts": {str(k): v for k, v in self.status_counts.items()},
-                "requests": sum(self.received_by_stage.values()),
+                "requests": sum(self.received_by_call.values()),
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
                 "max_in_service": self.max_in_service,
@@ -199,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _meta(self) -> RequestMeta:
         attempt = self.headers.get(ATTEMPT_HEADER, "1")
         return RequestMeta(
-            stage=read_header_value(self.headers.get(STAGE_HEADER, "")),
+            call=read_header_value(self.headers.get(CALL_HEADER, "")),
             candidate_id=read_header_value(self.headers.get(CANDIDATE_HEADER, "")),
             attempt=int(attempt) if attempt.isdigit() else 1,
         )
@@ -213,13 +213,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         meta = self._meta()
         digest = request_digest(body, meta)
-        delivery = self.server.stats.arrive(meta.stage, digest)
+        delivery = self.server.stats.arrive(meta.call, digest)
         response: Response | None = None
         try:
             response = self._answer(body, meta, digest, delivery, sim)
         finally:
             # Counted before the answer goes out, so a client that reads the stats after its answer finds it there.
-            self.server.stats.depart(meta.stage, None if response is None else response.status)
+            self.server.stats.depart(meta.call, None if response is None else response.status)
         if response is not None:
             self._send_json(response.status, response.payload, response.headers)
 
@@ -259,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stats.serve(1)
             started = time.time()
             try:
-                self.server.stopping.wait(latency_s(digest, meta.stage, sim))
+                self.server.stopping.wait(latency_s(digest, meta.call, sim))
             finally:
                 self.server.stats.serve(-1)
             if sim["busy_log"] is not None:
