@@ -351,6 +351,9 @@ def compose_config(name: str, overrides: Sequence[str], complete: bool = True) -
     if not OmegaConf.has_resolver("package_dir"):
         OmegaConf.register_new_resolver("package_dir", package_dir)
     job = schema.JOBS[name]
+    for flag in (override for override in overrides if override.startswith("-")):
+        raise ConfigError(f"{flag}: the job takes KEY=VALUE; `folklore {name} --help` lists its keys and "
+                          f"`folklore {name} --cfg` prints its config")
     given, overrides = overrides, [quoted_for_hydra(override) for override in overrides]
     try:
         with initialize_config_module(config_module="conf", version_base=None):

@@ -69,14 +69,15 @@ class UnreadableFile(Exception):
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Separate paths from Hydra overrides (`key=value`, `+key=value`, `~key`): every argument after `--` is a path,
-    and before it so is one naming an existing file or directory (`x=1.lean`), whatever it looks like."""
+    """Separate paths from Hydra overrides (`key=value`, `+key=value`, `~key`; a flag too, which the config refuses
+    in one line): every argument after `--` is a path, and before it so is one naming an existing file or directory
+    (`x=1.lean`), whatever it looks like."""
     paths: list[str] = []
     overrides: list[str] = []
     for position, arg in enumerate(argv):
         if arg == END_OF_OVERRIDES:
             return [*paths, *argv[position + 1 :]], overrides
-        looks_like_override = "=" in arg or arg.startswith("~")
+        looks_like_override = "=" in arg or arg.startswith(("~", "-"))
         (overrides if looks_like_override and not os.path.lexists(arg) else paths).append(arg)
     return paths, overrides
 
