@@ -3,8 +3,9 @@
 `folklore` (or `folklore --help`) lists the jobs, one line each; `folklore JOB --help` prints a job's purpose, usage,
 config groups and keys with their defaults and help, and `folklore JOB --cfg` its composed config (`conf.usage`),
 both without importing the job. A job's module is imported only once it is chosen (`importlib`), so listing the jobs
-starts nothing and no entry point imports another; its `main(ARGS)` runs, and its exit status is the command's. A stop while the job's module is imported is held for the job (`hold_stops`). Nothing
-imports this module: it is the console script `pyproject.toml` installs.
+starts nothing and no entry point imports another; its `main(ARGS)` runs, and its exit status is the command's. A stop
+while the job's module is imported is held for the job (`hold_stops`). Nothing imports this module: it is the console
+script `pyproject.toml` installs.
 """
 
 from __future__ import annotations
