@@ -9,7 +9,7 @@ arguments: the typed settings of its config block and what it works with (the Le
 and `reason` (`operators.rows.candidates`), the others pass untouched. A row that fails is marked on the row
 (`error_infra`, so a resumed run asks again), never a failed block; only `EndpointDown` fails the block, and so
 stops the job. Each stage is declared once beside its operator (`operators/stage.py`), a job runs those its
-`pipeline:` lists (`operators/stages.py`), and `pipelines/runtime/wiring.py` wires them into a plan.
+`pipeline:` lists (`operators/pipeline.py`), and `pipelines/runtime/wiring.py` wires them into a plan.
 
 `LLMOperator` is that base for the stages that call LLMs: an async callable class for `map_batches` with
 `ActorPoolStrategy(max_concurrent_calls_per_actor=...)`, so one actor keeps hundreds of requests in flight. A row's

@@ -1,7 +1,7 @@
 """`python -m pipelines.mine [overrides]`: mine seed files for missing lemmas into Parquet tables.
 
 Resumable, streaming waves (each one Ray Data plan) of `ray.seeds_per_wave` seeds, up to `ray.waves_in_flight` at
-once, through the stages `operators/stages.py` declares: discover (seed files -> one discovery per seed and sample,
+once, through the stages `operators/pipeline.py` declares: discover (seed files -> one discovery per seed and sample,
 written to discoveries/ as they come) -> split -> [dedup] -> [decontaminate] -> judge -> formalize -> [faithfulness]
 -> trivial -> prove -> one row per candidate in candidates/ (`pipelines/jobs/mining.py`). Started again with the
 same `run_dir`, a run skips what is written and asks again only for what failed for infrastructure reasons.

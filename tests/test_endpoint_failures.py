@@ -25,7 +25,7 @@ from operators.llm.client import probe_endpoints
 from operators.llm.errors import LLMConfigError, endpoint_down_message
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimProcess, SimServer, fetch_stats
-from operators.stages import DECLARED, call_roles
+from operators.pipeline import DECLARED, call_roles
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 # Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.

@@ -20,9 +20,9 @@ from examples.stages.long_statements import (
     LongStatementSettings,
     set_aside_long,
 )
+from operators.pipeline import DECLARED
 from operators.rows.candidates import DISCOVERED, DUPLICATE, PROVED, TRIVIAL
 from operators.stage import Shared, Stage
-from operators.stages import DECLARED
 from tests.test_bad_inputs import folklore, refused
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,9 +19,9 @@ from operators import discover, formalize, judge, prove, trivial
 from operators.autoformalize import faithfulness
 from operators.decontaminate import STAGE as DECONTAMINATE
 from operators.decontaminate import benchmarks_named
+from operators.pipeline import call_roles, call_stage, listed
 from operators.split import SEED_DISCOVERED
 from operators.stage import Stage
-from operators.stages import call_roles, call_stage, listed
 
 SECONDS_PER_HOUR = 3600.0
 SIM = "sim"

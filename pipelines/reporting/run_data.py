@@ -15,11 +15,11 @@ import pyarrow.fs as pafs
 
 import conf
 from operators.discover import DISCOVERY_SCHEMA
+from operators.pipeline import PipelineError, named
 from operators.rows.candidates import CANDIDATE_SCHEMA
 from operators.rows.contributions import CONTRIBUTION_SCHEMA
 from operators.rows.formalizations import FORMALIZATION_SCHEMA
 from operators.stage import Stage
-from operators.stages import PipelineError, named
 from operators.storage import open_location
 from pipelines.reporting.stats import frame_of, is_simulated
 from pipelines.runtime.run_dir import RunDir

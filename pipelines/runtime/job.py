@@ -38,9 +38,9 @@ from operators.dedup import DECLARATION as SPLIT_DEDUP_STAGE
 from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.usage import CallUsage, start_usage_ledger, usage_report
+from operators.pipeline import DECLARED, call_roles
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import Provenance
-from operators.stages import DECLARED, call_roles
 from operators.storage import is_uri
 from pipelines.reporting.summary import WrittenCost, llm_cost_line
 from pipelines.runtime import arrow_wire

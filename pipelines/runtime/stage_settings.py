@@ -1,6 +1,6 @@
 """A job's pipeline and each of its stages' settings, built once from the composed config before Ray starts.
 
-The stages come from `pipeline:` (`operators.stages.pipeline`); each stage builds its own typed settings from its
+The stages come from `pipeline:` (`operators.pipeline.pipeline`); each stage builds its own typed settings from its
 config section (`Stage.arguments`), given what several of them share, built here: the prompts, the index, grounding
 and sub-goals, and what the driver reads for them (a benchmark's problems). An operator receives its own settings
 and nothing else; a pipeline that cannot work is a `SetupError` of one line.
@@ -14,10 +14,10 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from operators.pipeline import PipelineError, pipeline
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.split import SubgoalSettings
 from operators.stage import Shared, Stage
-from operators.stages import PipelineError, pipeline
 from pipelines.runtime.benchmarks import read_benchmarks
 from pipelines.runtime.cli import SetupError
 
