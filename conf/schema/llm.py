@@ -54,9 +54,9 @@ class Retry:
     backoff_max_s: float = setting("seconds: the longest wait the doubling reaches", at_least=0)
     max_attempts: int = setting("tries per request, the first included", at_least=1)
     max_consecutive_failures: int = setting(
-        "tries in a row failing with connection, auth or not-found errors that stop the job", at_least=1)
+        "the job stops after this many tries in a row fail with connection, auth or not-found errors", at_least=1)
     max_identical_refusals: int = setting(
-        "first calls of a stage to a model all refused alike (and none answered) that stop the job", at_least=1)
+        "the job stops when a stage's first this-many calls to a model are all refused alike", at_least=1)
     max_retry_after_s: float = setting("seconds: a longer Retry-After from the server is cut to this", at_least=0)
     report_every_s: float = setting(
         "seconds between two warning lines per endpoint while requests wait to retry", at_least=0)
