@@ -34,11 +34,6 @@ RESOURCE_KEYS = frozenset({"actors", "max_concurrent_calls_per_actor", "batch_si
                            "resources"})
 
 
-# The keys of a stage's `resources` section.
-RESOURCE_KEYS = frozenset({"actors", "max_concurrent_calls_per_actor", "batch_size", "num_cpus", "num_gpus",
-                           "resources"})
-
-
 @dataclass(frozen=True)
 class Resources:
     """What a stage reserves and keeps in flight, read from its `resources` section: actors, calls in flight per
