@@ -3,12 +3,12 @@
 Run: `python benchmarks/contention_bench.py [--checks 200] [--repls 4] [--check-s 0.5] [--burn-s 5]`.
 A pool of `--repls` simulated REPLs (each check sleeps `--check-s`, standing for Lean on cores of its own) is handed
 `--checks` checks at once, so work is always queued. While it drains, twice (`ROUNDS`) for `--burn-s` seconds, one
-process more than the machine has cores spins in this process's session, which is the session Ray starts its
+process more than the machine has cores spins in this process's scheduling group, the group Ray starts its
 workers in: what a mining plan starting its stage actors does to the node. The REPLs log the span of every check
 (`lean.sim.busy_log`); busy = their time inside a window over (window x REPLs). The last line compares the pool's
 busy fraction while the spinners run with its busy fraction while they do not, both from this one run. Before the
-pool's workers ran in a session of their own (`lean_pool.ray_start.start_own_session`), the pool was 0.735 busy while
-they spun, against 0.992.
+pool's workers ran in a scheduling group of their own (`lean_pool.ray_start.start_own_scheduling_group`), the pool
+was 0.735 busy while they spun, against 0.992.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def spin(seconds: float) -> None:
 
 
 def spin_rounds(cores: int, burn_s: float, rounds: int) -> list[tuple[float, float]]:
-    """`rounds` times: wait, then spin `cores` + 1 processes of this session for `burn_s`; the rounds' spans."""
+    """`rounds` times: wait, then spin `cores` + 1 processes of this scheduling group for `burn_s`; the rounds'
+    spans."""
     spans = []
     for _ in range(rounds):
         time.sleep(QUIET_BEFORE_S)

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from lean_pool.header import split_header
 from lean_pool.kimina import KIMINA, KiminaPool, kimina_provenance
 from lean_pool.launch import GIB, LeanSetupError, build_launch, provenance
-from lean_pool.ray_start import start_own_session
+from lean_pool.ray_start import start_own_scheduling_group
 from lean_pool.replay import ERROR_INFRA, OFF, Replayer, ReplayResult, ReplaySettings, replay_settings
 from lean_pool.routing import HeaderScheduler, Slot
 from lean_pool.session import LeanSession
@@ -45,12 +45,12 @@ class LeanWorker:
 
     An async actor: its REPLs are started from its one event-loop thread, which lives as long as the
     actor, so their parent-death signal fires exactly when the actor dies (see lean_pool/repl.py). It runs in a
-    session of its own, so other work of the job starting on its node cannot starve its REPLs of checks
-    (`lean_pool.ray_start.start_own_session`).
+    scheduling group of its own, so other work of the job starting on its node cannot starve its REPLs of checks
+    (`lean_pool.ray_start.start_own_scheduling_group`).
     """
 
     def __init__(self, lean_cfg: dict[str, Any], replay: ReplaySettings) -> None:
-        start_own_session()
+        start_own_scheduling_group()
         launch = build_launch(lean_cfg)
         self._provenance = provenance(lean_cfg)
         self._replayer = Replayer(replay, lean_cfg) if replay.enabled else None

@@ -7,12 +7,13 @@ What Ray's workers and its C++ core print is kept off the terminal by `lean_pool
 for want of a token is put in one line by `lean_pool.ray_auth`.
 
 The CPU share: with autogroup scheduling (on by default in most Linux kernels), CPU time is shared fairly between
-sessions first and only then between the processes of a session. Ray starts every worker of a job in the session
-of the process that started Ray, so a mining plan starting its stage actors (about ten CPU-seconds: seven Python
-processes importing Ray, Ray Data and the OpenAI client) took the CPU from the running plans' stages and from the
-Lean worker that hands checks to the REPLs, and the REPLs (each in a session of its own, `lean_pool.repl`) waited
-for checks. A worker of Folklore's that has started moves to a session of its own (`start_own_session`), so what
-starts after it shares one session's part of the CPU, not each of its processes' (benchmarks/contention_bench.py
+scheduling groups first and only then between the processes of a group (a process gets a group of its own by
+starting a new Unix session, `setsid`). Ray starts every worker of a job in the group of the process that started
+Ray, so a mining plan starting its stage actors (about ten CPU-seconds: seven Python processes importing Ray, Ray
+Data and the OpenAI client) took the CPU from the running plans' stages and from the Lean worker that hands checks
+to the REPLs, and the REPLs (each in a scheduling group of its own, `lean_pool.repl`) waited for checks. A worker
+of Folklore's that has started moves to a scheduling group of its own (`start_own_scheduling_group`), so what
+starts after it shares one group's part of the CPU, not each of its processes' (benchmarks/contention_bench.py
 and benchmarks/night_bench.py measure it).
 """
 
@@ -49,8 +50,9 @@ from lean_pool.ray_output import native_stderr_to, route_rays_own_output
 # "ray" itself, so its own notices (token authentication, say) are caught on "ray._private" while it runs, and
 # "ray" is routed again once it has.
 ROUTED_LOGGERS = ("ray", "ray._private", "ray.data", "py.warnings")
-# The child whose process group a worker passes through on its way to a session of its own; killed as soon as it has.
-SESSION_HELPER = ("sleep", "60")
+# The child whose process group a worker passes through on its way to a scheduling group of its own; killed as soon
+# as it has.
+GROUP_HELPER = ("sleep", "60")
 # Seconds the processes a killed driver's Ray left behind get to end on SIGTERM before they are killed.
 LEFTOVERS_GRACE_S = 5
 # What `record_ray_session` writes (`logs/ray_session.json`): each field and the JSON types it may hold, and for each
@@ -217,17 +219,17 @@ def logging_like_ray(*loggers: str) -> Iterator[None]:
             logger.propagate = False
 
 
-def start_own_session() -> bool:
-    """Move this process into a new session, and so a CPU scheduling group, of its own; False where it cannot (no
+def start_own_scheduling_group() -> bool:
+    """Move this process into a CPU scheduling group of its own (a new Unix session); False where it cannot (no
     `setsid`, no `sleep`), and nothing changes. A Ray worker leads its own process group, and a group leader cannot
-    start a session, so it first joins the group of a child started for the purpose. The new session's process
+    call `setsid`, so it first joins the group of a child started for the purpose. The new process
     group has this process's pid again: the group Ray signals when the worker ends."""
     if os.getsid(0) == os.getpid():
         return True
     try:
         helper = None
         if os.getpgid(0) == os.getpid():
-            helper = subprocess.Popen(SESSION_HELPER, process_group=0, stdin=subprocess.DEVNULL,
+            helper = subprocess.Popen(GROUP_HELPER, process_group=0, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             os.setpgid(0, helper.pid)
         try:
@@ -242,8 +244,8 @@ def start_own_session() -> bool:
 
 
 def record_ray_session(record: Path) -> None:
-    """Write to `record` which process started the local Ray this process runs, where Ray keeps that session's files
-    and which of this process's children are that session's (pid, start time, name), so that the next start can stop
+    """Write to `record` which process started the local Ray this process runs, Ray's session directory
+    and which of this process's children are that Ray's (pid, start time, name), so that the next start can stop
     what a driver killed with -9 left running (`stop_leftovers`). The record is written under a new name and renamed
     into place: a `record` that is a symlink is replaced, never written through."""
     driver = psutil.Process()
@@ -300,8 +302,8 @@ def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
 
 
 def ray_temp_root() -> Path:
-    """Where Ray keeps its sessions on this machine (`RAY_TMPDIR`, else `TMPDIR`, else /tmp, with `ray` added), as
-    Ray itself finds it."""
+    """Where Ray keeps its session directories on this machine (`RAY_TMPDIR`, else `TMPDIR`, else /tmp,
+    with `ray` added), as Ray itself finds it."""
     return Path(get_default_ray_temp_dir())
 
 
@@ -368,9 +370,9 @@ def stop_leftovers(record: Path) -> Leftovers:
 
 
 def not_a_leftover(process: psutil.Process, recorded: Mapping[int, float], session_dir: str) -> str | None:
-    """Why `process` is not provably a leftover of the recorded session `session_dir`, None when it is one: the
-    record names its pid with its start time, it runs as this user, and it shows itself one of the session's
-    (`of_session`)."""
+    """Why `process` is not provably a leftover of the recorded Ray, whose session directory is
+    `session_dir`, None when it is one: the record names its pid with its start time, it runs as this user, and it
+    shows itself one of that Ray's (`of_session`)."""
     try:
         if recorded.get(process.pid) != process.create_time():
             return f"it holds files of {session_dir}, but the record does not name it (its pid and start time)"

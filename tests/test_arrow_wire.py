@@ -69,9 +69,10 @@ def test_wired_stages_send_their_blocks_through_ipc(job_ray):
 
 
 @pytest.mark.ray
-def test_a_wired_stage_actor_runs_in_a_session_of_its_own(job_ray):
-    """So the next plan's actors starting beside it share one session's part of the CPU, not each of theirs
-    (`lean_pool.ray_start.start_own_session`); it still leads its process group, which Ray signals when it ends."""
+def test_a_wired_stage_actor_runs_in_a_scheduling_group_of_its_own(job_ray):
+    """So the next plan's actors starting beside it share one group's part of the CPU, not each of theirs
+    (`lean_pool.ray_start.start_own_scheduling_group`); it still leads its process group, which Ray signals when it
+    ends."""
 
     class SessionColumn:
         """A stage that adds whether its process leads its session and its process group, and its session."""

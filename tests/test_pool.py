@@ -196,9 +196,10 @@ def wait_until_dead(pids: list[int]) -> list[int]:
     return alive(pids)
 
 
-def test_workers_run_in_sessions_of_their_own_and_lead_their_process_groups(pool: LeanPool):
-    """So the scheduler shares the CPU between a worker and the job's other processes as between sessions
-    (`lean_pool.ray_start.start_own_session`), and Ray's per-worker process-group cleanup still reaches the worker."""
+def test_workers_run_in_scheduling_groups_of_their_own_and_lead_their_process_groups(pool: LeanPool):
+    """So the scheduler shares the CPU between a worker and the job's other processes as between scheduling groups
+    (`lean_pool.ray_start.start_own_scheduling_group`), and Ray's per-worker process-group cleanup still reaches the
+    worker."""
     workers = [proc for proc in psutil.process_iter(["cmdline"])
                if (proc.info["cmdline"] or [""])[0].startswith("ray::LeanWorker")]
     assert workers

@@ -15,10 +15,10 @@ import pytest
 
 from operators.decontaminate import STAGE as DECONTAMINATE
 from operators.discover import STAGE as DISCOVER
+from operators.pipeline import DECLARED, PipelineError, call_roles, pipeline
 from operators.rows.candidates import candidates_table, empty_candidate
 from operators.split import SEED_TO_DISCOVER
 from operators.stage import Shared
-from operators.pipeline import DECLARED, PipelineError, call_roles, pipeline
 from pipelines.jobs.mining import load_config
 from pipelines.planning import capacity_plan
 from pipelines.planning.capacity import mining_shape, streaming_cpus

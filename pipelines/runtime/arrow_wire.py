@@ -10,9 +10,9 @@ and goes through IPC in 0.04 ms. Only the writing side needs it (a process witho
 wrote), so it is registered where blocks are made: in the driver by `register`, and in each stage's process by the
 stage itself (`wired`). A job-wide `worker_process_setup_hook` would do the same, but any runtime environment
 starts every Ray worker of the job through a setup process, half a second of CPU more per worker. `wired` is thus
-where a stage's process is set up, and it also moves a stage's actor into a session of its own
-(`lean_pool.ray_start.start_own_session`), so the next plan's stages starting beside it do not take its share of the
-CPU.
+where a stage's process is set up, and it also moves a stage's actor into a scheduling group of its own
+(`lean_pool.ray_start.start_own_scheduling_group`), so the next plan's stages starting beside it do not take its
+share of the CPU.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from lean_pool.ray_start import start_own_session
+from lean_pool.ray_start import start_own_scheduling_group
 
 _registered = False
 
@@ -54,12 +54,12 @@ def register() -> None:
 
 def wired(operator: Callable[..., Any]) -> Callable[..., Any]:
     """A `map_batches` callable (an operator class or a function) that registers the IPC reducer in the process
-    running it before its first batch, and moves an operator's actor into a session of its own; Ray Data sees the
-    same name."""
+    running it before its first batch, and moves an operator's actor into a scheduling group of its own; Ray Data
+    sees the same name."""
     if isinstance(operator, type):
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
-                start_own_session()  # only in an actor's own process, never in a driver that makes one
+                start_own_scheduling_group()  # only in an actor's own process, never in a driver that makes one
             register()
             # `self` is an instance of the subclass made below, whose base is `operator`.
             operator.__init__(self, *args, **kwargs)  # type: ignore[misc]

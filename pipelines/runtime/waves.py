@@ -22,7 +22,7 @@ import psutil
 from ray.data import Dataset
 
 from lean_pool.ray_output import send_stderr_to
-from lean_pool.ray_start import route_ray_logs, start_own_session
+from lean_pool.ray_start import route_ray_logs, start_own_scheduling_group
 from pipelines.runtime import arrow_wire
 
 MIB = 2**20
@@ -118,9 +118,9 @@ def run_overlapping(waves: Sequence[SeedWave], execute: Callable[[SeedWave], Non
 
 
 def executing_quietly(ray_log: Path) -> None:
-    """Set up the process that executes a plan: a session of its own, and its Ray log records and standard error into
-    the run's Ray log, so the job's terminal shows only the job's lines."""
-    start_own_session()
+    """Set up the process that executes a plan: a scheduling group of its own, and its Ray log records and
+    standard error into the run's Ray log, so the job's terminal shows only the job's lines."""
+    start_own_scheduling_group()
     route_ray_logs(ray_log)
     send_stderr_to(ray_log)
     arrow_wire.register()
@@ -136,9 +136,9 @@ def execute_collecting(ds: Dataset, ray_log: Path) -> list[dict[str, Any]]:
 def execute_writing(ds: Dataset, path: str, filesystem: Any, rows_per_file: int | None, num_cpus: float,
                     ray_log: Path) -> None:
     """Execute `ds` into Parquet files under `path`: a plan's execution, in a process of its own
-    (`pipelines.runtime.wiring.write`) that keeps the plan's Ray Data records, in a session of its own (its scheduling
-    loop hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its Ray log records
-    and standard error go to the run's Ray log, with the driver's."""
+    (`pipelines.runtime.wiring.write`) that keeps the plan's Ray Data records, in a scheduling group of its own (its
+    scheduling loop hands the plan's rows from stage to stage, and must not wait behind the next plan's start). Its
+    Ray log records and standard error go to the run's Ray log, with the driver's."""
     executing_quietly(ray_log)
     ds.write_parquet(path, filesystem=filesystem, min_rows_per_file=rows_per_file,
                      ray_remote_args={"num_cpus": num_cpus})

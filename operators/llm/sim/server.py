@@ -333,8 +333,8 @@ def reset_stats(base_url: str, timeout_s: float = 10.0) -> None:
 
 
 class SimProcess:
-    """The sim endpoint as a child process, as a job runs it: its own interpreter, stopped with the job, in a session
-    of its own, as a remote endpoint would be, so the job's bursts of CPU do not delay its answers."""
+    """The sim endpoint as a child process, as a job runs it: its own interpreter, stopped with the job, in a scheduling
+    group of its own, as a remote endpoint would be, so the job's bursts of CPU do not delay its answers."""
 
     def __init__(self, sim: Mapping[str, Any]) -> None:
         self.sim = dict(sim)
