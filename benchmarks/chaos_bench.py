@@ -19,10 +19,10 @@ answer deterministically per request, so an undisturbed run and a disturbed one 
   mostly kills start-ups or misses the run): the first kill as soon as the first discover request reaches the sim
   (discover calls in flight); each later one once the run has written k new finished candidate rows, k drawn
   uniformly (with `KILL_SEED`) from 1 to the rows in flight (see below) divided by the kills left plus one, so it
-  lands mid-verify, with rows in judge, formalize or prove, and leaves rows for the kills after it. After a kill the
-  bench waits until everything the driver started (its descendants and its session) has exited, except Ray's node
-  agents, which notice their raylet is gone only after about a minute; it notes how long that took, then kills the
-  agents (and anything still alive after `ORPHAN_LIMIT_S`) pid by pid, so no orphan of a killed run can write into
+  lands while the stages after discover work, with rows in judge, formalize or prove, and leaves rows for the kills
+  after it. After a kill the bench waits until everything the driver started (its descendants and its session) has
+  exited, except Ray's node agents, which notice their raylet is gone only after about a minute; it notes how long
+  that took, then kills the agents (and anything still alive after `ORPHAN_LIMIT_S`) pid by pid, so no orphan of a killed run can write into
   the run directory while the next run starts. Then the run is resumed until no `error_infra` row is left (at most
   `MAX_RESUME_ROUNDS` runs).
 

@@ -1,7 +1,7 @@
 """How should a resumed run skip finished rows? Ray Data's CheckpointConfig vs an anti-join on written ids.
 
 Run: `python benchmarks/resume_bench.py [rows=4000] [done=0.5] [work_ms=2]`. A one-to-one plan (read ids ->
-per-row work -> write Parquet), as the verify phase is, resumed with a fraction `done` of its rows already
+per-row work -> write Parquet), as the stages after discover are, resumed with a fraction `done` of its rows already
 written, once per mechanism: wall time of the resumed run, rows it processed again, and the logical CPUs
 Ray had to leave free. The last line is machine-readable.
 """

@@ -181,8 +181,8 @@ def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
 
 def run_wave(job: MiningJob, wave: SeedWave, waves: int, part: str = "") -> None:
     """One wave of `waves`: its seeds still to discover go through discover (which writes their discoveries), seeds
-    already discovered join them, and every seed's unfinished candidates go on through the verify stages while later
-    seeds are still being discovered. An older wave's Lean checks go first, so waves end one after another. Its
+    already discovered join them, and every seed's unfinished candidates go on through the stages after discover while
+    later seeds are still being discovered. An older wave's Lean checks go first, so waves end one after another. Its
     last line says how long it ran and what the driver holds after it."""
     started = time.monotonic()
     sources = []

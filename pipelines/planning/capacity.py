@@ -40,7 +40,7 @@ class CallCost:
 @dataclass(frozen=True)
 class Costs:
     """What a mining run costs per unit of work, whatever it was learned from (`source`): candidates per discover
-    call, the share of candidates each verify stage takes in, each LLM call stage's cost (discover's prompt leaves
+    call, the share of candidates each stage after discover takes in, each call's cost (discover's prompt leaves
     out the seed text), Lean checks per row of each Lean stage, replays per candidate, seconds per check and replay;
     and the two times no amount of hardware shortens: the start-up before the first LLM request, and the longest
     path one candidate takes through its calls and checks, one after another (the run's last candidate ends it); and
@@ -150,8 +150,8 @@ class StageLoad:
 
 @dataclass(frozen=True)
 class Workload:
-    """The work a run will do: discover calls, candidates, rows entering each verify stage, LLM calls per call
-    stage, Lean checks per Lean stage and replays."""
+    """The work a run will do: discover calls, candidates, rows entering each stage after discover, LLM calls
+    per call, Lean checks per Lean stage and replays."""
 
     units: int
     candidates: float

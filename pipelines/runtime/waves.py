@@ -5,9 +5,9 @@ executes the plan, so a night over all of Mathlib runs as waves of `ray.seeds_pe
 executed in a process that exits with it (`execute_writing`): the driver keeps none of them. Run one after another,
 each wave would end with its slowest candidate's repair and proof chain while the LLM endpoint idles, then spend its
 start-up on new stage actors. So the next wave starts as soon as the current one's seeds have all come back from
-discover (its head is done, only its verify stages still work), and at most `ray.waves_in_flight` waves run at once:
-the tail of one and the head of the next share the endpoint, the Lean pool and the driver's node. The pool serves an
-older wave's Lean checks first, so waves end one after another rather than all together.
+discover (its head is done, only its stages after discover still work), and at most `ray.waves_in_flight` waves run
+at once: the tail of one and the head of the next share the endpoint, the Lean pool and the driver's node. The pool
+serves an older wave's Lean checks first, so waves end one after another rather than all together.
 """
 
 from __future__ import annotations
