@@ -22,9 +22,9 @@ answer deterministically per request, so an undisturbed run and a disturbed one 
   lands while the stages after discover work, with rows in judge, formalize or prove, and leaves rows for the kills
   after it. After a kill the bench waits until everything the driver started (its descendants and its session) has
   exited, except Ray's node agents, which notice their raylet is gone only after about a minute; it notes how long
-  that took, then kills the agents (and anything still alive after `ORPHAN_LIMIT_S`) pid by pid, so no orphan of a killed run can write into
-  the run directory while the next run starts. Then the run is resumed until no `error_infra` row is left (at most
-  `MAX_RESUME_ROUNDS` runs).
+  that took, then kills the agents (and anything still alive after `ORPHAN_LIMIT_S`) pid by pid, so no orphan of a
+  killed run can write into the run directory while the next run starts. Then the run is resumed until no
+  `error_infra` row is left (at most `MAX_RESUME_ROUNDS` runs).
 
 The last line is machine-readable:
 - lost: candidate ids of the reference missing from the chaos table;
