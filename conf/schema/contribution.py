@@ -4,20 +4,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from conf.schema.fields import section, setting
-
-# What a stage's `resources` hold; `operators.stage.Resources` reads and checks them.
-RESOURCES_HELP = ("the stage's Ray Data shape: actors, max_concurrent_calls_per_actor, batch_size, num_cpus "
-                  "(num_gpus, custom resources); operators.stage checks the keys")
+from conf.schema.retrieval import Resources
 
 
 @section
 class NameStage:
     """The `name` stage: a lemma whose mined name breaks the convention gets one proposed by a model."""
 
-    resources: dict[str, Any] = setting(RESOURCES_HELP, speed=True)
+    resources: Resources = setting("the stage's Ray Data shape", speed=True)
     role: str = setting("the role of llm.models whose model proposes a new name")
 
 
@@ -25,7 +22,7 @@ class NameStage:
 class ShortenStage:
     """The `shorten` stage: short closing tactics tried in place of a lemma's mined proof."""
 
-    resources: dict[str, Any] = setting(RESOURCES_HELP, speed=True)
+    resources: Resources = setting("the stage's Ray Data shape", speed=True)
     tactics: list[str] = setting("closing tactics tried in place of `sorry`, shortest first; the first that passes "
                                  "replaces the mined proof")
     timeout_s: float = setting("seconds Lean may take to check one tactic", at_least=0)
