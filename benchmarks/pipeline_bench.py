@@ -27,7 +27,7 @@ from conf import package_dir
 from lean_pool.ray_start import init_ray_logging_to
 from operators.discover import SEED_WORK_SCHEMA
 from operators.split import SEED_ITEM_SCHEMA
-from pipelines.jobs.mining import MiningJob, load_config, mine_seeds, report, seed_blocks
+from pipelines.jobs.mining import MiningJob, closing_block, load_config, mine_seeds, seed_blocks
 from pipelines.planning.capacity import mining_shape
 from pipelines.reporting.run_data import load_run
 from pipelines.runtime import arrow_wire
@@ -110,11 +110,12 @@ def warm_ray_data() -> None:
 
 
 def timed_run(args: list[str], variant: Callable[[MiningJob], None]) -> float:
-    """Wall time of discover + verify + report in this process (Ray already up), one variant."""
+    """Wall time of discover, the stages after discover and the closing block in this process (Ray already up), one
+    variant."""
     with MiningJob(load_config(args)) as job:
         started = time.perf_counter()
         variant(job)
-        lines = report(job)
+        lines = closing_block(job)
         elapsed = time.perf_counter() - started
     print(f"{variant.__name__}: {elapsed:.1f}s")
     print("\n".join(line for line in lines if line.startswith(("candidates", "  "))))

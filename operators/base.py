@@ -86,7 +86,7 @@ class LLMOperator:
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         """The cached answer to a request, else send it (caching a success); usage counted for the end-of-job
-        report."""
+        log lines."""
         key = cache_key(request)
         stored = None if self.cache is None else await self.cache.get(key)
         if stored is not None:

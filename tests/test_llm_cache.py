@@ -36,7 +36,7 @@ from operators.llm.cache import (
 from operators.llm.calls import LLMResult
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import CallUsage, start_usage_ledger, usage_report
+from operators.llm.usage import CallUsage, start_usage_ledger, usage_lines
 from operators.rows.candidates import DISCOVERED, candidate_id, empty_candidate, unit_id
 from operators.storage import join
 from pipelines.jobs.mining import load_config
@@ -181,7 +181,7 @@ def test_usage_counts_cached_answers_apart_from_calls() -> None:
     total = CallUsage()
     total.merge(usage)
     assert (total.calls, total.ok, total.cached, total.tries, total.prompt_tokens) == (1, 1, 1, 1, 3)
-    assert "cached=1" in usage_report({"judge": total})
+    assert "cached=1" in usage_lines({"judge": total})
 
 
 class MessagesOperator(LLMOperator):

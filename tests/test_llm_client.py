@@ -38,7 +38,7 @@ from operators.llm.errors import (
 from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import CallUsage, usage_report
+from operators.llm.usage import CallUsage, usage_lines
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 
@@ -464,7 +464,7 @@ async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_pe
     usage["judge"].add(cut)
     usage["formalize"].add(whole)
     assert (usage["judge"].cut, usage["formalize"].cut) == (1, 0)
-    report = usage_report(usage).splitlines()
+    report = usage_lines(usage).splitlines()
     assert "cut=0" in report[0] and report[0].startswith("llm formalize:")
     assert "cut=1" in report[1] and report[1].startswith("llm judge:")
 

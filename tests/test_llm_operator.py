@@ -14,7 +14,7 @@ import yaml
 from operators.base import LLMOperator
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.llm.sim.server import SimServer
-from operators.llm.usage import start_usage_ledger, usage_report
+from operators.llm.usage import start_usage_ledger, usage_lines
 
 pytestmark = pytest.mark.ray
 
@@ -93,7 +93,7 @@ def test_thousand_rows_with_a_fifth_of_requests_failing_are_all_answered(ray_clu
     usage = totals["judge"]
     assert (usage.calls, usage.ok, usage.tries) == (1000, 1000, stats["requests"])
     assert usage.completion_tokens == sum(r["judge_completion_tokens"] for r in out)
-    assert "llm judge: calls=1000 ok=1000" in usage_report(totals)
+    assert "llm judge: calls=1000 ok=1000" in usage_lines(totals)
 
 
 def test_bad_rows_get_error_kinds_and_the_rest_of_the_block_survives(ray_cluster: Any) -> None:

@@ -1,5 +1,5 @@
 """What a job's LLM calls cost, per call: the totals each operator counts, the ledger actor that sums them over
-actors, and the end-of-job report.
+actors, and the end-of-job log lines.
 
 A module of its own because the job's closing block and the reports read the totals too, and never send a call.
 """
@@ -58,7 +58,7 @@ class CallUsage:
             self.errors[kind] = self.errors.get(kind, 0) + count
 
 
-def usage_report(totals: Mapping[str, CallUsage]) -> str:
+def usage_lines(totals: Mapping[str, CallUsage]) -> str:
     """One line per call for the end-of-job log: calls, answers cut at their `max_tokens`, answers replayed from the
     cache, failures by kind, tokens, mean latency."""
     lines = []

@@ -280,7 +280,7 @@ def origin_label(row: dict[str, Any]) -> str:
     return f"round {row['round'] or 1} {row['origin'] or SEED}"
 
 
-def report(job: MiningJob) -> list[str]:
+def closing_block(job: MiningJob) -> list[str]:
     """The closing block: where the tables are, candidates and seeds by status, what the run cost, what to run next.
     The tables are read in a worker on the driver's node (`rebuild_seeds`): read on the driver, a night's tables
     would leave their weight in the driver's memory at the very end of the run."""
@@ -305,6 +305,6 @@ def run(cfg: DictConfig, work: WorkWritten) -> None:
         if resumed:
             print(resumed, flush=True)
         mine_seeds(job)
-        lines = report(job)
+        lines = closing_block(job)
         work.mark()
         print("\n".join(lines), flush=True)

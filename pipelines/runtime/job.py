@@ -37,7 +37,7 @@ from lean_pool.ray_start import (
 from operators.dedup import DECLARATION as SPLIT_DEDUP_STAGE
 from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
-from operators.llm.usage import CallUsage, start_usage_ledger, usage_report
+from operators.llm.usage import CallUsage, start_usage_ledger, usage_lines
 from operators.pipeline import DECLARED, call_roles
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import Provenance
@@ -319,7 +319,7 @@ class Job:
         usage = self.usage()
         noted = {stage: u for stage, u in usage.items() if u.errors or u.cut}
         return [llm_cost_line(written.calls, usage), lean_checks_line(written.checks, written.replays),
-                *(usage_report(noted).splitlines() if noted else [])]
+                *(usage_lines(noted).splitlines() if noted else [])]
 
     @property
     def simulated(self) -> bool:
