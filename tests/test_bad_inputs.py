@@ -7,6 +7,7 @@ seeds tree. No Ray starts here."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -20,9 +21,11 @@ from omegaconf import OmegaConf
 
 from conf import ConfigError, compose_config
 from pipelines import decontaminate
+from pipelines.command import JOBS
 from pipelines.jobs import evaluation
 from pipelines.jobs.autoformalization import input_files, load_config, read_problems
 from pipelines.runtime.cli import SetupError
+from tests.forked_command import run_module_forked
 from tests.handmade_run import write_run
 from tests.test_run_dir_checks import one_error_line
 
@@ -32,10 +35,16 @@ CORPUS_STATEMENT = {"statement": "theorem a (n : ℕ) : n + 0 = n := by sorry"}
 NOT_PARQUET = b"informal,name\nOne plus one is two.,two\n"
 
 
-def folklore(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`folklore args...` as a user types it, from `cwd`."""
-    return subprocess.run([sys.executable, "-m", "pipelines.command", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+def folklore(cwd: Path, *args: str, in_new_python: bool = False) -> subprocess.CompletedProcess[str]:
+    """`folklore args...` as a user types it, from `cwd`: in a process forked from this one once the job's module is
+    imported here (tests/forked_command.py), or `in_new_python`, literally."""
+    if in_new_python:
+        return subprocess.run([sys.executable, "-m", "pipelines.command", *args], cwd=cwd, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+    job = JOBS.get(args[0]) if args else None
+    if job is not None:
+        importlib.import_module(job.module)
+    return run_module_forked("pipelines.command", args, cwd, {**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def hashes(root: Path) -> dict[str, str]:

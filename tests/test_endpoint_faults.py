@@ -118,7 +118,7 @@ def test_a_cluster_that_never_answers_is_one_line_after_the_connect_timeout(tmp_
     before = hashes(outside)
     run_dir = tmp_path / "run"
     done = folklore(tmp_path, "mine", "preset=demo", f"run_dir={run_dir}", f"ray.address={NOBODY}",
-                    "ray.num_cpus=null", "ray.connect_timeout_s=3")
+                    "ray.num_cpus=null", "ray.connect_timeout_s=3", in_new_python=True)
     line = (f"error: no Ray cluster answered at ray.address={NOBODY} within ray.connect_timeout_s=3 s (start one with "
             "`ray start --head` on its head node, or leave ray.address unset to start a local Ray)")
     assert (done.returncode, done.stdout, done.stderr.splitlines()) == (2, "", [line]), done.stderr

@@ -34,11 +34,11 @@ def fingerprint(root: Path) -> dict[str, str]:
     return entries
 
 
-def refused(root: Path, module: str, *args: str) -> str:
+def refused(root: Path, module: str, *args: str, in_new_python: bool = False) -> str:
     """The one line `python -m pipelines.<module> args...` prints, once it exited 2 leaving every file under `root`
     as it was."""
     before = fingerprint(root)
-    line = one_error_line(command(module, *args))
+    line = one_error_line(command(module, *args, in_new_python=in_new_python))
     assert fingerprint(root) == before, "a refused job changed no file"
     return line
 
@@ -147,7 +147,7 @@ def test_index_builds_neither_into_the_tree_it_reads_nor_over_a_folder_it_did_no
         (tmp_path, f"it holds {tree}; {ELSEWHERE}"),
         (tmp_path / "notes", FOREIGN.format(job="index")),
     ]:
-        line = refused(tmp_path, "index", f"mathlib_dir={checkout}", f"out={out}")
+        line = refused(tmp_path, "index", f"mathlib_dir={checkout}", f"out={out}", in_new_python=out == checkout)
         assert line == f"error: out={out} cannot hold the output of index: {reason}"
 
 
@@ -162,7 +162,7 @@ def test_decontaminate_writes_neither_into_a_run_nor_over_its_inputs(run: Path) 
         (run / "decontaminated", f"it lies inside the corpus, corpus={run}; {ELSEWHERE}"),
         (benchmark, f"it is the benchmark {benchmark}; {ELSEWHERE}"),
     ]:
-        line = refused(run.parent, "decontaminate", *args, f"out={out}")
+        line = refused(run.parent, "decontaminate", *args, f"out={out}", in_new_python=out == run)
         assert line == f"error: out={out} cannot hold the output of decontaminate: {reason}"
     out = run.parent / "clean"
     for _ in range(2):

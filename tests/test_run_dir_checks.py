@@ -15,6 +15,7 @@ import pytest
 
 from pipelines.jobs.mining import MiningJob, load_config
 from pipelines.runtime.run_dir import RunDir
+from tests.forked_command import run_module_forked
 from tests.handmade_run import write_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,11 +23,15 @@ REPO = Path(__file__).resolve().parents[1]
 ONE_SEED = ["seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1"]
 
 
-def command(module: str, *args: str, cwd: Path = REPO, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m pipelines.<module> args...` as a user types it, from `cwd`."""
+def command(module: str, *args: str, cwd: Path = REPO, home: Path | None = None,
+            in_new_python: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m pipelines.<module> args...` as a user types it, from `cwd`: in a process forked from this one, where
+    the job's imports are paid once (tests/forked_command.py), or `in_new_python`, literally."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **({"HOME": str(home)} if home else {})}
-    return subprocess.run([sys.executable, "-m", f"pipelines.{module}", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    if in_new_python:
+        return subprocess.run([sys.executable, "-m", f"pipelines.{module}", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+    return run_module_forked(f"pipelines.{module}", args, cwd, env)
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -50,10 +50,10 @@ def state(root: Path) -> dict[str, str]:
     return found
 
 
-def start(job: str, run: Path, *more: str) -> str:
+def start(job: str, run: Path, *more: str, in_new_python: bool = False) -> str:
     """The one line `job` started on `run` with `more` prints (exit 2, checked); `plan` measures the run instead."""
     place = f"plan.from_run={run}" if job == "plan" else f"run_dir={run}"
-    return one_error_line(command(job, *STARTS[job], place, *more))
+    return one_error_line(command(job, *STARTS[job], place, *more, in_new_python=in_new_python))
 
 
 def manifest_line(run: Path, problem: str) -> str:
@@ -141,7 +141,7 @@ def test_a_run_json_without_run_id_is_one_line_in_every_job_and_reader(tmp_path:
     (run / "run.json").write_text(json.dumps(manifest))
     inputs = inputs_of(job, tmp_path)
     before = state(tmp_path)
-    assert start(job, run, *inputs) == manifest_line(run, "it has no run_id")
+    assert start(job, run, *inputs, in_new_python=True) == manifest_line(run, "it has no run_id")
     assert state(tmp_path) == before
 
 
