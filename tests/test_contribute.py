@@ -5,8 +5,8 @@ whole job on a demo run is `tests/test_contribute_e2e.py`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from operators.rows.contributions import (
     offer_refusal,
 )
 from pipelines.jobs.contribution import index_names, locate
+from tests.forked_command import run_module_forked
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 MATHLIB = FIXTURES / "mathlib-sample"
@@ -260,8 +261,8 @@ def test_the_declaration_index_names_every_declaration_a_lemma_may_not_take(tmp_
 
 
 def contribute_command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.contribute", "preset=demo", *args], capture_output=True,
-                          text=True, timeout=SETUP_ERROR_TIMEOUT_S)
+    return run_module_forked("pipelines.contribute", ["preset=demo", *args], Path.cwd(), os.environ,
+                             timeout=SETUP_ERROR_TIMEOUT_S)
 
 
 def test_a_missing_run_or_checkout_is_one_line_before_anything_starts(tmp_path):

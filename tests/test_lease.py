@@ -28,6 +28,7 @@ from pipelines.runtime.lease import (
     take,
 )
 from pipelines.runtime.lease_stores import LocalLeaseStore, S3LeaseStore
+from tests.test_run_dir_checks import command
 
 REPO = Path(__file__).resolve().parents[1]
 # A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.
@@ -106,7 +107,7 @@ def test_a_second_start_on_a_held_run_dir_is_one_line_naming_the_holder_and_writ
     run_dir.mkdir()
     lease = holder_at(datetime.now(UTC)).to_bytes()
     (run_dir / LEASE).write_bytes(lease)
-    done = mine(run_dir, *inputs_of(job, tmp_path), job=job)
+    done = command(job, "preset=demo", f"run_dir={run_dir}", *inputs_of(job, tmp_path), cwd=tmp_path)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2, done.stderr
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
