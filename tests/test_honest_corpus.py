@@ -15,6 +15,7 @@ import pytest
 
 from lean_pool import refusals, verdict
 from lean_pool.lean_source import read_commands
+from tests.sweeps import EVERY_FILE, SAMPLED, files_of
 
 # Lemma files of the MathlibLemma sample that declare an `axiom` of their own: the prover cheated there.
 LEMMA_FILES_WITH_AXIOMS = {
@@ -211,18 +212,19 @@ def test_a_local_notation_for_a_symbol_of_the_statement_is_not_honest() -> None:
     assert result is not None and any("new notation for `∑`" in reason for reason in result.reasons)
 
 
-def test_mathlib_theorems_are_not_refused(mathlib_sample_dir: Path) -> None:
+@pytest.mark.parametrize("step", [SAMPLED, EVERY_FILE])
+def test_mathlib_theorems_are_not_refused(mathlib_sample_dir: Path, step: int) -> None:
     """Real Mathlib files hold library code (`alias`, `initialize_simps_projections`, parser extensions) that a
     proof never needs, and are refused as files; their theorems, read one by one, go to Lean. The few that do
     not carry a construct of their own (a `@[csimp]` attribute, text our lexer will not guess at, a library
-    command right after them). One file in four is read, to keep the test fast."""
+    command right after them)."""
     theorems = [
         command.text
-        for path in sorted(mathlib_sample_dir.rglob("*.lean"))[::4]
+        for path in files_of(mathlib_sample_dir, step)
         for command in read_commands(path.read_text())
         if command.kind in ("theorem", "lemma")
     ]
-    assert len(theorems) > 5000
+    assert len(theorems) > 20_000 // step
     kinds = Counter(
         re.sub(r"^line \d+: ", "", reason).split(" ")[0]
         for text in theorems

@@ -18,6 +18,12 @@ from lean_pool.lean_source import (
     without_imports,
 )
 from operators.split import split_lemmas
+from tests.sweeps import EVERY_FILE, SAMPLED, files_of
+
+# A file of the Mathlib sample for each command the reader leaves unread, beside the sampled ones.
+UNREAD_COMMAND_FILES = ("Mathlib/Algebra/Group/Defs.lean", "Mathlib/Algebra/Group/Hom/Basic.lean",
+                        "Mathlib/Data/Finset/Attr.lean", "Mathlib/Data/Nat/BinaryRec.lean",
+                        "Mathlib/Data/Set/Operations.lean", "Mathlib/Order/Defs/Unbundled.lean")
 
 
 def _theorems(text: str) -> list[tuple[str, str]]:
@@ -170,9 +176,10 @@ def _count_theorem_lines(source: str) -> int:
     return count
 
 
-def test_every_theorem_and_lemma_of_the_mathlib_sample_is_found(mathlib_sample_dir: Path) -> None:
-    files = sorted(mathlib_sample_dir.rglob("*.lean"))
-    assert len(files) == 601
+@pytest.mark.parametrize("step", [SAMPLED, EVERY_FILE])
+def test_every_theorem_and_lemma_of_the_mathlib_sample_is_found(mathlib_sample_dir: Path, step: int) -> None:
+    assert len(files_of(mathlib_sample_dir, 1)) == 601
+    files = files_of(mathlib_sample_dir, step)
     found = expected = 0
     for path in files:
         source = path.read_text(encoding="utf-8")
@@ -182,7 +189,7 @@ def test_every_theorem_and_lemma_of_the_mathlib_sample_is_found(mathlib_sample_d
         assert all(c.name and source[c.start : c.end] == c.text for c in theorems), path
         found += len(theorems)
         expected += source.count("\ntheorem ") + source.count("\nlemma ")
-    assert found >= expected > 20_000
+    assert found >= expected > 20_000 // step
 
 
 @pytest.mark.parametrize("text", ["", "theorem", "/-", "namespace", "end end end", "@[", "open X in", "«",
@@ -202,12 +209,14 @@ def test_code_tokens_read_names_whole_and_skip_comments_and_strings() -> None:
     assert next(t for t in code_tokens(code) if t.text == "«Lean».Elab.x").plain == "Lean.Elab.x"
 
 
+@pytest.mark.parametrize("step", [SAMPLED, EVERY_FILE])
 def test_unread_command_lines_find_the_commands_this_reader_does_not_know(mathlib_sample_dir: Path,
-                                                                       mathliblemma_dir: Path) -> None:
-    found = {word for path in mathlib_sample_dir.rglob("*.lean") for _, word in unread_command_lines(path.read_text())}
+                                                                       mathliblemma_dir: Path, step: int) -> None:
+    files = files_of(mathlib_sample_dir, step, also=UNREAD_COMMAND_FILES)
+    found = {word for path in files for _, word in unread_command_lines(path.read_text())}
     assert found == {"initialize_simps_projections", "compile_def%", "extend_docs", "assert_not_imported", "unseal",
                      "declare_aesop_rule_sets"}
-    assert not any(unread_command_lines(path.read_text()) for path in mathliblemma_dir.rglob("*.lean"))
+    assert not any(unread_command_lines(path.read_text()) for path in files_of(mathliblemma_dir, step))
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lean_pool.lean_source import Command, lex, read_commands
+from tests.sweeps import SAMPLE_STEP, files_of
 
 THEOREM_KINDS = ("theorem", "lemma")
 
@@ -197,6 +198,8 @@ _SIMPLE_ESCAPE_LENGTH = 2
 # every file is read, so fewer means files went missing, not that the reader got better.
 FIXTURE_LEAN_FILES = 1_493
 FIXTURE_THEOREMS = 24_473
+# The theorems of every SAMPLE_STEP-th of those files (tests/sweeps.py), the fast tier's sample of them.
+SAMPLED_FIXTURE_THEOREMS = 967
 
 
 class _Blanker:
@@ -305,9 +308,15 @@ def c := '"'
     assert len(_theorem_commands(source)) == 3
 
 
-def test_read_commands_counts_every_theorem_of_the_fixtures_as_the_independent_counter_does(shared_dir: Path) -> None:
+@pytest.mark.parametrize(("step", "theorems_at_least"), [
+    pytest.param(SAMPLE_STEP, SAMPLED_FIXTURE_THEOREMS, id=f"every {SAMPLE_STEP}th file"),
+    pytest.param(1, FIXTURE_THEOREMS, id="every file", marks=pytest.mark.sweep),
+])
+def test_read_commands_counts_every_theorem_of_the_fixtures_as_the_independent_counter_does(
+        shared_dir: Path, step: int, theorems_at_least: int) -> None:
     mismatches: list[str] = []
-    paths = sorted((shared_dir / "fixtures").rglob("*.lean"))
+    assert len(files_of(shared_dir / "fixtures", 1)) >= FIXTURE_LEAN_FILES
+    paths = files_of(shared_dir / "fixtures", step)
     theorems = 0
     for path in paths:
         source = path.read_text(encoding="utf-8")
@@ -317,4 +326,4 @@ def test_read_commands_counts_every_theorem_of_the_fixtures_as_the_independent_c
             mismatches.append(f"{path}: read_commands {len(found)}, independent {expected}")
         theorems += len(found)
     assert not mismatches, "\n".join(mismatches)
-    assert len(paths) >= FIXTURE_LEAN_FILES and theorems >= FIXTURE_THEOREMS
+    assert theorems >= theorems_at_least
