@@ -5,6 +5,7 @@ as their declarations say."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -135,12 +136,18 @@ def default_pipelines() -> dict[str, list[str]]:
     return {job: [str(name) for name in cfg["pipeline"]] for job, cfg in configs.items() if "pipeline" in cfg}
 
 
+@functools.cache
+def composed(job: str) -> dict[str, Any]:
+    """`job`'s default config, resolved: composed once for all the stages its pipeline lists."""
+    return cast(dict[str, Any], OmegaConf.to_container(compose_config(job, []), resolve=True))
+
+
 def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
     """The table row docs/stages.md gives `stage`: the jobs listing it, its statuses, the sections its settings are
     read from and the keys its switch reads (in the first job listing it, else mine's), its resources section, its LLM
     call labels, whether it checks Lean."""
     jobs = [job for job, listed in pipelines.items() if stage.name in listed]
-    cfg = cast(dict[str, Any], OmegaConf.to_container(compose_config(jobs[0] if jobs else "mine", []), resolve=True))
+    cfg = composed(jobs[0] if jobs else "mine")
     shared = Shared(prompts=cfg["prompts"], index=None, grounding=None, subgoals=None, table="candidates",
                     benchmark_problems=lambda: (), examples=None)
     sections = {key.split(".")[0] for key in keys_read(lambda read: stage.arguments(read, shared), cfg)}
