@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from operators.llm.errors import LLMConfigError, endpoint_down_message
 from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimProcess, SimServer, fetch_stats
 from operators.pipeline import DECLARED, call_roles
+from tests.forked_command import run_module_forked
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm" / "sim.yaml"
 # Every model conf/llm/sim.yaml's roles name: the models a sim server must list to serve them all.
@@ -201,10 +201,10 @@ def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() 
 def test_a_dead_openai_url_is_one_error_line_and_exit_2_within_seconds(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.mine", "preset=demo", "llm=openai", f"llm.endpoints.main.base_url={url}",
-         f"run_dir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+    done = run_module_forked(
+        "pipelines.mine",
+        ["preset=demo", "llm=openai", f"llm.endpoints.main.base_url={url}", f"run_dir={tmp_path / 'run'}"],
+        tmp_path, {**os.environ, "OPENAI_API_KEY": "sk-test"}, timeout=120,
     )
     elapsed = time.monotonic() - started
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
