@@ -7,7 +7,6 @@ seeds tree. No Ray starts here."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import subprocess
@@ -36,15 +35,14 @@ NOT_PARQUET = b"informal,name\nOne plus one is two.,two\n"
 
 
 def folklore(cwd: Path, *args: str, in_new_python: bool = False) -> subprocess.CompletedProcess[str]:
-    """`folklore args...` as a user types it, from `cwd`: in a process forked from this one once the job's module is
-    imported here (tests/forked_command.py), or `in_new_python`, literally."""
+    """`folklore args...` as a user types it, from `cwd`: forked from a Python that imported the job's module
+    (tests/forked_command.py), or `in_new_python`, literally."""
     if in_new_python:
         return subprocess.run([sys.executable, "-m", "pipelines.command", *args], cwd=cwd, capture_output=True,
                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
     job = JOBS.get(args[0]) if args else None
-    if job is not None:
-        importlib.import_module(job.module)
-    return run_module_forked("pipelines.command", args, cwd, {**os.environ, "PYTHONPATH": str(REPO)})
+    return run_module_forked("pipelines.command", args, cwd, {**os.environ, "PYTHONPATH": str(REPO)},
+                             preload=[job.module] if job else [])
 
 
 def hashes(root: Path) -> dict[str, str]:

@@ -25,8 +25,8 @@ ONE_SEED = ["seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=
 
 def command(module: str, *args: str, cwd: Path = REPO, home: Path | None = None,
             in_new_python: bool = False) -> subprocess.CompletedProcess[str]:
-    """`python -m pipelines.<module> args...` as a user types it, from `cwd`: in a process forked from this one, where
-    the job's imports are paid once (tests/forked_command.py), or `in_new_python`, literally."""
+    """`python -m pipelines.<module> args...` as a user types it, from `cwd`: forked from a Python that imported the
+    job's module, its imports paid once (tests/forked_command.py), or `in_new_python`, literally."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **({"HOME": str(home)} if home else {})}
     if in_new_python:
         return subprocess.run([sys.executable, "-m", f"pipelines.{module}", *args], cwd=cwd, env=env,
