@@ -3,11 +3,11 @@ start a job only to see it refuse its command line: a new Python spends 2 s impo
 the LLM client). A fork server (this module run as `python -m tests.forked_command`, one per test process, started on
 first use) imports each job's module once and forks a process per command. The server is a plain Python, not the test
 process: no pytest state, and no thread pool a fork would inherit locked (polars' hangs a fork of a process that used
-it; the threads its imports start, jemalloc's and OpenBLAS's, take care of a fork). Each fork is a process of its own, as a user's would be: its own working directory, environment, signal
-handlers, stdin (/dev/null), stdout and stderr (files, so a line written below Python counts), argv and exit status;
-the module runs as `__main__`, as `python -m` runs it. What only a new interpreter shows (a module that fails to
-import alone, a warning at import) is left to the tests that start each entry point in a new Python
-(docs/testing.md)."""
+it; the threads its imports start, jemalloc's and OpenBLAS's, take care of a fork). Each fork is a process of its own,
+as a user's would be: its own working directory, environment, signal handlers, stdin (/dev/null), stdout and stderr
+(files, so a line written below Python counts), argv and exit status; the module runs as `__main__`, as `python -m`
+runs it. What only a new interpreter shows (a module that fails to import alone, a warning at import) is left to the
+tests that start each entry point in a new Python (docs/testing.md)."""
 
 from __future__ import annotations
 
