@@ -85,7 +85,7 @@ def stage_medians(time_scale: float) -> dict[str, float]:
 def llm_latencies(time_scale: float, sigma: float) -> list[str]:
     """The sim's per-stage median latencies, the stated ones scaled, and their spread."""
     medians = ", ".join(f"{stage}: {median:.4f}" for stage, median in stage_medians(time_scale).items())
-    return [f"++llm.sim.latency.by_stage={{{medians}}}", f"llm.sim.latency.sigma={sigma}"]
+    return [f"++llm.sim.latency.by_call={{{medians}}}", f"llm.sim.latency.sigma={sigma}"]
 
 
 def night(regime: str, options: argparse.Namespace, seeds_root: Path, include: list[str], work: Path) -> Night:

@@ -237,7 +237,7 @@ def test_the_simulators_state_their_own_speed_to_the_plan():
     demo = mining_shape(load_config([DEMO]))
     assert demo.endpoint_capacity == 64 and demo.lean_sim_costs == (0.05, 0.5)  # the demo's sims
     assert demo.service_s["prove"] == pytest.approx(0.05 * math.exp(0.3**2 / 2))  # a log-normal's mean
-    staged = mining_shape(load_config([DEMO, "++llm.sim.latency.by_stage={prove: 2.0}"]))
+    staged = mining_shape(load_config([DEMO, "++llm.sim.latency.by_call={prove: 2.0}"]))
     assert staged.service_s["prove"] == pytest.approx(2.0 * math.exp(0.3**2 / 2))
     assert staged.service_s["judge"] == demo.service_s["judge"]
     api = mining_shape(load_config([DEMO, "llm=openai", "lean=repl"]))

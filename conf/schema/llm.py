@@ -144,7 +144,7 @@ class LlmSimulatorFaults:
 class SimLatency:
     """The LLM simulator's service time: log-normal around a median."""
 
-    by_stage: dict[str, float] = setting("stage -> its own median in seconds, e.g. {discover: 2.0}; others: median_s",
+    by_call: dict[str, float] = setting("call -> its own median in seconds, e.g. {discover: 2.0}; others: median_s",
                                          at_least=0)
     median_s: float = setting("median service time of a request, in seconds", at_least=0)
     sigma: float = setting("spread of the log-normal service time; 0: always the median", at_least=0)
@@ -235,7 +235,7 @@ class ProveScript:
 
 @section
 class SimScript:
-    """The LLM simulator's scripted answers, per stage (the X-Folklore-Stage header); prompts may carry triggers
+    """The LLM simulator's scripted answers, per call (the X-Folklore-Call header); prompts may carry triggers
     (`sim:fail=429x2`, `sim:empty`, `sim:error`, ...) for tests."""
 
     agent: AgentScript = setting("autoformalize mode=agent: the opening tools, then compiles of the translator's code")

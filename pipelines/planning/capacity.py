@@ -260,7 +260,7 @@ def sim_service_s(latency: Mapping[str, Any], labels: Iterable[str]) -> dict[str
     """The LLM sim's mean service seconds per call label of `labels`: the mean of its log-normal latency around each
     label's median."""
     spread = math.exp(float(latency["sigma"]) ** 2 / 2)
-    return {label: float(latency["by_stage"].get(label, latency["median_s"])) * spread for label in labels}
+    return {label: float(latency["by_call"].get(label, latency["median_s"])) * spread for label in labels}
 
 
 def stated_funnel(assumed: Mapping[str, Any], shape: MiningShape) -> tuple[dict[str, float], float]:

@@ -37,10 +37,10 @@ def injected_fault(messages: list[Mapping[str, Any]], digest: str, delivery: int
 
 
 def latency_s(digest: str, call: str, sim: Mapping[str, Any]) -> float:
-    """Service time of a request: log-normal around its call's median (`latency.by_stage`, keyed by
-    call, else `median_s`; a server configured by hand may leave `by_stage` out), so sigma 0 always gives the
+    """Service time of a request: log-normal around its call's median (`latency.by_call`, keyed by
+    call, else `median_s`; a server configured by hand may leave `by_call` out), so sigma 0 always gives the
     median."""
     latency = sim["latency"]
-    median = latency.get("by_stage", {}).get(call, latency["median_s"])
+    median = latency.get("by_call", {}).get(call, latency["median_s"])
     u = min(max(unit(sim["seed"], digest, "latency"), 1e-12), 1 - 1e-12)
     return median * math.exp(latency["sigma"] * statistics.NormalDist().inv_cdf(u))
