@@ -143,16 +143,20 @@ def test_valid_command_lines_still_compose():
     assert (cfg.lean.timeout_s, cfg.faithfulness.alpha, cfg.ray.num_cpus, cfg.run_dir) == (7.5, 1, None, URI)
     assert (list(cfg.seeds.include), cfg.lean.sim.import_s, cfg.discover.min_lemmas) == (
         ["Mathlib/Data/**", "Mathlib/Order/**"], 0.1, 7)
-    assert compose_config("evaluate", ["provers=[a,b]", "llm=openai", "lean=sim"], complete=False).llm.provers == ["a", "b"]
-    assert compose_config("mine", ["llm=vllm", "llm.serve.http_port=8001"], complete=False).llm.serve.http_port == 8001
+    evaluate = compose_config("evaluate", ["provers=[a,b]", "llm=openai", "lean=sim"], complete=False)
+    assert evaluate.llm.provers == ["a", "b"]
+    served = compose_config("mine", ["llm=vllm", "llm.serve.http_port=8001"], complete=False)
+    assert served.llm.serve.http_port == 8001
     engine = "llm.serve.engines.smollm2"
     cpu = compose_config("mine", ["llm=vllm", "llm/engines=cpu", f"{engine}.model_source=/models/s",
                                   f"+{engine}.runtime_env.env_vars.OMP_NUM_THREADS=2",
                                   f"{engine}.placement_group_config={{bundle_per_worker:{{CPU:2}}}}",
-                                  f"+{engine}.accelerator_config.topology=2x2"], complete=False).llm.serve.engines.smollm2
+                                  f"+{engine}.accelerator_config.topology=2x2"],
+                         complete=False).llm.serve.engines.smollm2
     assert (cpu.model_source, cpu.runtime_env.env_vars.OMP_NUM_THREADS) == ("/models/s", 2)
     assert (cpu.placement_group_config.bundle_per_worker.CPU, cpu.accelerator_config.topology) == (2, "2x2")
-    assert compose_config("check", ["lean=kimina", "lean.kimina.url=http://lean-box:8000"], complete=False).lean.backend == "kimina"
+    kimina = compose_config("check", ["lean=kimina", "lean.kimina.url=http://lean-box:8000"], complete=False)
+    assert kimina.lean.backend == "kimina"
     assert compose_config("export", [f"run_dir='{URI}'", "format=jsonl"], complete=False).format == "jsonl"
     assert compose_config("mine", ["hydra.job.chdir=false"], complete=False).run_dir == "runs/mine"
 
@@ -160,7 +164,8 @@ def test_valid_command_lines_still_compose():
 def test_open_mappings_take_new_keys_and_lose_old_ones():
     endpoint = "{base_url:'http://h:8000/v1',api_key_env:null,concurrency:4,request_timeout_s:60,max_tokens_param:max_tokens}"
     cfg = compose_config("mine", [f"+llm.endpoints.local={endpoint}", "+llm.sampling.prove.seed=3",
-                                  "~llm.sampling.judge.temperature", "+llm.models.critic={endpoint:local,model:m}"], complete=False)
+                                  "~llm.sampling.judge.temperature", "+llm.models.critic={endpoint:local,model:m}"],
+                         complete=False)
     assert cfg.llm.endpoints.local.concurrency == 4 and cfg.llm.sampling.prove.seed == 3
     assert "temperature" not in cfg.llm.sampling.judge and cfg.llm.models.critic.endpoint == "local"
 

@@ -11,7 +11,6 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-import conf
 from conf import compose_config
 from conf.schema import speed_keys
 from conf.schema.fields import keys, section, setting

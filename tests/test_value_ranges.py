@@ -1,6 +1,6 @@
 """Numbers checked at start: every count, size and budget of conf/ has a declared range (`at_least`, `at_most` on its
-schema field, conf/schema/), and a value outside it, given or default, is one `error:` line naming the key, the value and the range,
-exit 2, before Ray starts and before anything is written. A deciding key added since a run was recorded
+schema field, conf/schema/), and a value outside it, given or default, is one `error:` line naming the key, the value
+and the range, exit 2, before Ray starts and before anything is written. A deciding key added since a run was recorded
 (`introduced`) lets that run resume."""
 
 from __future__ import annotations
