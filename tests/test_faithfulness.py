@@ -75,7 +75,7 @@ def proofnet(shared_dir: Path) -> dict[str, dict[str, Any]]:
 def settings() -> FaithfulnessSettings:
     """The configured check (conf/faithfulness/default.yaml's prompts), with the threshold and penalty pinned."""
     cfg = load_config(["faithfulness.enabled=true", f"faithfulness.alpha={ALPHA}",
-                       f"faithfulness.minor_penalty={PENALTY}"])
+                       f"faithfulness.minor_penalty={PENALTY}"], complete=False)
     shared = Shared(prompts={"system": "You are a careful mathematician."}, index=NO_INDEX, grounding=None,
                     subgoals=None, table="candidates", benchmark_problems=tuple)
     return faithfulness_arguments(OmegaConf.to_container(cfg, resolve=True), shared)["faithfulness"]

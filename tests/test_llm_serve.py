@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def composed_llm(*overrides: str) -> dict[str, Any]:
     """The `llm` section of `mine` with `llm=vllm` and `overrides`, as the backend reads it."""
-    return OmegaConf.to_container(compose_config("mine", ["llm=vllm", *overrides]).llm, resolve=True)
+    return OmegaConf.to_container(compose_config("mine", ["llm=vllm", *overrides], complete=False).llm, resolve=True)
 
 
 @pytest.fixture()

@@ -52,7 +52,7 @@ MAX_LEMMAS = 50
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_config([])
+    return load_config([], complete=False)
 
 
 @pytest.fixture(scope="module")

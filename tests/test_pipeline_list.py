@@ -139,7 +139,7 @@ def default_pipelines() -> dict[str, list[str]]:
 @functools.cache
 def composed(job: str) -> dict[str, Any]:
     """`job`'s default config, resolved: composed once for all the stages its pipeline lists."""
-    return cast(dict[str, Any], OmegaConf.to_container(compose_config(job, []), resolve=True))
+    return cast(dict[str, Any], OmegaConf.to_container(compose_config(job, [], complete=False), resolve=True))
 
 
 def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:

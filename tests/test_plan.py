@@ -240,7 +240,7 @@ def test_the_simulators_state_their_own_speed_to_the_plan():
     staged = mining_shape(load_config([DEMO, "++llm.sim.latency.by_call={prove: 2.0}"]))
     assert staged.service_s["prove"] == pytest.approx(2.0 * math.exp(0.3**2 / 2))
     assert staged.service_s["judge"] == demo.service_s["judge"]
-    api = mining_shape(load_config([DEMO, "llm=openai", "lean=repl"]))
+    api = mining_shape(load_config([DEMO, "llm=openai", "lean=repl"], complete=False))
     assert (api.endpoint_capacity, api.service_s, api.lean_sim_costs) == (None, {}, None)
 
 
@@ -323,7 +323,7 @@ def test_the_demo_waves_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does
     without_replay = streaming_cpus(load_config([DEMO, "lean.workers=2", "verify.replay=off", "dedup.enabled=false"]),
                                     waves=1)
     assert "split+dedup" not in without_replay and without_replay["lean pool"] == 2.0
-    assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"]), waves=1)
+    assert "lean pool" not in streaming_cpus(load_config([DEMO, "lean=kimina"], complete=False), waves=1)
 
 
 @pytest.mark.ray

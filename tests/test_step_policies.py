@@ -266,7 +266,7 @@ def test_the_union_reports_the_proof_with_the_fewest_repairs():
 
 @pytest.fixture(scope="module")
 def templates() -> dict[str, str]:
-    return OmegaConf.to_container(load_config([]).prompts)
+    return OmegaConf.to_container(load_config([], complete=False).prompts)
 
 
 def prove_prompt(templates: dict[str, str], step: Ask) -> str:
@@ -412,7 +412,7 @@ def test_a_discover_answer_cut_at_its_budget_says_so_in_its_reason():
 
 def mining_steps(overrides: list[str]) -> StageSettings:
     """The settings a mining run of `overrides` hands each of its stages (closed-book)."""
-    return stage_settings(load_config(overrides), NO_INDEX, MiningJob.INPUTS, MiningJob.PLAN_TABLE)
+    return stage_settings(load_config(overrides, complete=False), NO_INDEX, MiningJob.INPUTS, MiningJob.PLAN_TABLE)
 
 
 async def test_formalize_round_budget_comes_from_its_config_section():
