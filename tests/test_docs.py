@@ -249,5 +249,5 @@ def test_every_documented_command_names_a_job_and_sets_keys_it_has() -> None:
 def test_every_backticked_config_key_exists() -> None:
     keys = every_key()
     problems = [f"{page.relative_to(REPO)}: `{key}`" for page in PAGES for key in backticked_keys(page)
-                if not any(fnmatchcase(known, key) for known in keys)]
+                if key not in keys and ("*" not in key or not any(fnmatchcase(known, key) for known in keys))]
     assert not problems, "config keys the docs name that no job's config has:\n" + "\n".join(problems)

@@ -21,6 +21,8 @@ from conf.usage import shown
 from pipelines import command, mine
 
 REPO = Path(__file__).resolve().parents[1]
+# The console script as installed beside this Python (`pip install -e .`), whatever PATH holds.
+FOLKLORE = str(Path(sys.executable).parent / "folklore")
 ENTRY_MODULES = {"pipelines.mine", "pipelines.plan", "pipelines.report", "pipelines.export",
                  "pipelines.autoformalize", "pipelines.evaluate", "pipelines.decontaminate", "pipelines.index",
                  "pipelines.contribute", "lean_pool.check"}
@@ -136,10 +138,10 @@ def test_the_usage_each_help_gives_is_the_one_the_readme_tables() -> None:
 def test_a_newcomers_first_commands_answer_in_their_own_process(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """`folklore mine --help` as typed; a mandatory value left out, and a flag given to `python -m`, one line each."""
-    helped = subprocess.run(["folklore", "mine", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    helped = subprocess.run([FOLKLORE, "mine", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and helped.stderr == ""
     assert "  prove.max_repairs=2 " in helped.stdout and "  seeds.root=??? " in helped.stdout
-    missing = subprocess.run(["folklore", "evaluate", "preset=demo"], cwd=tmp_path, capture_output=True, text=True,
+    missing = subprocess.run([FOLKLORE, "evaluate", "preset=demo"], cwd=tmp_path, capture_output=True, text=True,
                              timeout=120)
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.startswith("error: benchmark_dir has no value: give benchmark_dir=... (")
