@@ -245,6 +245,7 @@ class RecordingOperator(AutoformalizeOperator):
         return self.answers.pop(0)
 
 
+@pytest.mark.slow
 async def test_a_draft_without_code_is_asked_again_with_what_was_wrong_then_repaired_from_the_code():
     cfg = job_config("formalize.max_repairs=3", "formalize.diagnose=false")
     draft = "theorem cube_root : (1 : ℂ) ^ 3 = 1 := sorry  -- " + ERROR_MARK

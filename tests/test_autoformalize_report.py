@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+import pytest
 
 from operators.rows.formalizations import empty_formalization, formalizations_table
 from pipelines import report
@@ -66,6 +67,7 @@ def test_each_mode_gets_its_rates_and_its_calls_per_problem():
     assert modes["direct"]["tool_calls_per_problem"] is None
 
 
+@pytest.mark.slow
 def test_the_page_shows_sr_at_k_with_its_curve_only_when_the_agent_ran(tmp_path):
     run_dir = write_formalization_run(tmp_path / "agent", simulated=True, table_rows=table_rows())
     assert report.main([f"run_dir={run_dir}", "formalizations.sr_at_k=[5,24]"]) == 0

@@ -68,6 +68,7 @@ def jsonl(path: Path, *records: object) -> Path:
 # --- autoformalize ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_autoformalize_refuses_a_parquet_file_that_is_not_parquet(tmp_path: Path) -> None:
     bad = tmp_path / "inputs" / "problems.parquet"
     bad.parent.mkdir()
@@ -165,6 +166,7 @@ def test_decontaminate_names_a_benchmark_table_whose_statement_is_not_text(tmp_p
 # --- evaluate ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_evaluate_names_a_benchmark_file_that_is_not_utf8_and_its_line(tmp_path: Path) -> None:
     problem = tmp_path / "bench" / "abstract" / "Order" / "Clamp" / "1.lean"
     problem.parent.mkdir(parents=True)
@@ -174,6 +176,7 @@ def test_evaluate_names_a_benchmark_file_that_is_not_utf8_and_its_line(tmp_path:
     assert line == f"error: {problem} line 1 is not UTF-8: invalid continuation byte at byte 11"
 
 
+@pytest.mark.slow
 def test_evaluate_names_a_statements_table_it_cannot_read(tmp_path: Path) -> None:
     numbers, text = tmp_path / "numbers.parquet", tmp_path / "text.parquet"
     pq.write_table(pa.table({"candidate_id": ["a", "b"], "statement": [None, 5]}), numbers)
@@ -210,6 +213,7 @@ def test_check_takes_everything_after_a_double_dash_for_a_path(tmp_path: Path) -
     ("autoformalize", "input"), ("evaluate", "benchmark_dir"), ("decontaminate", "corpus"), ("index", "mathlib_dir"),
     ("check", "statement"),
 ])
+@pytest.mark.slow
 def test_every_job_takes_a_value_with_characters_other_than_ascii_unquoted(job: str, key: str) -> None:
     cfg = compose_config(job, [f"{key}=runs/rün ∀/日本"], complete=False)
     assert OmegaConf.select(cfg, key) == "runs/rün ∀/日本"
@@ -222,6 +226,7 @@ def test_a_list_takes_items_with_characters_other_than_ascii_unquoted() -> None:
         compose_config("decontaminate", ["benchmarks=[a, 'b', ü]"])
 
 
+@pytest.mark.slow
 def test_a_report_on_a_run_directory_named_in_any_script_runs(tmp_path: Path) -> None:
     run = write_run(tmp_path / "rün")
     result = folklore(tmp_path, "report", f"run_dir={run}")
@@ -232,6 +237,7 @@ def test_a_report_on_a_run_directory_named_in_any_script_runs(tmp_path: Path) ->
 # --- seeds keyed without collisions ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_seed_files_one_id_would_name_are_refused_before_anything_starts(tmp_path: Path) -> None:
     seeds = tmp_path / "seeds"
     (seeds / "Mathlib" / "a.x").mkdir(parents=True)
@@ -243,6 +249,7 @@ def test_two_seed_files_one_id_would_name_are_refused_before_anything_starts(tmp
     assert refused(tmp_path, "plan", "preset=demo", f"seeds.root={seeds}") == expected
 
 
+@pytest.mark.slow
 def test_a_run_directory_inside_the_seeds_tree_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     seeds = tmp_path / "seeds"
     (seeds / "Mathlib").mkdir(parents=True)

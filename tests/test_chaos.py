@@ -74,6 +74,7 @@ def test_rate_one_crashes_the_first_check_but_not_the_header_import(tmp_path: Pa
     assert "random crash at check 1" in err and "random faults on" in err
 
 
+@pytest.mark.slow
 def test_rate_one_hang_never_answers(tmp_path: Path) -> None:
     proc = start(tmp_path, hang_rate=1.0)
     try:

@@ -98,6 +98,7 @@ def test_lines_follow_the_arguments_and_a_ctrl_c_after_the_last_line_keeps_the_v
     assert rest == (["interrupted after the work was written: nothing is lost"] if interrupt_teardown else [])
 
 
+@pytest.mark.slow
 def test_only_regular_files_up_to_the_size_limit_are_read_and_ray_never_starts_for_none(tmp_path):
     os.mkfifo(tmp_path / "x.lean")
     (tmp_path / "z.lean").symlink_to("/dev/zero")

@@ -39,6 +39,7 @@ def run_pytest(test_file: Path, ci: bool) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_skip_not_on_the_allow_list_fails_a_ci_run_and_is_named(tmp_path: Path) -> None:
     test_file = tmp_path / "test_skipping.py"
     test_file.write_text(SKIPPING_TESTS)

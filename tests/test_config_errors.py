@@ -93,6 +93,7 @@ def test_a_config_mistake_is_one_error_line_naming_the_key(main, override, words
     assert words in one_error_line(main, [override], capsys)
 
 
+@pytest.mark.slow
 def test_the_issue_examples_read_as_asked(capsys):
     assert one_error_line(mine.main, ["preset=demo", "run_dir=/tmp/t", "discover.min_lemmas=abc"], capsys) == (
         "error: discover.min_lemmas=abc: expects an integer (default 6)")
@@ -102,6 +103,7 @@ def test_the_issue_examples_read_as_asked(capsys):
         "error: lean.workerz: no such key; did you mean lean.workers?")
 
 
+@pytest.mark.slow
 def test_the_command_a_user_types_ends_in_one_line_and_exit_2(tmp_path: Path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.mine", "preset=demo", f"run_dir={tmp_path / 't'}",
                            "discover.min_lemmas=abc"], cwd=REPO_DIR, capture_output=True, text=True, timeout=120,
@@ -135,6 +137,7 @@ def test_mistakes_in_mappings_deletions_groups_and_interpolations_are_one_line(o
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_valid_command_lines_still_compose():
     cfg = compose_config("mine", ["preset=demo", "lean.timeout_s=7.5", "faithfulness.alpha=1", "ray.num_cpus=null",
                                   "llm.endpoints.sim.api_key_env=null",
@@ -178,6 +181,7 @@ def test_the_declared_choices_are_the_ones_the_code_branches_on():
     assert set(conf.choices("mode")) == set(check.GOAL)
 
 
+@pytest.mark.slow
 def test_every_renamed_key_names_a_key_a_job_has_and_its_old_spelling_none():
     composed = [compose_config(name, selections, complete=False) for name, selections in [
         ("mine", []), ("mine", ["preset=demo"]), ("mine", ["llm=vllm", "lean=kimina"]),

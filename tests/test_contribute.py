@@ -109,6 +109,7 @@ def pending(statement: str, old_name: str, namespace: str = "") -> dict:
 ADD_COMM = "import Mathlib\n\ntheorem clamp_sim_916304_1 (a b : ℕ) : a + b = b + a := by sorry\n"
 
 
+@pytest.mark.slow
 def test_a_mined_name_that_fails_goes_to_the_llm_and_a_good_proposal_is_taken(rules):
     row = kept(pending(ADD_COMM, "clamp_sim_916304_1"), rules)
     assert row["name_ok"] is False and row["name_reasons"] and row.get("new_name") is None
@@ -253,6 +254,7 @@ def test_a_tactic_the_replay_rejects_is_not_offered_and_no_verdict_keeps_the_min
     assert none["proof_tactic"] is None and none["reason"] is None
 
 
+@pytest.mark.slow
 def test_the_declaration_index_names_every_declaration_a_lemma_may_not_take(tmp_path):
     names = ["Nat.add_comm", "Finset.card_le_card"]
     pq.write_table(pa.table({"name": names, "kind": ["theorem"] * 2}), tmp_path / TABLE_FILE)
@@ -266,6 +268,7 @@ def contribute_command(*args: str) -> subprocess.CompletedProcess:
                              timeout=SETUP_ERROR_TIMEOUT_S)
 
 
+@pytest.mark.slow
 def test_a_missing_run_or_checkout_is_one_line_before_anything_starts(tmp_path):
     missing = contribute_command(f"run_dir={tmp_path / 'no-run'}")
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [

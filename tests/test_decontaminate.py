@@ -94,6 +94,7 @@ def judged(tmp_path_factory, shared_dir, mathlib_sample_dir):
     return rows, summary, json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_restated_problems_are_found_with_their_problem_and_kind(judged) -> None:
     rows, _, _ = judged
     found = {key: (row["benchmark"], row["benchmark_problem"], row["match_kind"])
@@ -165,6 +166,7 @@ def run_and_benchmark(tmp_path: Path, problem: str) -> tuple[Path, Path]:
     return run_dir, benchmark
 
 
+@pytest.mark.slow
 def test_export_moves_rows_restating_a_benchmark_problem_to_excluded(tmp_path, shared_dir) -> None:
     run_dir, benchmark = run_and_benchmark(tmp_path, "theorem bench_p1 (m : ℕ) :\n    m + 0 = m := by sorry")
     status = export.main([f"run_dir={run_dir}", "split.test_fraction=0.2",
@@ -191,6 +193,7 @@ def test_export_moves_rows_restating_a_benchmark_problem_to_excluded(tmp_path, s
     assert not any("shared_fact" in path.read_text() for path in (out / "lean").glob("*.lean"))
 
 
+@pytest.mark.slow
 def test_corpus_benchmarks_and_output_may_live_on_object_storage(object_store, tmp_path, shared_dir, capsys) -> None:
     bucket = object_store.create_bucket("decontaminate")
     filesystem = object_store.filesystem()
@@ -213,6 +216,7 @@ def test_corpus_benchmarks_and_output_may_live_on_object_storage(object_store, t
         object_store.keys("decontaminate/out"))
 
 
+@pytest.mark.slow
 def test_a_folklore_run_and_its_export_are_corpora_too(tmp_path) -> None:
     run_dir, benchmark = run_and_benchmark(tmp_path, "lemma bench_p1 {k : ℕ} : k + 0 = k := by sorry")
     fast = [f"benchmarks=[{benchmark}]", "matches.embedding.enabled=false"]

@@ -226,6 +226,7 @@ def test_every_relative_link_reaches_a_file(page: Path) -> None:
     assert not missing, f"{page.relative_to(REPO)} links to what does not exist: {missing}"
 
 
+@pytest.mark.slow
 def test_every_documented_command_names_a_job_and_sets_keys_it_has() -> None:
     commands_found = documented_commands()
     assert any(name == "mine" for _, name, _ in commands_found), "no mining command found: the parser is broken"
@@ -246,6 +247,7 @@ def test_every_documented_command_names_a_job_and_sets_keys_it_has() -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_every_backticked_config_key_exists() -> None:
     keys = every_key()
     problems = [f"{page.relative_to(REPO)}: `{key}`" for page in PAGES for key in backticked_keys(page)

@@ -54,6 +54,7 @@ def closed_port() -> int:
 # --- the probe --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_probe_passes_an_endpoint_serving_every_role() -> None:
     cfg = sim_config(models=SIM_MODELS)
     with SimServer(cfg["sim"]) as server:
@@ -71,6 +72,7 @@ def test_the_probe_names_an_unreachable_endpoint_with_its_url_and_model() -> Non
     assert problems == [f"endpoint sim ({url}, model judge) is unreachable: Connection error."]
 
 
+@pytest.mark.slow
 def test_the_probe_gives_up_on_a_silent_endpoint_after_its_timeout() -> None:
     with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
         silent.bind(("127.0.0.1", 0))
@@ -82,6 +84,7 @@ def test_the_probe_gives_up_on_a_silent_endpoint_after_its_timeout() -> None:
     assert len(problems) == 1 and url in problems[0] and "no answer within 0.5 s" in problems[0]
 
 
+@pytest.mark.slow
 def test_the_probe_names_a_refused_key_without_showing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = sim_config(require_api_key="sk-right-key-0000", models=SIM_MODELS)
     cfg["endpoints"]["sim"]["api_key_env"] = "FOLKLORE_TEST_LLM_KEY"
@@ -100,6 +103,7 @@ def test_the_probe_names_a_refused_key_without_showing_it(monkeypatch: pytest.Mo
     assert "sk-wrong-key-1111" not in problems[0]
 
 
+@pytest.mark.slow
 def test_the_probe_names_a_model_the_endpoint_does_not_list() -> None:
     cfg = sim_config(models=SIM_MODELS)
     cfg["models"]["judge"]["model"] = "judeg"
@@ -168,6 +172,7 @@ def test_every_configured_call_label_is_declared_by_a_stage_with_roles_of_the_co
     assert {role for asking in roles.values() for role in asking} <= set(yaml.safe_load(CONF.read_text())["models"])
 
 
+@pytest.mark.slow
 def test_the_probe_reads_the_sim_cards_context_and_refuses_a_budget_it_cannot_hold() -> None:
     cfg = sim_config(models=SIM_MODELS, max_context_tokens=4096)
     cfg["sampling"]["discover"]["max_tokens"] = 8192
@@ -179,6 +184,7 @@ def test_the_probe_reads_the_sim_cards_context_and_refuses_a_budget_it_cannot_ho
     assert all(problem.startswith("llm.sampling.") for problem in problems)
 
 
+@pytest.mark.slow
 def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() -> None:
     cfg = sim_config()
     with LLMBackend(cfg, roles(cfg)) as settings:
@@ -198,6 +204,7 @@ def test_the_sim_backend_serves_the_roles_models_and_a_probe_failure_stops_it() 
         assert settings.endpoints["sim"].base_url
 
 
+@pytest.mark.slow
 def test_a_dead_openai_url_is_one_error_line_and_exit_2_within_seconds(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     started = time.monotonic()

@@ -67,6 +67,7 @@ async def ask_judge(base_url: str, cfg: dict[str, Any]) -> LLMResult:
 
 
 @pytest.mark.parametrize("fault", [NO_CHOICES, NULL_CONTENT, HTML])
+@pytest.mark.slow
 async def test_an_answer_that_is_no_answer_is_retried_and_stays_an_endpoint_failure(fault: str) -> None:
     with HostileEndpoint(fault, models=("judge",)) as endpoint:
         result = await ask_judge(endpoint.base_url, judge_config())
@@ -80,6 +81,7 @@ async def test_an_answer_that_is_no_answer_is_retried_and_stays_an_endpoint_fail
     assert (usage.calls, usage.ok, usage.errors) == (1, 0, {"malformed_response": 1}), "counted as a failed call"
 
 
+@pytest.mark.slow
 async def test_the_request_timeout_bounds_the_whole_answer_not_each_read() -> None:
     # A byte every 0.05 s: no read waits long, and the whole answer takes about 40 s.
     with HostileEndpoint(DRIP, models=("judge",), drip_every_s=0.05) as endpoint:
@@ -111,6 +113,7 @@ def mine_joining(run_dir: Path, *more: str) -> list[str]:
             f"ray.address={NOBODY}", "ray.num_cpus=null", *more]
 
 
+@pytest.mark.slow
 def test_a_cluster_that_never_answers_is_one_line_after_the_connect_timeout(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -128,6 +131,7 @@ def test_a_cluster_that_never_answers_is_one_line_after_the_connect_timeout(tmp_
     assert hashes(outside) == before
 
 
+@pytest.mark.slow
 def test_a_sigterm_while_joining_a_cluster_is_the_usual_line(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     log = run_dir / "logs" / "ray.log"

@@ -52,6 +52,7 @@ def test_every_corpus_loads_with_datasets_by_config_name_with_its_train_and_test
     assert messages[0]["role"] == "system" and messages[-1]["role"] == "assistant"
 
 
+@pytest.mark.slow
 def test_the_card_carries_license_and_the_simulated_flag_of_the_run(tmp_path):
     real = write_run(tmp_path / "real", simulated=False)
     assert export.main([f"run_dir={real}", "card.license=cc-by-4.0", *BOTH_SPLITS]) == 0

@@ -47,6 +47,7 @@ def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.slow
 def test_a_budget_the_models_context_cannot_hold_is_one_line_naming_the_key_before_ray_starts(tmp_path: Path) -> None:
     started = time.monotonic()
     done = run("-m", "pipelines.mine", "preset=demo", f"run_dir={tmp_path / 'run'}", "llm.sim.max_context_tokens=4096",

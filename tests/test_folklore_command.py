@@ -88,6 +88,7 @@ def key_defaults(node: object, prefix: str = "") -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", list(command.JOBS))
+@pytest.mark.slow
 def test_help_of_every_job_gives_its_purpose_usage_groups_and_every_key_with_its_default(
         name: str, capsys: pytest.CaptureFixture[str]) -> None:
     job = command.JOBS[name]
@@ -107,6 +108,7 @@ def test_help_of_every_job_gives_its_purpose_usage_groups_and_every_key_with_its
     assert len(listed) > 5
 
 
+@pytest.mark.slow
 def test_help_shows_the_keys_and_defaults_of_the_group_options_chosen(capsys: pytest.CaptureFixture[str]) -> None:
     assert command.main(["mine", "--help", "llm=vllm", "discover.samples_per_seed=3"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -115,6 +117,7 @@ def test_help_shows_the_keys_and_defaults_of_the_group_options_chosen(capsys: py
     assert "  llm                    openai | sim | vllm*" in lines
 
 
+@pytest.mark.slow
 def test_cfg_prints_the_composed_config_as_yaml(capsys: pytest.CaptureFixture[str]) -> None:
     assert command.main(["evaluate", "--cfg", "preset=demo", "prove.max_repairs=5"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)

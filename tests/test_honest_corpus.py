@@ -26,6 +26,7 @@ LEMMA_FILES_WITH_AXIOMS = {
 }
 
 
+@pytest.mark.slow
 def test_no_mathliblemma_proof_is_refused_but_those_with_an_axiom(mathliblemma_dir: Path) -> None:
     root = mathliblemma_dir / "lemma"
     paths = sorted(root.rglob("*.lean"))
@@ -213,6 +214,7 @@ def test_a_local_notation_for_a_symbol_of_the_statement_is_not_honest() -> None:
 
 
 @pytest.mark.parametrize("step", [SAMPLED, EVERY_FILE])
+@pytest.mark.slow
 def test_mathlib_theorems_are_not_refused(mathlib_sample_dir: Path, step: int) -> None:
     """Real Mathlib files hold library code (`alias`, `initialize_simps_projections`, parser extensions) that a
     proof never needs, and are refused as files; their theorems, read one by one, go to Lean. The few that do

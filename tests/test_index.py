@@ -184,6 +184,7 @@ def test_encoder_threads_follow_the_cpus_a_ray_actor_reserved(monkeypatch) -> No
     assert cpu_share() >= 1
 
 
+@pytest.mark.slow
 def test_vectors_do_not_depend_on_batching_or_threads() -> None:
     statements = ["(a b : ℕ) : a + b = b + a", "(x : ℝ) (h : 0 < x) : 0 < x ^ 2",
                   "{α : Type*} [LinearOrder α] (s : Finset α) (h : s.Nonempty) : s.min' h ≤ s.max' h" * 3]

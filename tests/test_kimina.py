@@ -55,6 +55,7 @@ def check(pool: KiminaPool, snippet: str, **kwargs):
     return asyncio.run(pool.check(snippet, **kwargs))
 
 
+@pytest.mark.slow
 def test_a_server_numbering_lines_in_the_whole_snippet_is_read_as_well(stand_in):
     """The real server (2.1.3) numbers lines in the body; a server that shifts them back to the whole snippet's is
     told apart by the line its `#print axioms` answer stands on, and read right too."""

@@ -210,6 +210,7 @@ def test_code_tokens_read_names_whole_and_skip_comments_and_strings() -> None:
 
 
 @pytest.mark.parametrize("step", [SAMPLED, EVERY_FILE])
+@pytest.mark.slow
 def test_unread_command_lines_find_the_commands_this_reader_does_not_know(mathlib_sample_dir: Path,
                                                                        mathliblemma_dir: Path, step: int) -> None:
     files = files_of(mathlib_sample_dir, step, also=UNREAD_COMMAND_FILES)

@@ -101,6 +101,7 @@ def test_a_second_local_taker_is_refused_until_the_first_releases(tmp_path: Path
 
 
 @pytest.mark.parametrize("job", ["mine", "autoformalize", "evaluate"])
+@pytest.mark.slow
 def test_a_second_start_on_a_held_run_dir_is_one_line_naming_the_holder_and_writes_nothing(tmp_path: Path,
                                                                                           job: str) -> None:
     run_dir = tmp_path / "run"
@@ -132,6 +133,7 @@ def test_a_stale_lease_is_taken_over_with_a_note_and_released_at_the_end(tmp_pat
     assert not (run_dir / LEASE).exists()
 
 
+@pytest.mark.slow
 def test_a_lease_on_s3_refuses_a_second_taker_and_a_stale_one_is_taken_over(object_store, capsys) -> None:
     run = f"{object_store.create_bucket('leased')}/run"
     store = S3LeaseStore(f"{run}/{LEASE}")
@@ -183,6 +185,7 @@ def race_for(folders: list[str], start: Barrier, results: Queue) -> None:
             lease.release()
 
 
+@pytest.mark.slow
 def test_two_starts_taking_a_lease_at_the_same_instant_never_both_hold_it(tmp_path: Path) -> None:
     """The race that held a lease twice in 3 of 150 trials: the loser read the winner's lease between its create and
     its write, found it unreadable and took it over. Here each trial's run directory holds no lease, a stale one, an

@@ -208,6 +208,7 @@ def sim_config() -> dict[str, Any]:
     return cfg
 
 
+@pytest.mark.slow
 async def test_only_successful_answers_are_replayed(run_dir: str) -> None:
     cfg = sim_config()
     cfg["retry"].update(max_attempts=1)
@@ -258,6 +259,7 @@ class LoopOperator(LLMOperator):
         return {**row, "texts": texts}
 
 
+@pytest.mark.slow
 async def test_a_run_killed_mid_loop_resumes_without_paying_again(run_dir: str) -> None:
     """The killed run's actor is gone with whatever it held; the resumed run's actor (on another node, for a run
     directory in a bucket) gets the answers the killed one received and asks only for the rounds it never reached."""
@@ -295,6 +297,7 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("options", ["endpoint_override=127.0.0.1:{port}&scheme=http", "no_such_option=1"])
+@pytest.mark.slow
 async def test_a_store_that_fails_costs_the_call_nothing(
     object_store: Any, caplog: pytest.LogCaptureFixture, options: str,
 ) -> None:

@@ -74,6 +74,7 @@ def client_for(server: SimServer, cfg: dict[str, Any], **kwargs: Any) -> tuple[L
 # --- pure pieces -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_backend_config_validates() -> None:
     for name in ("sim", "openai", "vllm"):
         # with its default groups
@@ -177,6 +178,7 @@ def test_redact_hides_the_key_and_key_shaped_strings() -> None:
 # --- against the sim server --------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_concurrency_bound_is_never_exceeded_at_the_server() -> None:
     cfg = sim_config(capacity=100, latency={"median_s": 0.05, "sigma": 0.0})
     cfg["endpoints"]["sim"]["concurrency"] = 6
@@ -191,6 +193,7 @@ async def test_concurrency_bound_is_never_exceeded_at_the_server() -> None:
     assert stats["max_in_flight"] >= 3, "the bound was never approached: the test exercised nothing"
 
 
+@pytest.mark.slow
 async def test_429_is_retried_after_the_servers_retry_after() -> None:
     cfg = sim_config(faults={**sim_config()["sim"]["faults"], "retry_after_s": 7})
     sleep = RecordingSleep()
@@ -204,6 +207,7 @@ async def test_429_is_retried_after_the_servers_retry_after() -> None:
     assert stats["status_counts"] == {"429": 2, "200": 1}
 
 
+@pytest.mark.slow
 async def test_5xx_is_retried_with_growing_backoff() -> None:
     cfg = sim_config()
     sleep = RecordingSleep()
@@ -219,6 +223,7 @@ async def test_5xx_is_retried_with_growing_backoff() -> None:
         assert ceiling / 2 <= delay <= ceiling
 
 
+@pytest.mark.slow
 async def test_retries_give_up_with_an_infra_kind() -> None:
     cfg = sim_config()
     cfg["retry"]["max_attempts"] = 3
@@ -231,6 +236,7 @@ async def test_retries_give_up_with_an_infra_kind() -> None:
     assert received == 3
 
 
+@pytest.mark.slow
 async def test_timeouts_are_retried_then_reported() -> None:
     cfg = sim_config(faults={**sim_config()["sim"]["faults"], "hang_s": 30})
     cfg["endpoints"]["sim"]["request_timeout_s"] = 0.3
@@ -244,6 +250,7 @@ async def test_timeouts_are_retried_then_reported() -> None:
     assert (lost.error_kind, lost.tries, lost.infra) == ("timeout", 2, True)
 
 
+@pytest.mark.slow
 async def test_bad_requests_come_back_as_kinds_not_exceptions() -> None:
     cfg = sim_config(max_context_tokens=3000)
     with SimServer(cfg["sim"]) as server:
@@ -261,6 +268,7 @@ async def test_bad_requests_come_back_as_kinds_not_exceptions() -> None:
     assert stats["received_by_call"]["judge"] == 2, "empty messages must not be sent; 400s must not be retried"
 
 
+@pytest.mark.slow
 async def test_api_key_comes_from_the_named_variable_and_never_leaks(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -292,6 +300,7 @@ async def test_unstarted_endpoint_is_a_clear_error() -> None:
         LLMClient(settings.endpoints["sim"], settings.retry)
 
 
+@pytest.mark.slow
 async def test_results_carry_usage_model_and_sim_marking() -> None:
     cfg = sim_config()
     with SimServer(cfg["sim"]) as server:
@@ -307,6 +316,7 @@ async def test_results_carry_usage_model_and_sim_marking() -> None:
 
 
 @pytest.mark.parametrize("candidate", ["Mathlib.Ünïcødé_∀/s0/c0", "Mathlib.two\nlines/s0/c1", "100%/a b\r"])
+@pytest.mark.slow
 async def test_any_candidate_id_travels_encoded_and_the_sim_reads_it_back(candidate: str, tmp_path: Path) -> None:
     cfg = sim_config()
     cfg["sim"]["prompt_log"] = str(tmp_path / "prompts.jsonl")
@@ -352,6 +362,7 @@ async def test_a_connection_failure_names_the_url_and_enough_in_a_row_raise_endp
     await clients.aclose()
 
 
+@pytest.mark.slow
 async def test_any_other_answer_restarts_the_count_of_endpoint_failures() -> None:
     cfg = sim_config(models=["judge"])
     cfg["models"]["formalize"]["model"] = "not-served"  # every formalize request gets 404 (not_found)
@@ -372,6 +383,7 @@ async def test_any_other_answer_restarts_the_count_of_endpoint_failures() -> Non
     assert first[0].error.endswith(f"({server.base_url})")
 
 
+@pytest.mark.slow
 async def test_waiting_retries_are_reported_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="operators.llm.client")
     for every_s, expect_many in ((30.0, False), (0.0, True)):
@@ -393,6 +405,7 @@ async def test_waiting_retries_are_reported_at_most_once_per_interval(caplog: py
 # --- a stage whose calls the endpoint refuses alike ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_stage_whose_first_calls_are_all_refused_alike_raises_stage_refused_and_others_go_on() -> None:
     cfg = sim_config(max_context_tokens=4096)
     cfg["sampling"]["discover"]["max_tokens"] = 8192  # above the context: vLLM's 400 for every discover call
@@ -421,6 +434,7 @@ async def test_a_stage_whose_first_calls_are_all_refused_alike_raises_stage_refu
     assert isinstance(stopped.value, EndpointDown), "it stops the job the way a dead endpoint does"
 
 
+@pytest.mark.slow
 async def test_refusals_after_an_answer_or_of_mixed_kinds_never_refuse_the_stage() -> None:
     cfg = sim_config(max_context_tokens=8000)
     cfg["retry"]["max_identical_refusals"] = 2
@@ -451,6 +465,7 @@ def test_a_stage_refused_inside_a_ray_error_is_found_by_its_text() -> None:
 # --- answers cut at max tokens ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_per_stage() -> None:
     cfg = sim_config()
     cfg["sampling"]["judge"]["max_tokens"] = 3
@@ -488,6 +503,7 @@ class LoneSurrogateAnswers(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 async def test_an_answer_with_a_lone_surrogate_comes_back_as_text_and_is_counted() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), LoneSurrogateAnswers)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -102,6 +102,7 @@ def test_the_cpu_engines_serve_smollm2_on_cpus_for_every_role_within_its_context
     assert engine_ask(llm["serve"]["engines"]["smollm2"]) == "kind cpu, 1 CPU and a CPU per replica"
 
 
+@pytest.mark.slow
 def test_tensor_and_pipeline_parallel_workers_and_a_placement_group_config_are_passed_and_told() -> None:
     gpu = composed_llm("llm.serve.engines.qwen3-32b.tensor_parallel_size=4",
                        "+llm.serve.engines.qwen3-32b.engine_kwargs.pipeline_parallel_size=2",
@@ -242,6 +243,7 @@ def test_application_name_route_and_url(vllm_cfg: dict) -> None:
     assert base_url({**vllm_cfg["serve"], "http_host": "0.0.0.0"}, "10.0.0.7") == "http://10.0.0.7:8000/v1"
 
 
+@pytest.mark.slow
 def test_llm_module_needs_neither_serve_nor_vllm() -> None:
     code = (
         "import json, sys, operators.llm.client, operators.base, operators.llm.sim.server; "

@@ -329,6 +329,7 @@ def test_faithfulness_answers_an_empty_list_when_the_parts_are_missing_or_unread
         assert json_block(text_of(answer(sim, [{"role": "user", "content": content}], "faithfulness", "row"))) == []
 
 
+@pytest.mark.slow
 def test_every_llm_config_has_the_autoformalize_roles_and_stages() -> None:
     expected = {
         "sim": ("sim", {"autoformalize": "formalizer", "diagnose": "formalizer", "faithfulness": "judge"}, 0.0),
@@ -351,6 +352,7 @@ def test_every_llm_config_has_the_autoformalize_roles_and_stages() -> None:
 # --- the HTTP server ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_context_limit_and_empty_messages_answer_400_like_openai(sim: dict) -> None:
     with SimServer({**sim, "max_context_tokens": 100}) as server:
         status, _, body = post(server.base_url, {"model": "m", "messages": [{"role": "user", "content": "x" * 800}]})
@@ -365,6 +367,7 @@ def test_context_limit_and_empty_messages_answer_400_like_openai(sim: dict) -> N
         assert status == 400 and "messages" in body["error"]["message"]
 
 
+@pytest.mark.slow
 def test_capacity_queues_requests_beyond_it(sim: dict) -> None:
     with SimServer({**sim, "capacity": 2, "latency": {"median_s": 0.2, "sigma": 0.0}}) as server:
         results: list[int] = []
@@ -384,6 +387,7 @@ def test_capacity_queues_requests_beyond_it(sim: dict) -> None:
     assert stats["max_in_flight"] > 2, "requests beyond capacity waited in the queue"
 
 
+@pytest.mark.slow
 def test_injected_faults_follow_rates_and_redraw_on_each_delivery(sim: dict) -> None:
     faults = {**sim["faults"], "rate_429": 0.25, "rate_500": 0.25}
     with SimServer({**sim, "faults": faults}) as server:
@@ -396,6 +400,7 @@ def test_injected_faults_follow_rates_and_redraw_on_each_delivery(sim: dict) -> 
     assert rate_limited and all(r[1]["Retry-After"] == str(faults["retry_after_s"]) for r in rate_limited)
 
 
+@pytest.mark.slow
 def test_server_counts_requests_per_stage_and_resets(sim: dict) -> None:
     with SimServer(sim) as server:
         for stage, count in (("judge", 3), ("prove", 2)):
@@ -409,6 +414,7 @@ def test_server_counts_requests_per_stage_and_resets(sim: dict) -> None:
         assert fetch_stats(server.base_url)["requests"] == 0
 
 
+@pytest.mark.slow
 def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> None:
     with SimServer(sim) as server:
         def ask(stage: str, messages: list[dict[str, Any]], row: str = "Axler_exercise_1.2") -> str:
@@ -428,6 +434,7 @@ def test_server_answers_the_autoformalize_stages_from_the_headers(sim: dict) -> 
             ("draft", "decompose", "faithfulness", "think", "diagnose"), 1)
 
 
+@pytest.mark.slow
 def test_backend_starts_and_stops_the_sim_as_a_process() -> None:
     cfg = yaml.safe_load((CONF / "sim.yaml").read_text())
     backend = LLMBackend(cfg, {})

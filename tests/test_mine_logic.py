@@ -71,6 +71,7 @@ def test_default_config_is_real_backends_with_the_papers_budgets(cfg):
     assert "import Aesop" in cfg.prove.env_lines
 
 
+@pytest.mark.slow
 def test_demo_preset_switches_to_simulators_and_shipped_seeds():
     demo = load_config(["preset=demo"])
     assert demo.llm.backend == "sim" and demo.lean.backend == "sim"

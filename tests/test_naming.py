@@ -110,6 +110,7 @@ def test_special_forms_explain_their_words(rules):
     assert "`neg` names nothing in the statement" in check.reasons
 
 
+@pytest.mark.slow
 def test_suggested_names_pass_the_check(mathlib_sample_dir, rules):
     checked = 0
     for relative in SUGGESTION_FILES:

@@ -66,6 +66,7 @@ def test_ctrl_c_after_the_work_is_written_ends_well(capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.parametrize("content", [b"", b"\n  \n"])
+@pytest.mark.slow
 def test_an_empty_input_is_nothing_to_do(tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(content)
@@ -76,6 +77,7 @@ def test_an_empty_input_is_nothing_to_do(tmp_path: Path, content: bytes, capsys:
 
 
 @pytest.mark.parametrize("listed", [[], ["seeds.list=[Mathlib/README.md/x.lean,Mathlib]"]])
+@pytest.mark.slow
 def test_a_seeds_root_without_lean_files_is_nothing_to_do(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                           listed: list[str]) -> None:
     (tmp_path / "seeds" / "Mathlib").mkdir(parents=True)

@@ -73,6 +73,7 @@ def test_an_out_subdir_that_is_not_a_folder_of_the_jobs_own_in_the_run_is_refuse
                    + IN_RUN_ADVICE.format(job=job)
 
 
+@pytest.mark.slow
 def test_a_folder_the_job_did_not_mark_or_a_link_out_of_the_run_is_refused(run: Path) -> None:
     (run / "report").mkdir()
     (run / "report" / "draft.md").write_text("a report the user wrote by hand\n")
@@ -90,6 +91,7 @@ def test_a_folder_the_job_did_not_mark_or_a_link_out_of_the_run_is_refused(run: 
 
 
 @pytest.mark.parametrize("job", ["report", "export"])
+@pytest.mark.slow
 def test_a_second_start_replaces_what_the_first_wrote_in_its_marked_folder_and_nothing_else(run: Path,
                                                                                            job: str) -> None:
     outside = fingerprint(run.parent / "notes")
@@ -106,6 +108,7 @@ def test_a_second_start_replaces_what_the_first_wrote_in_its_marked_folder_and_n
     assert fingerprint(run.parent / "notes") == outside
 
 
+@pytest.mark.slow
 def test_contribute_writes_only_into_a_folder_of_its_own_outside_the_checkout(run: Path) -> None:
     checkout = run.parent / "checkout"
     (checkout / "Mathlib").mkdir(parents=True)
@@ -125,6 +128,7 @@ def test_contribute_writes_only_into_a_folder_of_its_own_outside_the_checkout(ru
         assert line == f"error: out={out} cannot hold the output of contribute: {reason}"
 
 
+@pytest.mark.slow
 def test_contribute_refuses_an_out_where_no_run_belongs(run: Path) -> None:
     etc = Path("/etc/folklore-patches")
     line = refused(run.parent, "contribute", "preset=demo", f"run_dir={run}", f"mathlib_dir={run.parent / 'notes'}",
@@ -134,6 +138,7 @@ def test_contribute_refuses_an_out_where_no_run_belongs(run: Path) -> None:
     assert not etc.exists()
 
 
+@pytest.mark.slow
 def test_index_builds_neither_into_the_tree_it_reads_nor_over_a_folder_it_did_not_make(tmp_path: Path) -> None:
     checkout = tmp_path / "checkout"
     (checkout / "Folk").mkdir(parents=True)
@@ -151,6 +156,7 @@ def test_index_builds_neither_into_the_tree_it_reads_nor_over_a_folder_it_did_no
         assert line == f"error: out={out} cannot hold the output of index: {reason}"
 
 
+@pytest.mark.slow
 def test_decontaminate_writes_neither_into_a_run_nor_over_its_inputs(run: Path) -> None:
     benchmark = run.parent / "bench"
     benchmark.mkdir()

@@ -159,6 +159,7 @@ def stage_row(stage: Stage, pipelines: dict[str, list[str]]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+@pytest.mark.slow
 def test_docs_stages_lists_each_declared_stage_as_declared() -> None:
     pipelines = default_pipelines()
     expected = [stage_row(stage, pipelines) for stage in DECLARED.values()]

@@ -224,6 +224,7 @@ def test_resources_per_node_and_the_slowest_bound():
     assert "LLM sim" not in needs.bounds_s
 
 
+@pytest.mark.slow
 def test_the_simulators_state_their_own_speed_to_the_plan():
     """The LLM sim's capacity and service seconds bound the run; the Lean sim's check and import seconds replace
     the measured and stated ones."""
@@ -293,6 +294,7 @@ def test_gpu_nodes_apart_from_the_lean_nodes_serve_the_engines_and_hold_no_repl(
     assert "GPUs" not in resources(work, COSTS, shape(), replace(split, gpu_nodes=0)).bounds_s
 
 
+@pytest.mark.slow
 def test_stage_slots_are_capped_by_the_endpoint_concurrency():
     demo = mining_shape(load_config([DEMO]))
     assert demo.stage_slots["formalize"] == 64  # 1 actor x 64 rows, the sim endpoint takes 64
@@ -307,6 +309,7 @@ def test_a_plan_for_lean_kimina_is_one_error_line(capsys):
     assert err.startswith("error: ") and "lean=kimina" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_demo_waves_stream_on_the_demo_ray_and_a_bigger_pool_is_told_it_does_not():
     demo = load_config([DEMO])
     one_wave = {"discover": 0.25, "split+dedup": 1.0, "judge": 0.25, "formalize": 0.25, "trivial": 0.25, "prove": 0.25,

@@ -67,6 +67,7 @@ def test_message_is_a_repl_error_only_when_alone() -> None:
     assert classify({"env": 0}) == "ok"
 
 
+@pytest.mark.slow
 async def test_driver_returns_every_recorded_answer(transcripts_dir: Path) -> None:
     """Each transcript is replayed through ReplProcess; the replay also checks each request sent."""
     pairs = transcript_pairs(transcripts_dir)

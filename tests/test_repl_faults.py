@@ -98,6 +98,7 @@ async def test_crash_is_reported_with_exit_code_and_stderr() -> None:
 
 
 @pytest.mark.parametrize("via_parent", [False, True], ids=["direct", "under-a-parent-like-lake-env"])
+@pytest.mark.slow
 async def test_hang_past_timeout_kills_the_whole_group(via_parent: bool) -> None:
     repl = await started(sim_launch(via_parent=via_parent))
     pid = repl.pid
@@ -117,6 +118,7 @@ async def test_memory_growth_past_the_address_space_limit_kills_the_repl() -> No
     await assert_recovers(repl, pid)
 
 
+@pytest.mark.slow
 async def test_non_json_answer_is_malformed_and_ends_the_process() -> None:
     repl = await started(sim_launch())
     pid = repl.pid
@@ -222,6 +224,7 @@ def dead(pid: int) -> bool:
     [(sim_launch, False), (lambda: sim_launch(via_parent=True), False), (sandboxed_sim_launch, True)],
     ids=["direct", "under-a-parent-like-lake-env", "sandboxed"],
 )
+@pytest.mark.slow
 def test_repl_dies_with_the_process_that_drives_it(make_launch, private_dir: bool) -> None:
     """kill -9 of a driver (as of a Ray worker) takes its REPL process tree, and its private directory, with it."""
     launch = pickle.dumps(make_launch()).hex()

@@ -213,6 +213,7 @@ def test_a_missing_tool_is_one_setup_error_naming_it(tmp_path: Path):
     assert not replay_settings(None, lean).enabled
 
 
+@pytest.mark.slow
 def test_the_real_command_lines_compile_then_replay_in_a_private_directory(tmp_path: Path):
     lean = fake_project(tmp_path)
     replayer = Replayer(replay_settings(verify_cfg(timeout_s=30), lean), lean)
@@ -226,6 +227,7 @@ def test_the_real_command_lines_compile_then_replay_in_a_private_directory(tmp_p
 # --- the simulator in a fresh process ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_crash_or_hang_of_the_replay_is_infra_not_a_verdict():
     lean = sim_cfg()
     lean["sim"]["import_s"] = 0.0

@@ -145,6 +145,7 @@ def test_real_run_figures_and_page_carry_no_sim_label(real_run):
     assert all(SETTINGS["sim_label"] not in figure_texts(figure) for figure in rendered.figures.values())
 
 
+@pytest.mark.slow
 def test_cli_writes_the_page_the_plots_and_the_tables(tmp_path):
     run_dir = write_run(tmp_path / "run", simulated=True)
     assert report.main([f"run_dir={run_dir}"]) == 0

@@ -9,6 +9,7 @@ import re
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from operators.rows.candidates import CANDIDATE_SCHEMA, LLM_CALL
@@ -54,6 +55,7 @@ def with_replays(rows: list[dict]) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_one_prover_report_embeds_no_overlap_plot(tmp_path):
     run_dir = write_run(tmp_path / "run", rows=one_prover_rows())
     out = run_dir / "report"
@@ -88,6 +90,7 @@ def test_the_overlap_plot_shows_what_each_prover_proved_and_the_other_did_not(tm
     assert "| p1 | 2 | 1 | — | 1 |" in report.overlap_markdown(table)
 
 
+@pytest.mark.slow
 def test_the_cost_table_counts_the_replays_so_the_lean_checks_add_up(tmp_path):
     rows = with_replays(candidates())
     replays = sum(1 for row in rows for proof in row["proofs"] or [] if proof.get("replay"))
@@ -104,6 +107,7 @@ def test_the_cost_table_counts_the_replays_so_the_lean_checks_add_up(tmp_path):
     assert f"| Lean checks | {total} |" in page
 
 
+@pytest.mark.slow
 def test_answers_cut_at_max_tokens_are_counted_per_stage_in_the_table_and_its_csv(tmp_path):
     run_dir = write_run(tmp_path / "run")
     assert report.main([f"run_dir={run_dir}"]) == 0

@@ -49,6 +49,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     ("conf/runs/x", "project's own files"),
     (".", "the project's own folder"),
 ])
+@pytest.mark.slow
 def test_a_place_no_run_belongs_is_refused_in_one_line_and_nothing_is_written(tmp_path: Path, run_dir: str,
                                                                                said: str) -> None:
     home = tmp_path / "home"
@@ -67,6 +68,7 @@ def test_every_spelling_of_a_run_dir_names_the_same_tables(tmp_path: Path, monke
     assert paths == {f"{tmp_path}/run/candidates"}
 
 
+@pytest.mark.slow
 def test_a_foreign_file_in_a_table_folder_is_one_line_naming_it_in_report_and_export(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     foreign = run / "candidates" / "other.parquet"
@@ -82,6 +84,7 @@ def test_a_foreign_file_in_a_table_folder_is_one_line_naming_it_in_report_and_ex
             command(job, f"run_dir={run}"))
 
 
+@pytest.mark.slow
 def test_a_foreign_file_in_contributions_is_one_line_in_contribute_report_and_export(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     foreign = run / "contributions" / "other.parquet"
@@ -93,6 +96,7 @@ def test_a_foreign_file_in_contributions_is_one_line_in_contribute_report_and_ex
     assert foreign.exists() and not (run / "logs").exists(), "contribute refused it before Ray, deleting nothing"
 
 
+@pytest.mark.slow
 def test_a_run_json_that_is_not_json_is_one_line_in_report_export_and_mine(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "run.json").write_text("{not json")
@@ -101,6 +105,7 @@ def test_a_run_json_that_is_not_json_is_one_line_in_report_export_and_mine(tmp_p
         assert f"{run}/run.json is not a run's manifest" in line and "restore it from a copy" in line
 
 
+@pytest.mark.slow
 def test_a_foreign_file_in_candidates_stops_mine_before_it_counts_or_starts(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     pq.write_table(pa.table({"a": [1]}), run / "candidates" / "other.parquet")
@@ -109,6 +114,7 @@ def test_a_foreign_file_in_candidates_stops_mine_before_it_counts_or_starts(tmp_
     assert not (run / "logs").exists()
 
 
+@pytest.mark.slow
 def test_tables_without_a_run_json_are_refused_unless_a_start_vouches_for_its_settings(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "run.json").unlink()

@@ -67,6 +67,7 @@ def lease(renewed: datetime, **changed: str) -> bytes:
 
 
 @pytest.mark.parametrize("job", ["mine", "evaluate", "autoformalize", "contribute"])
+@pytest.mark.slow
 def test_a_lease_json_that_is_a_directory_is_one_line_naming_it(tmp_path: Path, job: str) -> None:
     run = write_run(tmp_path / "run")
     (run / "lease.json").mkdir()
@@ -77,6 +78,7 @@ def test_a_lease_json_that_is_a_directory_is_one_line_naming_it(tmp_path: Path, 
     assert state(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_lease_json_symlink_is_never_written_through(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     outside = tmp_path / "outside.txt"
@@ -93,6 +95,7 @@ def test_a_lease_json_symlink_is_never_written_through(tmp_path: Path) -> None:
     ("2026-11-27T12:00:00", "2026-11-27T11:00:00", "no time with a UTC offset"),
     ("2126-11-27T12:00:00+00:00", "2126-11-27T11:00:00+00:00", "a time in the future"),
 ], ids=["without a UTC offset", "dated in the future"])
+@pytest.mark.slow
 def test_a_lease_whose_times_cannot_judge_it_is_judged_by_its_file(tmp_path: Path, renewed: str, written: str,
                                                                    said: str) -> None:
     """Written just now, it is refused in one line saying why its file's time counts; an hour old, it is taken over
@@ -117,6 +120,7 @@ def test_a_lease_whose_times_cannot_judge_it_is_judged_by_its_file(tmp_path: Pat
     assert done.stderr.splitlines() == [taken_over, manifest_line(run, "it has no run_id")], done.stderr
 
 
+@pytest.mark.slow
 def test_a_stale_dangling_lease_symlink_is_taken_over_and_its_target_never_made(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "run.json").write_text("{}")
@@ -134,6 +138,7 @@ def test_a_stale_dangling_lease_symlink_is_taken_over_and_its_target_never_made(
 
 
 @pytest.mark.parametrize("job", list(STARTS))
+@pytest.mark.slow
 def test_a_run_json_without_run_id_is_one_line_in_every_job_and_reader(tmp_path: Path, job: str) -> None:
     run = write_run(tmp_path / "run")
     manifest = json.loads((run / "run.json").read_text())
@@ -146,6 +151,7 @@ def test_a_run_json_without_run_id_is_one_line_in_every_job_and_reader(tmp_path:
 
 
 @pytest.mark.parametrize("job", ["report", "export", "plan"])
+@pytest.mark.slow
 def test_a_run_json_whose_config_is_a_string_is_one_line_in_the_readers(tmp_path: Path, job: str) -> None:
     run = write_run(tmp_path / "run")
     manifest = json.loads((run / "run.json").read_text())
@@ -175,6 +181,7 @@ def test_every_reader_of_run_json_refuses_a_field_of_another_shape_by_its_path(t
     assert f"error: {refused.value}" == manifest_line(run, problem)
 
 
+@pytest.mark.slow
 def test_an_emptied_run_json_is_refused_whatever_the_settings(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     (run / "run.json").write_text("{}")
@@ -183,6 +190,7 @@ def test_an_emptied_run_json_is_refused_whatever_the_settings(tmp_path: Path) ->
     assert state(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_run_json_that_records_no_settings_refuses_a_start_unless_it_vouches_for_them(tmp_path: Path) -> None:
     """run.json says which run this is, but not which settings made its rows: as without a run.json, only
     `resume.accept_changes=[*]` carries on, keeping the run's id and recording that it did."""

@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 REPORT = ("import os; from lean_pool.ray_start import start_own_scheduling_group; "
           "moved = start_own_scheduling_group(); "
           "print(moved, os.getsid(0) == os.getpid() == os.getpgid(0), os.getsid(0))")
 
 
+@pytest.mark.slow
 def test_a_process_group_leader_gets_a_scheduling_group_that_it_leads():
     """As a Ray worker does: it leads its process group, which `setsid` alone refuses; it ends leading a new Unix
     session (its scheduling group) and a process group with its own pid, the group Ray's cleanup kills."""
@@ -25,6 +28,7 @@ def test_a_process_group_leader_gets_a_scheduling_group_that_it_leads():
     assert done.stderr == ""
 
 
+@pytest.mark.slow
 def test_a_process_that_is_not_a_group_leader_starts_one_too():
     done = subprocess.run([sys.executable, "-c", REPORT], cwd=REPO, capture_output=True, text=True, check=True)
     moved, leads, session = done.stdout.split()

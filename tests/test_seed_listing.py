@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pytest
 
 from conf import package_dir
 from operators.rows.seeds import seed_id
@@ -95,6 +96,7 @@ def test_a_list_keeps_each_regular_file_once_and_counts_the_rest(tmp_path):
                                       f"symlink) to a file or directory already listed")
 
 
+@pytest.mark.slow
 def test_plan_says_what_a_list_skipped_and_a_list_of_nothing_is_one_line(tmp_path, capsys):
     seeds, entries = listed_with_mistakes(tmp_path)
     assert plan.main(["preset=demo", f"seeds.root={seeds}", seeds_list(entries)]) == 0

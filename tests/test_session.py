@@ -168,6 +168,7 @@ async def test_checks_on_one_header_never_see_each_other() -> None:
         await lean.close()
 
 
+@pytest.mark.slow
 async def test_a_new_header_restarts_the_repl_but_no_imports_run_anywhere() -> None:
     lean = session(sim_launch())
     try:
@@ -185,6 +186,7 @@ async def test_a_new_header_restarts_the_repl_but_no_imports_run_anywhere() -> N
         await lean.close()
 
 
+@pytest.mark.slow
 async def test_timeout_restarts_and_the_next_run_works() -> None:
     lean = session(sim_launch())
     try:
@@ -237,6 +239,7 @@ async def test_header_that_fails_to_import_is_reported_and_not_kept() -> None:
         await lean.close()
 
 
+@pytest.mark.slow
 async def test_cancelled_run_leaves_no_process_and_the_session_usable() -> None:
     lean = session(sim_launch())
     try:
@@ -264,6 +267,7 @@ async def test_concurrent_runs_on_one_session_are_serialised() -> None:
         await lean.close()
 
 
+@pytest.mark.slow
 async def test_close_stops_the_repl() -> None:
     lean = session(sim_launch(via_parent=True))
     await lean.run("import Mathlib\ntheorem a : True := trivial", TIMEOUT_S)

@@ -265,6 +265,7 @@ def test_bad_requests_get_a_repl_message(sim: Sim) -> None:
     assert sim.ask(pretty) == {"env": 0}
 
 
+@pytest.mark.slow
 def test_import_cost_is_paid_once_per_import_command(tmp_path: Path) -> None:
     import_s = 0.4
     sim = Sim(tmp_path, import_s=import_s, burn_cpu=True)
@@ -294,6 +295,7 @@ def test_crash_trigger_exits_without_answer(tmp_path: Path) -> None:
     assert "crash trigger" in sim.close()
 
 
+@pytest.mark.slow
 def test_hang_trigger_never_answers(sim: Sim) -> None:
     sim.send({"cmd": "theorem t : True := trivial -- sim:hang"})
     assert not sim.answered_within(HANG_PROBE_S)
@@ -368,6 +370,7 @@ def recorded_sorry_goals(transcripts_dir: Path) -> list[tuple[str, dict[str, Any
     return found
 
 
+@pytest.mark.slow
 def test_each_sorry_gets_the_goal_the_real_repl_printed(transcripts_dir: Path, tmp_path: Path) -> None:
     """The goal of a `sorry` (a `have`'s type or the declaration's, with the binders and earlier `have`s in scope) is
     what the recorded REPL printed, so the sub-goal path of `prove` runs on the sims as on Lean."""

@@ -57,6 +57,7 @@ def wired(cfg: Any) -> list[tuple[str, dict[str, Any]]]:
     return [(step.name, step.options) for step in wiring.after_discover(job, priority=0)]
 
 
+@pytest.mark.slow
 def test_every_optional_stage_on_is_counted_by_the_plan_the_cpu_check_and_the_capacity_model(shared_dir):
     overrides = every_stage_on(shared_dir)
     cfg = load_config(overrides)
@@ -83,6 +84,7 @@ def test_stages_that_are_off_are_neither_wired_nor_counted():
     assert DECONTAMINATE not in rows and "faithfulness" not in rows
 
 
+@pytest.mark.slow
 def test_a_shortened_pipeline_is_what_the_plan_and_the_capacity_model_count():
     overrides = [DEMO, "pipeline=[discover,split,formalize,prove]"]
     cfg = load_config(overrides)
@@ -150,6 +152,7 @@ def extra_stage(tmp_path, monkeypatch) -> str:
     sys.modules.pop("lab_stages", None)
 
 
+@pytest.mark.slow
 def test_a_stage_declared_outside_folklore_is_seen_everywhere_from_its_declaration_alone(extra_stage):
     overrides = [DEMO, f"pipeline=[discover,split,judge,{extra_stage},formalize,trivial,prove]"]
     cfg = load_config(overrides)
@@ -181,6 +184,7 @@ def test_a_stage_declared_outside_folklore_is_seen_everywhere_from_its_declarati
     assert (row["llm_calls"], row["prompt_tokens"]) == (1, 10)
 
 
+@pytest.mark.slow
 def test_every_prompt_a_stage_declares_is_in_its_jobs_config():
     for job, overrides in JOBS.items():
         cfg = compose_config(job, [DEMO, *overrides])
@@ -190,6 +194,7 @@ def test_every_prompt_a_stage_declares_is_in_its_jobs_config():
             assert missing == [], f"{job}: {stage.name} declares prompts its config lacks"
 
 
+@pytest.mark.slow
 def test_every_stage_declares_statuses_and_resources_its_jobs_config_has():
     for job, overrides in JOBS.items():
         cfg = compose_config(job, [DEMO, *overrides])

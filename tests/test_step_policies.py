@@ -424,6 +424,7 @@ async def test_formalize_round_budget_comes_from_its_config_section():
     assert row["formalize_repairs"] == 3 and script.used_up()
 
 
+@pytest.mark.slow
 def test_each_step_gets_only_its_settings_and_retrieval_is_off_by_default():
     steps = mining_steps(["dedup.enabled=false"])
     prove_settings = steps.of("prove")["prove"]

@@ -101,6 +101,7 @@ def test_inaccessible_names_and_instances_become_binders_lean_accepts() -> None:
     assert "✝" not in theorem and "a_1 = a_1" in theorem
 
 
+@pytest.mark.slow
 def test_real_mathlib_statements_survive_the_trip_through_a_goal(mathlib_sample_dir: Path) -> None:
     """A Mathlib theorem with typed binders, stated again from the goal at its `sorry`, is the same statement."""
     checked = 0

@@ -58,6 +58,7 @@ def test_every_number_of_every_schema_has_a_range_or_a_reason_for_none():
     assert not missing, f"give these a range in conf/schema/ (at_least=..., or unranged=WHY): {missing}"
 
 
+@pytest.mark.slow
 def test_every_number_a_job_composes_has_a_schema_key_whose_range_holds_it(leaves):
     for name, key, value in leaves:
         declared = schema.key_at(name, key)
@@ -74,6 +75,7 @@ def one_error_line(main: Callable[[list[str]], int], argv: list[str], capsys: py
     return err.strip()
 
 
+@pytest.mark.slow
 def test_the_command_a_user_types_is_refused_before_anything_starts(tmp_path: Path):
     run_dir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "pipelines.mine", *DEMO, f"run_dir={run_dir}",
@@ -115,6 +117,7 @@ def check_main(argv: list[str]) -> int:
     (plan.main, "plan.cluster.nodes=0", "plan.cluster.nodes=0: out of range, expects at least 1"),
     (check_main, "lean.workers=0", "lean.workers=0: out of range, expects at least 1"),
 ])
+@pytest.mark.slow
 def test_every_job_checks_the_ranges(main, override, line, capsys):
     assert one_error_line(main, [override], capsys) == f"error: {line}"
 
@@ -142,6 +145,7 @@ def test_a_run_recorded_before_max_lemmas_existed_resumes_and_another_cap_is_ref
 
 @pytest.mark.parametrize(("job", "overrides"), [("mine", []), ("evaluate", ["benchmark_dir=b"]),
                                                 ("autoformalize", ["input=i"]), ("contribute", ["run_dir=r"])])
+@pytest.mark.slow
 def test_a_run_recorded_before_pipelines_were_lists_resumes_with_its_jobs_stages_and_a_shorter_list_is_refused(
         job, overrides):
     cfg = OmegaConf.to_container(compose_config(job, [*DEMO, *overrides]), resolve=False)

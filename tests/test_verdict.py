@@ -281,6 +281,7 @@ def test_lemma_files_with_sorry_admit_or_axiom_are_caught(mathliblemma_dir: Path
         assert result is not None and result.status in ("refused", "sorry"), rel
 
 
+@pytest.mark.slow
 def test_clean_lemma_files_are_not_refused(mathliblemma_dir: Path) -> None:
     clean = [(rel, lemma) for rel, _, lemma in _pairs(mathliblemma_dir) if not _mentions_cheat_outside_comments(lemma)]
     assert len(clean) == 177
@@ -289,6 +290,7 @@ def test_clean_lemma_files_are_not_refused(mathliblemma_dir: Path) -> None:
         assert refusals.textual_sorry_reasons(lemma) == [], rel
 
 
+@pytest.mark.slow
 def test_clean_lemma_files_pass_the_text_checks_unless_changed(mathliblemma_dir: Path) -> None:
     for rel, benchmark, lemma in _pairs(mathliblemma_dir):
         if _mentions_cheat_outside_comments(lemma):
@@ -300,6 +302,7 @@ def test_clean_lemma_files_pass_the_text_checks_unless_changed(mathliblemma_dir:
             assert result is None, rel
 
 
+@pytest.mark.slow
 def test_every_benchmark_statement_goes_to_lean(mathliblemma_dir: Path) -> None:
     paths = sorted((mathliblemma_dir / "benchmark").rglob("*.lean"))
     assert len(paths) == 424
