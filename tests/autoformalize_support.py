@@ -24,7 +24,7 @@ ERROR_MARK = "sim:error"
 
 def job_config(*overrides: str) -> Any:
     """`conf/autoformalize.yaml` as `preset=demo` composes it (simulators), with overrides."""
-    return load_config(["preset=demo", *overrides])
+    return load_config(["preset=demo", *overrides], complete=False)
 
 
 def autoformalize_settings(cfg: Any) -> AutoformalizeSettings:

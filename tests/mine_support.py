@@ -38,7 +38,7 @@ DEMO_RUN_SEEDS_PER_WAVE = 2
 def sim_server_config(median_s: float, *overrides: str) -> dict[str, Any]:
     """The `sim:` block a mining job composed with `overrides` would serve (`preset=demo`: the demo's script), with
     the given latency (a deterministic server)."""
-    sim = OmegaConf.to_container(load_config(["llm=sim", *overrides]).llm.sim, resolve=True)
+    sim = OmegaConf.to_container(load_config(["llm=sim", *overrides], complete=False).llm.sim, resolve=True)
     sim["latency"] = {"median_s": median_s, "sigma": 0.3}
     return sim
 

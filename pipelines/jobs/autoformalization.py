@@ -46,12 +46,13 @@ TABLE = "formalizations"
 JSONL_SUFFIX = ".jsonl"
 
 
-def load_config(overrides: Sequence[str]) -> DictConfig:
+def load_config(overrides: Sequence[str], complete: bool = True) -> DictConfig:
     """`conf/autoformalize.yaml` with overrides (`mode=` is short for `autoformalize.mode=`); the repairs are grounded
-    whenever there is an index to ground in."""
+    whenever there is an index to ground in. `complete=False` for a reader of its settings that runs nothing (no
+    `input` needed)."""
     modes = [item for item in overrides if item.startswith("mode=")]
     rest = [item for item in overrides if not item.startswith("mode=")]
-    cfg = compose_config("autoformalize", [*rest, *(f"autoformalize.{item}" for item in modes)])
+    cfg = compose_config("autoformalize", [*rest, *(f"autoformalize.{item}" for item in modes)], complete)
     with open_dict(cfg):
         cfg.grounding.enabled = cfg.index.dir is not None
     return cfg
