@@ -255,11 +255,11 @@ def _expected(annotation: Any, default: Any) -> str:
     if choices_of(annotation) or default is _ANY:
         return words
     shown = _shown(default)
-    return words if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{words} ({'default ' + shown})"
+    return words if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{words} (default {shown})"
 
 
 def _wrong(path: str, value: Any, annotation: Any, reference: DictConfig) -> ConfigError:
-    """The error of `value`, not of the type `annotation` its key at `path` declares."""
+    """The error for `value`, which is not of the type `annotation` that its key at `path` declares."""
     known, default = _walk(reference, path)
     if known < len(path.split(".")):
         default = _ANY
@@ -358,7 +358,9 @@ def compose_config(name: str, overrides: Sequence[str], complete: bool = True) -
     try:
         with initialize_config_module(config_module="conf", version_base=None):
             loader = GlobalHydra.instance().config_loader()
-            groups = [group for group in loader.list_groups("") if group != HYDRA_KEY]
+            # A folder of conf/ with no option in it (schema/, the schema's modules) is no group a user chooses.
+            groups = [group for group in loader.list_groups("")
+                      if group != HYDRA_KEY and loader.get_group_options(group)]
             selections, settings = [], []
             for override in OverridesParser.create().parse_overrides(list(overrides)):
                 if _selects_group(override, groups):

@@ -13,6 +13,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+from conf import schema
+from conf.schema.retrieval import Resources
 from operators.decontaminate import STAGE as DECONTAMINATE
 from operators.discover import STAGE as DISCOVER
 from operators.pipeline import DECLARED, PipelineError, call_roles, pipeline
@@ -202,6 +204,9 @@ def test_every_stage_declares_statuses_and_resources_its_jobs_config_has():
             stage = DECLARED[str(entry)]
             assert stage.takes and stage.gives
             assert stage.resources_of(cfg) is not None or stage.name == "split", f"{job}: {stage.name} has no resources"
+            if isinstance(stage.resources, str):  # a config section: the job's schema declares it a stage's shape
+                declared = schema.key_at(job, stage.resources)
+                assert declared is not None and declared.annotation is Resources and declared.speed, (job, stage.name)
 
 
 def test_a_stage_settings_are_built_from_its_own_section():
