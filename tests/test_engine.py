@@ -141,7 +141,7 @@ def test_a_refused_proof_is_explained_to_the_model_in_the_next_prompt(engine: Vl
         done = run("evaluate", *overrides)
     assert done.returncode == 0, done.stdout + done.stderr
     row = pl.read_parquet(tmp_path / "run" / "candidates" / "*.parquet").row(0, named=True)
-    proofs = [r for r in proxy.requests if r["headers"].get("x-folklore-stage") == "prove"]
+    proofs = [r for r in proxy.requests if r["headers"].get("x-folklore-call") == "prove"]
     assert len(proofs) >= 2
     [reason] = [r.split(": ", 1)[1] for r in refusal_reasons(cheat)]  # without its line number
     # Every answer stored is the cheat, so every prover's last attempt was refused for it, and no proof was found.
