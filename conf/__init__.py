@@ -94,8 +94,9 @@ def choices(key: str) -> tuple[Any, ...]:
     return schema.choices(key)
 
 
-def _shown(value: Any) -> str:
-    """A config value as the command line spells it (interpolations as written)."""
+def shown_value(value: Any) -> str:
+    """A config value as the command line spells it (interpolations as written): what error lines and `--help`
+    show."""
     if isinstance(value, (DictConfig, ListConfig)):
         value = OmegaConf.to_container(value, resolve=False)
     if value is None:
@@ -103,9 +104,9 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{key}: {_shown(item)}" for key, item in value.items()) + "}"
+        return "{" + ", ".join(f"{key}: {shown_value(item)}" for key, item in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(_shown(item) for item in value) + "]"
+        return "[" + ", ".join(shown_value(item) for item in value) + "]"
     return str(value)
 
 
@@ -254,7 +255,7 @@ def _expected(annotation: Any, default: Any) -> str:
     words = described(annotation)
     if choices_of(annotation) or default is _ANY:
         return words
-    shown = _shown(default)
+    shown = shown_value(default)
     return words if len(shown) > MAX_SHOWN_CHARS or "\n" in shown else f"{words} (default {shown})"
 
 
@@ -265,8 +266,8 @@ def _wrong(path: str, value: Any, annotation: Any, reference: DictConfig) -> Con
         default = _ANY
     bare, _ = optional(annotation)
     quotable = bare is str and isinstance(value, (bool, int, float))
-    hint = f"; quote it to give text: {path}='{_shown(value)}'" if quotable else ""
-    return ConfigError(f"{path}={_shown(value)}: expects {_expected(annotation, default)}{hint}")
+    hint = f"; quote it to give text: {path}='{shown_value(value)}'" if quotable else ""
+    return ConfigError(f"{path}={shown_value(value)}: expects {_expected(annotation, default)}{hint}")
 
 
 def _check_value(job: str, segments: Sequence[str], value: Any, reference: DictConfig) -> None:
@@ -294,7 +295,7 @@ def _check_value(job: str, segments: Sequence[str], value: Any, reference: DictC
     elif not accepts(key.annotation, value):
         raise _wrong(path, value, key.annotation, reference)
     elif out_of_range(key.setting, value):
-        raise ConfigError(f"{path}={_shown(value)}: out of range, expects {range_text(key.setting)}")
+        raise ConfigError(f"{path}={shown_value(value)}: out of range, expects {range_text(key.setting)}")
 
 
 def _check_node(job: str, node: DictConfig, segments: Sequence[str], reference: DictConfig) -> None:
@@ -331,7 +332,7 @@ def _check_selection(override: Override, loader: ConfigLoader) -> None:
     if override.is_delete() or isinstance(value, (str, list)):
         return
     options = loader.get_group_options(override.key_or_group)
-    raise ConfigError(f"{override.key_or_group}={_shown(value)}: expects one of {', '.join(options)}")
+    raise ConfigError(f"{override.key_or_group}={shown_value(value)}: expects one of {', '.join(options)}")
 
 
 @functools.lru_cache(maxsize=REFERENCES_KEPT)

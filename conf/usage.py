@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from conf import HYDRA_KEY, compose_config, schema
+from conf import HYDRA_KEY, compose_config, schema, shown_value
 from conf.schema.fields import mapped, optional
 
 # The flags every job answers itself, before its command line is composed.
@@ -63,19 +63,11 @@ def _options(group: str) -> list[str]:
 
 
 def shown(value: object) -> str:
-    """A default as the command line writes it (a mapping or list as a whole), cut to one short line."""
-    if value is None:
-        text = "null"
-    elif isinstance(value, bool):
-        text = str(value).lower()
-    elif isinstance(value, str) and "\n" in value:
-        text = f"<text, {value.count(chr(10)) + 1} lines>"
-    elif isinstance(value, dict):
-        text = "{" + ", ".join(f"{key}: {shown(item)}" for key, item in value.items()) + "}"
-    elif isinstance(value, list):
-        text = "[" + ", ".join(shown(item) for item in value) + "]"
-    else:
-        text = str(value)
+    """A default as the command line writes it (`conf.shown_value`), a text of several lines as its count of lines,
+    cut to one short line."""
+    if isinstance(value, str) and "\n" in value:
+        return f"<text, {value.count(chr(10)) + 1} lines>"
+    text = " ".join(shown_value(value).split("\n"))
     return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 1]}…"
 
 
