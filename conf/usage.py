@@ -47,19 +47,15 @@ def composed_config(name: str, args: Sequence[str]) -> str:
     return OmegaConf.to_yaml(compose_config(name, _overrides(args), complete=False))
 
 
-def group_choices(name: str, overrides: Sequence[str]) -> dict[str, str]:
-    """Each config group the job reads -> the option the command line (or the job's default) chooses."""
+def group_choices(name: str, overrides: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+    """Each config group the job reads -> the option the command line (or the job's default) chooses, and all its
+    options as `group=OPTION` takes them."""
     with initialize_config_module(config_module="conf", version_base=None):
         composed = compose(config_name=name, overrides=list(overrides), return_hydra_config=True)
-    choices = composed[HYDRA_KEY].runtime.choices
-    return {group: str(option) for group, option in choices.items()
-            if not group.startswith(f"{HYDRA_KEY}/") and option is not None}
-
-
-def _options(group: str) -> list[str]:
-    """The options of a config group, as `group=OPTION` takes them."""
-    with initialize_config_module(config_module="conf", version_base=None):
-        return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
+        loader = GlobalHydra.instance().config_loader()
+        return {group: (str(option), sorted(loader.get_group_options(group)))
+                for group, option in composed[HYDRA_KEY].runtime.choices.items()
+                if not group.startswith(f"{HYDRA_KEY}/") and option is not None}
 
 
 def shown(value: object) -> str:
@@ -94,9 +90,9 @@ def job_help(name: str, usage: str, args: Sequence[str]) -> str:
     purpose = " ".join((schema.JOBS[name].__doc__ or "").split())
     lines = [purpose, "", f"usage: {usage}", "",
              "Config groups (GROUP=OPTION; * the one chosen now):"]
-    for group, chosen in sorted(group_choices(name, overrides).items()):
-        options = " | ".join(f"{option}*" if option == chosen else option for option in _options(group))
-        lines.append(f"  {group:<22} {options}")
+    for group, (chosen, options) in sorted(group_choices(name, overrides).items()):
+        listed = " | ".join(f"{option}*" if option == chosen else option for option in options)
+        lines.append(f"  {group:<22} {listed}")
     config = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(config, dict)
     lines += ["", f"Keys (KEY=VALUE, the default shown, ??? to be given; `folklore {name} --cfg` prints the whole "
