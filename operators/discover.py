@@ -185,7 +185,9 @@ class DiscoverOperator(LLMOperator):
             return _finished(out, seed.status, seed.reason)
         messages = prompts.discover_messages(self.discover.prompts, seed.text, self.discover.marker,
                                              self.discover.min_lemmas, row["known"] or ())
-        result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"]))
+        # The seed's samples share its prompt, so they share a cache key: one replica computes the seed's prefill.
+        result = await self.complete(self.settings.request("discover", STAGE, messages, row["unit_id"],
+                                                           cache_key=row["seed_id"]))
         out.update(answered(result, self.discover.marker, self.discover.max_lemmas),
                    finished_at=datetime.now(UTC))
         return out

@@ -79,7 +79,8 @@ class JudgeOperator(LLMOperator):
         messages = prompts.judge_messages(self.judge.prompts, row["statement_raw"])
         answers: list[LLMResult] = []
         for attempt in range(1, self.judge.samples + 1):
-            answer = await self.complete(self.settings.request("judge", STAGE, messages, row["candidate_id"], attempt))
+            answer = await self.complete(self.settings.request("judge", STAGE, messages, row["candidate_id"], attempt,
+                                                               cache_key=row["statement_raw"]))
             record_llm_call(row, STAGE, attempt, answer)
             answers.append(answer)
             if answer.infra:

@@ -102,7 +102,7 @@ def test_config_errors_name_the_problem() -> None:
     cfg = sim_config()
     cfg["endpoints"]["extra"] = {"base_url": "http://127.0.0.1:9/v1"}
     with pytest.raises(LLMConfigError, match=r"llm.endpoints.extra has base_url; an endpoint takes exactly base_url, "
-                                             r"api_key_env, concurrency"):
+                                             r"base_urls, api_key_env, concurrency"):
         settings_from_config(cfg)
 
 

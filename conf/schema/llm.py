@@ -21,13 +21,20 @@ class Endpoint:
     """One OpenAI-compatible URL (`llm.endpoints.<name>`) and how to talk to it."""
 
     api_key_env: str | None = setting("environment variable holding the API key (never the key itself); null: no key")
-    base_url: str | None = setting("the API root, e.g. https://api.openai.com/v1; null: set at start (sim, vllm)")
+    base_url: str | None = setting("the API root, e.g. https://api.openai.com/v1; null: set at start (sim, vllm), "
+                                   "or the replicas of base_urls")
+    base_urls: list[str] | None = setting("several replicas of one endpoint (their API roots), each request sent to "
+                                          "one; null: base_url alone")
     concurrency: int = setting("requests in flight to this endpoint from one operator, shared by its actors",
                                at_least=1)
     max_tokens_param: Literal['max_tokens', 'max_completion_tokens'] = setting(
         "request field carrying sampling.max_tokens: max_completion_tokens for OpenAI, else max_tokens")
     request_timeout_s: float = setting("seconds one request may take before it fails as a timeout (and is retried)",
                                        at_least=0)
+    load_bound: float = setting("base_urls: a replica holding this times its even share of the requests in flight "
+                                "passes new keys to the next replica on the ring", at_least=1)
+    routing: Literal['affinity', 'round_robin'] = setting(
+        "base_urls: affinity keeps a cache key's requests on one replica (consistent hashing); round_robin: in turn")
 
 
 @section

@@ -57,6 +57,9 @@ class LLMRequest:
     attempt: int = 1
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI function tools the model may call (empty: plain chat)
     role: str = ""  # the role asking (two provers on one model ask the same thing but want their own answers)
+    # The affinity key: requests sharing it share a prompt prefix (a seed's samples, a repair chain, a statement's
+    # votes), so they go to one replica (sent as OpenAI's `prompt_cache_key`). Routing only: no part of the answer.
+    cache_key: str = ""
 
 
 @dataclass(frozen=True)

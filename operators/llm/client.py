@@ -85,6 +85,8 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         kwargs[endpoint.max_tokens_param] = sampling.max_tokens
     if request.tools:
         kwargs["tools"] = list(request.tools)
+    if request.cache_key:
+        kwargs["prompt_cache_key"] = request.cache_key
     if sampling.extra_body:
         kwargs["extra_body"] = dict(sampling.extra_body)
     kwargs["extra_headers"] = {

@@ -15,6 +15,9 @@ from operators.llm.calls import LLMRequest, Sampling
 from operators.llm.errors import LLMConfigError
 from operators.llm.retry import RetryPolicy
 
+# How a multi-replica endpoint picks a replica per request (`llm.endpoints.<name>.routing`).
+ROUTINGS = ("affinity", "round_robin")
+
 
 def plain_config(cfg: Any) -> Any:
     """A plain dict/list copy of a Hydra/OmegaConf config (or of a plain mapping)."""
@@ -27,14 +30,26 @@ def plain_config(cfg: Any) -> Any:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One OpenAI-compatible URL and how to talk to it. Holds the key's variable name, never the key."""
+    """One OpenAI-compatible URL, or several replicas of one, and how to talk to it. Holds the key's variable name,
+    never the key."""
 
     name: str
     base_url: str | None
+    base_urls: tuple[str, ...] | None  # replicas serving the same models (exclusive with base_url)
     api_key_env: str | None
     concurrency: int
     request_timeout_s: float
     max_tokens_param: str
+    routing: str  # affinity (consistent hashing of the cache key, bounded loads) or round_robin
+    load_bound: float  # a replica holds at most ceil(load_bound * (in flight + 1) / live replicas) requests
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """The URLs requests go to: the replicas of `base_urls`, or `base_url` alone (empty when neither is set
+        yet)."""
+        if self.base_urls:
+            return self.base_urls
+        return (self.base_url,) if self.base_url is not None else ()
 
 
 @dataclass(frozen=True)
@@ -60,9 +75,10 @@ class LLMSettings:
 
     def request(
         self, role: str, call: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[dict[str, Any]] = (), cache_key: str | None = None,
     ) -> LLMRequest:
-        """A request for `role`'s model with `call`'s sampling, offering `tools` when given."""
+        """A request for `role`'s model with `call`'s sampling, offering `tools` when given; `cache_key` (the
+        candidate id when None) keeps requests sharing a prompt prefix on one replica."""
         if role not in self.roles:
             raise LLMConfigError(f"no model for role {role!r}; configured roles: {sorted(self.roles)}")
         if call not in self.sampling:
@@ -78,12 +94,13 @@ class LLMSettings:
             attempt=attempt,
             tools=tuple(tools),
             role=role,
+            cache_key=candidate_id if cache_key is None else cache_key,
         )
 
     def with_base_url(self, endpoint: str, base_url: str) -> LLMSettings:
-        """The same settings with one endpoint pointed at a URL known only at run time (sim, Serve)."""
+        """The same settings with one endpoint pointed at the one URL known only at run time (sim, Serve)."""
         endpoints = dict(self.endpoints)
-        endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url)
+        endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url, base_urls=None)
         return replace(self, endpoints=endpoints)
 
     def provenance(self) -> dict[str, Any]:
@@ -97,6 +114,28 @@ class LLMSettings:
         }
 
 
+def _endpoint(name: str, values: dict[str, Any]) -> Endpoint:
+    """One `llm.endpoints.<name>` block as an `Endpoint`, naming the key that cannot work."""
+    key = f"llm.endpoints.{name}"
+    if values["max_tokens_param"] not in ("max_tokens", "max_completion_tokens"):
+        raise LLMConfigError(f"{key}.max_tokens_param must be max_tokens or max_completion_tokens")
+    base_urls = values["base_urls"]
+    if base_urls is not None:
+        if values["base_url"] is not None:
+            raise LLMConfigError(f"{key}.base_urls and {key}.base_url are both set: give one URL in base_url, or the "
+                                 "replicas in base_urls and base_url null")
+        if not base_urls or len(set(base_urls)) != len(base_urls):
+            raise LLMConfigError(f"{key}.base_urls is {base_urls}: it lists the replicas' URLs, at least one, "
+                                 "each once (null: use base_url)")
+        base_urls = tuple(base_urls)
+    if values["routing"] not in ROUTINGS:
+        raise LLMConfigError(f"{key}.routing is {values['routing']!r}: it must be one of {', '.join(ROUTINGS)}")
+    if not values["load_bound"] >= 1:
+        raise LLMConfigError(f"{key}.load_bound is {values['load_bound']}: it must be at least 1 (1: every replica "
+                             "holds at most its even share of the requests in flight)")
+    return Endpoint(name=name, **{**values, "base_urls": base_urls})
+
+
 def settings_from_config(cfg: Any) -> LLMSettings:
     """Validate an `llm` config group (conf/llm/*.yaml) into `LLMSettings`, naming what is wrong."""
     cfg = plain_config(cfg)
@@ -105,10 +144,7 @@ def settings_from_config(cfg: Any) -> LLMSettings:
         if sorted(values) != sorted(fields):
             raise LLMConfigError(f"llm.endpoints.{name} has {', '.join(values) or 'no key'}; an endpoint takes exactly "
                                  f"{', '.join(fields)} (see conf/llm/openai.yaml)")
-    endpoints = {name: Endpoint(name=name, **values) for name, values in cfg["endpoints"].items()}
-    for ep in endpoints.values():
-        if ep.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise LLMConfigError(f"endpoint {ep.name}: max_tokens_param must be max_tokens or max_completion_tokens")
+    endpoints = {name: _endpoint(name, values) for name, values in cfg["endpoints"].items()}
     roles = {}
     for role, values in cfg["models"].items():
         if values["endpoint"] not in endpoints:
