@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,12 @@ from operators.llm.client import (
     ATTEMPT_HEADER,
     CALL_HEADER,
     CANDIDATE_HEADER,
+    SESSION_HEADER,
     LLMClient,
     LLMClients,
     create_kwargs,
     public_url,
+    read_header_value,
     redact,
 )
 from operators.llm.errors import (
@@ -116,11 +119,22 @@ def test_request_kwargs_carry_sampling_metadata_and_the_endpoint_token_parameter
     assert kwargs["temperature"] == 0.2 and kwargs["max_tokens"] == 77
     assert kwargs["stop"] == ["END"] and kwargs["reasoning_effort"] == "low"
     assert "top_p" not in kwargs and "seed" not in kwargs
-    assert kwargs["extra_headers"] == {CALL_HEADER: "judge", CANDIDATE_HEADER: "cand-7", ATTEMPT_HEADER: "3"}
+    assert kwargs["extra_headers"].items() >= {CALL_HEADER: "judge", CANDIDATE_HEADER: "cand-7",
+                                               ATTEMPT_HEADER: "3"}.items()
     openai_settings = settings_from_config(yaml.safe_load((CONF / "openai.yaml").read_text()))
     kwargs = create_kwargs(openai_settings.request("judge", "judge", user("q"), "c"), openai_settings.endpoints["main"])
     assert "max_completion_tokens" in kwargs and "max_tokens" not in kwargs
     assert "extra_body" not in kwargs
+
+
+def test_the_cache_key_travels_as_the_session_header_ray_serve_routes_by() -> None:
+    settings = settings_from_config(sim_config())
+    request = settings.request("discover", "discover", user("q"), "Mathlib/Ünï.lean/s0")
+    keyed = create_kwargs(replace(request, cache_key="Mathlib/Ünï.lean"), settings.endpoints["sim"])
+    assert read_header_value(keyed["extra_headers"][SESSION_HEADER]) == "Mathlib/Ünï.lean"
+    assert keyed["extra_headers"][SESSION_HEADER].isascii()
+    unkeyed = create_kwargs(replace(request, cache_key=""), settings.endpoints["sim"])
+    assert SESSION_HEADER not in unkeyed["extra_headers"]
 
 
 def test_server_specific_fields_travel_in_the_body_as_configured() -> None:

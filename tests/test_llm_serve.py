@@ -71,6 +71,10 @@ def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwarg
         "deployment_config": {
             "autoscaling_config": {"min_replicas": 2, "max_replicas": 6},
             "max_ongoing_requests": 64,
+            "request_router_config": {
+                "request_router_class": "ray.serve.experimental.consistent_hash_router:ConsistentHashRouter",
+                "request_router_kwargs": {"num_virtual_nodes": 100, "num_fallback_replicas": 2},
+            },
         },
     }
     assert engine_ask(serve["engines"]["prover-x"]) == (
@@ -79,7 +83,7 @@ def test_one_llm_config_per_engine_with_replicas_tp_accelerator_and_engine_kwarg
 
 def test_the_default_engines_ask_for_pairs_of_h100s(vllm_cfg: dict) -> None:
     for model_id, engine in vllm_cfg["serve"]["engines"].items():
-        config = llm_config(model_id, engine)
+        config = llm_config(model_id, engine, vllm_cfg["serve"]["router"])
         parallel = config["engine_kwargs"]["tensor_parallel_size"]
         assert (config["accelerator_config"], config["accelerator_type"], parallel) == ({"kind": "gpu"}, "H100", 2)
         assert "placement_group_config" not in config and "runtime_env" not in config
@@ -104,10 +108,11 @@ def test_the_cpu_engines_serve_smollm2_on_cpus_for_every_role_within_its_context
 
 @pytest.mark.slow
 def test_tensor_and_pipeline_parallel_workers_and_a_placement_group_config_are_passed_and_told() -> None:
+    router = composed_llm()["serve"]["router"]
     gpu = composed_llm("llm.serve.engines.qwen3-32b.tensor_parallel_size=4",
                        "+llm.serve.engines.qwen3-32b.engine_kwargs.pipeline_parallel_size=2",
                        "llm.serve.engines.qwen3-32b.accelerator_type=null")["serve"]["engines"]["qwen3-32b"]
-    config = llm_config("qwen3-32b", gpu)
+    config = llm_config("qwen3-32b", gpu, router)
     kwargs = config["engine_kwargs"]
     assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"]) == (4, 2)
     assert config["accelerator_type"] is None
@@ -115,13 +120,39 @@ def test_tensor_and_pipeline_parallel_workers_and_a_placement_group_config_are_p
     bundles = {"bundle_per_worker": {"CPU": 4, "GPU": 1}, "strategy": "SPREAD"}
     spread = composed_llm("llm.serve.engines.qwen3-32b.placement_group_config={bundle_per_worker:{CPU:4,GPU:1},"
                           "strategy:SPREAD}")["serve"]["engines"]["qwen3-32b"]
-    assert llm_config("qwen3-32b", spread)["placement_group_config"] == bundles
+    assert llm_config("qwen3-32b", spread, router)["placement_group_config"] == bundles
     assert engine_ask(spread) == f"placement_group_config {bundles}"
     tpu = composed_llm("llm.serve.engines.qwen3-32b.accelerator_config.kind=tpu",
                        "+llm.serve.engines.qwen3-32b.accelerator_config.topology=2x2x1",
                        "llm.serve.engines.qwen3-32b.accelerator_type=TPU-V6E")["serve"]["engines"]["qwen3-32b"]
-    assert llm_config("qwen3-32b", tpu)["accelerator_config"] == {"kind": "tpu", "topology": "2x2x1"}
+    assert llm_config("qwen3-32b", tpu, router)["accelerator_config"] == {"kind": "tpu", "topology": "2x2x1"}
     assert engine_ask(tpu) == "kind tpu, accelerator_type TPU-V6E, 2 TPUs and a CPU per replica"
+
+
+def test_an_engine_with_several_replicas_routes_by_cache_key_and_one_with_one_replica_gets_no_router(vllm_cfg):
+    router = vllm_cfg["serve"]["router"]
+    several = vllm_cfg["serve"]["engines"]["qwen3-32b"]
+    assert several["replicas"]["max"] > 1
+    assert llm_config("qwen3-32b", several, router)["deployment_config"]["request_router_config"] == {
+        "request_router_class": "ray.serve.experimental.consistent_hash_router:ConsistentHashRouter",
+        "request_router_kwargs": {"num_virtual_nodes": router["virtual_nodes"],
+                                  "num_fallback_replicas": router["fallback_replicas"]}}
+    in_turn = {**router, "routing": "round_robin"}
+    assert llm_config("qwen3-32b", several, in_turn)["deployment_config"]["request_router_config"] == {
+        "request_router_class": "ray.serve.experimental.round_robin_router:RoundRobinRouter"}
+    one = {**several, "replicas": {"min": 1, "max": 1}}
+    assert "request_router_config" not in llm_config("qwen3-32b", one, router)["deployment_config"]
+
+
+@pytest.mark.slow
+def test_ray_serve_imports_both_routers_from_their_config() -> None:
+    from ray.serve.config import RequestRouterConfig
+
+    serve = composed_llm("llm/engines=cpu", "llm.serve.engines.smollm2.replicas.max=2")["serve"]
+    for routing, router in (("affinity", "ConsistentHashRouter"), ("round_robin", "RoundRobinRouter")):
+        config = llm_config("smollm2", serve["engines"]["smollm2"], {**serve["router"], "routing": routing})
+        routed = RequestRouterConfig(**config["deployment_config"]["request_router_config"])
+        assert routed.get_request_router_class().__name__ == router
 
 
 def test_what_no_node_could_hold_is_one_line_naming_each_engine_the_timeout_and_the_nodes(vllm_cfg: dict) -> None:
@@ -225,9 +256,10 @@ def test_every_role_model_has_an_engine(vllm_cfg: dict) -> None:
 
 
 def test_translation_does_not_mutate_the_config() -> None:
-    engine = composed_llm("llm/engines=cpu")["serve"]["engines"]["smollm2"]
+    serve = composed_llm("llm/engines=cpu")["serve"]
+    engine = serve["engines"]["smollm2"]
     before = json.dumps(engine, sort_keys=True)
-    config = llm_config("smollm2", engine)
+    config = llm_config("smollm2", engine, serve["router"])
     config["accelerator_config"]["kind"] = "gpu"
     config["engine_kwargs"]["max_model_len"] = 1
     config["runtime_env"]["env_vars"]["RAY_SERVE_LOG_TO_STDERR"] = "0"
@@ -256,9 +288,10 @@ def test_llm_module_needs_neither_serve_nor_vllm() -> None:
 
 def test_an_engine_with_a_tool_call_parser_serves_tool_calls_and_one_without_does_not(vllm_cfg: dict) -> None:
     engines = vllm_cfg["serve"]["engines"]
-    qwen = llm_config("qwen3-32b", engines["qwen3-32b"])["engine_kwargs"]
+    qwen = llm_config("qwen3-32b", engines["qwen3-32b"], vllm_cfg["serve"]["router"])["engine_kwargs"]
     assert (qwen["enable_auto_tool_choice"], qwen["tool_call_parser"]) == (True, "hermes")
-    prover = llm_config("goedel-prover-v2-32b", engines["goedel-prover-v2-32b"])["engine_kwargs"]
+    prover = llm_config("goedel-prover-v2-32b", engines["goedel-prover-v2-32b"],
+                        vllm_cfg["serve"]["router"])["engine_kwargs"]
     assert "enable_auto_tool_choice" not in prover and "tool_call_parser" not in prover
     assert "tool_call_parser" not in engines["qwen3-32b"]["engine_kwargs"], "the config itself is not changed"
 

@@ -118,6 +118,18 @@ class Engine:
     tool_call_parser: str | None = setting("vLLM's parser of the model's tool calls, e.g. hermes; null: no tools")
 
 
+@section(speed=True)
+class Router:
+    """How the replicas of an engine with `replicas.max` above 1 share its requests (Ray Serve's request router)."""
+
+    fallback_replicas: int = setting(
+        "affinity: the next replicas on the ring a request tries when its own holds max_ongoing_requests", at_least=0)
+    routing: Literal['affinity', 'round_robin'] = setting(
+        "affinity: a cache key's requests go to one replica (consistent hashing); round_robin: to each in turn")
+    virtual_nodes: int = setting("affinity: points per replica on the hash ring (more: keys spread more evenly)",
+                                 at_least=1)
+
+
 @section
 class Serve:
     """The Ray Serve LLM application of `llm=vllm`: where it listens and which engines it deploys."""
@@ -133,6 +145,7 @@ class Serve:
     placement_timeout_s: float = setting("seconds to wait for Ray to place the engines' replicas before giving up",
                                          at_least=0, speed=True)
     route_prefix: str = setting("the URL path the application's OpenAI route is served under", speed=True)
+    router: Router = setting("how an engine's replicas share its requests (one replica: no router is set)")
 
 
 @section(speed=True)

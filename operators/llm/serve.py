@@ -31,13 +31,25 @@ def tool_calling_kwargs(engine: Mapping[str, Any]) -> dict[str, Any]:
     return {"enable_auto_tool_choice": True, "tool_call_parser": parser} if parser else {}
 
 
-def llm_config(model_id: str, engine: Mapping[str, Any]) -> dict[str, Any]:
+def request_router_config(router: Mapping[str, Any]) -> dict[str, Any]:
+    """Ray Serve's `RequestRouterConfig` (as a dict) for an engine's replicas: its ConsistentHashRouter, which hashes
+    the session header the client fills with each request's cache key and passes a request on to the next replicas on
+    the ring while its own is full, or its RoundRobinRouter."""
+    if router["routing"] == AFFINITY:
+        return {"request_router_class": CONSISTENT_HASH_ROUTER,
+                "request_router_kwargs": {"num_virtual_nodes": router["virtual_nodes"],
+                                          "num_fallback_replicas": router["fallback_replicas"]}}
+    return {"request_router_class": ROUND_ROBIN_ROUTER}
+
+
+def llm_config(model_id: str, engine: Mapping[str, Any], router: Mapping[str, Any]) -> dict[str, Any]:
     """One `LLMConfig` (as the dict `LLMServingArgs` validates) for one model's engine deployment.
 
     Where a replica runs is Ray Serve LLM's placement, passed from config: the accelerator kind (`accelerator_config`),
     the GPU model (`accelerator_type`), an explicit `placement_group_config`, and the tensor parallelism in the vLLM
     engine kwargs, from which Ray Serve LLM sizes each replica's placement group; replicas become Serve autoscaling
-    bounds; a tool-call parser turns on tool calling; `runtime_env` reaches the replica and its engine processes.
+    bounds, and an engine that may have more than one gets `router`'s request router; a tool-call parser turns on
+    tool calling; `runtime_env` reaches the replica and its engine processes.
     """
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": model_id, "model_source": engine["model_source"]},
@@ -53,6 +65,8 @@ def llm_config(model_id: str, engine: Mapping[str, Any]) -> dict[str, Any]:
             "max_ongoing_requests": engine["max_ongoing_requests"],
         },
     }
+    if engine["replicas"]["max"] > 1:
+        config["deployment_config"]["request_router_config"] = request_router_config(router)
     for passed_as_given in ("placement_group_config", "runtime_env"):
         if engine.get(passed_as_given):
             config[passed_as_given] = deepcopy(engine[passed_as_given])  # Ray Serve LLM adds to a runtime_env
@@ -118,7 +132,8 @@ def one_line(message: str) -> str:
 
 def serving_args(serve: Mapping[str, Any]) -> dict[str, Any]:
     """The `build_openai_app` argument (`LLMServingArgs` as a dict) for every configured engine."""
-    return {"llm_configs": [llm_config(model_id, engine) for model_id, engine in serve["engines"].items()]}
+    return {"llm_configs": [llm_config(model_id, engine, serve["router"])
+                            for model_id, engine in serve["engines"].items()]}
 
 
 def engines_without_tool_calling(serve: Mapping[str, Any], models: Sequence[str]) -> list[str]:
@@ -133,6 +148,11 @@ def run_target_kwargs(serve: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": serve["app_name"], "route_prefix": serve["route_prefix"]}
 
 
+# `llm.serve.router.routing`'s value that keeps a cache key's requests on one replica, and Ray Serve's routers for
+# each value (classes Ray Serve imports in the process that routes, by these paths).
+AFFINITY = "affinity"
+CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router:ConsistentHashRouter"
+ROUND_ROBIN_ROUTER = "ray.serve.experimental.round_robin_router:RoundRobinRouter"
 # A proxy host that listens on every interface: the stages then reach the head node's proxy by its address.
 EVERY_INTERFACE = "0.0.0.0"
 # The resource Ray gives the head node alone.
