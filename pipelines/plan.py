@@ -2,8 +2,9 @@
 
 It reads the mining config with the overrides `pipelines.mine` takes and the seed files that run would mine, and
 prints what the run will cost at the per-call costs of an earlier run (`plan.from_run=DIR`) or the assumed costs
-(conf/plan.yaml): candidates, LLM calls and tokens per stage, Lean checks, GPU- and CPU-hours, RAM per node and
-wall time on the cluster of `plan.cluster`. It starts nothing (no Ray, no LLM, no Lean), so it answers in seconds.
+(conf/plan.yaml): candidates, LLM calls and tokens per stage (the prompt tokens sent, and those the engines
+compute under the endpoints' routing), Lean checks, GPU- and CPU-hours, RAM per node and wall time on the cluster of
+`plan.cluster`. It starts nothing (no Ray, no LLM, no Lean), so it answers in seconds.
 """
 
 from __future__ import annotations
@@ -48,22 +49,25 @@ def plan_lines(plan: Plan) -> list[str]:
             f" (sub-goals on, {shape.subgoal_levels} level(s): {plan.costs.subgoals_per_candidate:.2f} sub-goal "
             f"candidates per candidate)" if shape.subgoal_levels else ""),
         "rows per stage: " + ", ".join(f"{stage} {rows:,.0f}" for stage, rows in work.rows.items() if rows > 0),
-        "LLM calls and tokens per call:",
-        f"  {'call':<13}{'calls':>12}{'prompt_tokens':>16}{'completion_tokens':>19}{'llm_time':>12}",
+        "LLM calls and tokens per call (prefill: the prompt tokens the engines compute, the others read from a "
+        "replica's prefix cache under the endpoints' routing):",
+        f"  {'call':<13}{'calls':>12}{'prompt_tokens':>16}{'prefill_tokens':>16}{'completion_tokens':>19}"
+        f"{'llm_time':>12}",
     ]
     loads = {call: load for call, load in work.calls.items() if load.calls > 0}
     for call, load in loads.items():
-        lines.append(f"  {call:<13}{load.calls:>12,.0f}{load.prompt_tokens:>16,.0f}{load.completion_tokens:>19,.0f}"
-                     f"{duration(load.llm_seconds):>12}")
+        lines.append(f"  {call:<13}{load.calls:>12,.0f}{load.prompt_tokens:>16,.0f}{load.prefill_tokens:>16,.0f}"
+                     f"{load.completion_tokens:>19,.0f}{duration(load.llm_seconds):>12}")
     lines.append(f"  {'all':<13}{sum(load.calls for load in loads.values()):>12,.0f}"
                  f"{sum(load.prompt_tokens for load in loads.values()):>16,.0f}"
+                 f"{sum(load.prefill_tokens for load in loads.values()):>16,.0f}"
                  f"{sum(load.completion_tokens for load in loads.values()):>19,.0f}")
     checks = ", ".join(f"{stage} {count:,.0f}" for stage, count in work.checks.items())
     check_s, import_s = lean_speeds(shape, plan.costs, cluster)
     lines += [
         f"Lean checks: {work.lean_checks:,.0f} ({checks}, replays {work.replays:,.0f}) at "
         f"{check_s:.2f} s per check, {plan.costs.replay_s:.1f} s per replay",
-        f"GPU-hours: {needs.gpu_hours:,.2f} at {cluster.prompt_tokens_per_s:,.0f} prompt and "
+        f"GPU-hours: {needs.gpu_hours:,.2f} at {cluster.prompt_tokens_per_s:,.0f} prefill and "
         f"{cluster.completion_tokens_per_s:,.0f} completion tokens/s per GPU",
         f"CPU-hours: {needs.cpu_hours:,.2f} (Lean checks, replays and header imports of {duration(import_s)})",
         f"RAM per node: {needs.ram_gb_per_node:,.1f} GB of {cluster.memory_gb_per_node:,.0f} (Lean REPLs and replay "

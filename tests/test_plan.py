@@ -21,6 +21,7 @@ from pipelines.planning.capacity import (
     Costs,
     MiningShape,
     mining_shape,
+    replicas_per_key,
     resources,
     stated_costs,
     streaming_cpus,
@@ -117,8 +118,8 @@ def test_demo_plan_prints_its_estimate_without_starting_ray(monkeypatch, capsys)
     out = capsys.readouterr().out
     assert "costs: assumed costs" in out
     assert "candidates expected: 18" in out  # 3 seeds x 1 sample x discover.min_lemmas=6
-    for figure in ("LLM calls and tokens per call:", "Lean checks:", "GPU-hours:", "CPU-hours:", "RAM per node:",
-                   "wall time:"):
+    for figure in ("LLM calls and tokens per call (prefill:", "Lean checks:", "GPU-hours:", "CPU-hours:",
+                   "RAM per node:", "wall time:"):
         assert figure in out
 
 
@@ -192,6 +193,35 @@ def test_workload_adds_up_calls_tokens_and_checks():
     assert work.lean_checks == 60 + 10 + 24 + 4
 
 
+def test_the_prefill_a_night_pays_follows_the_routing():
+    """A cache key's requests on one replica (affinity): a seed's 2 samples compute its prompt once, and a repair
+    chain computes its tokens once, as long as its last hop (formalize: 2 hops, 2/3 of the tokens sent; prove: 3 calls
+    over 2 provers, 1.5 hops, 0.8). Spread over 4 replicas (round robin): every sample and every hop computes its
+    prompt whole, and the GPUs take longer."""
+    calls = ("discover", "judge", "formalize", "prove")
+    kept = workload([300, 700], shape(key_spread=dict.fromkeys(calls, 1)), COSTS)
+    spread = workload([300, 700], shape(key_spread=dict.fromkeys(calls, 4)), COSTS)
+    assert {call: load.prefill_tokens for call, load in spread.calls.items()} == {
+        call: load.prompt_tokens for call, load in spread.calls.items()}
+    assert kept.calls["discover"].prefill_tokens == (4 * 500 + 2 * (300 + 700)) / 2
+    assert kept.calls["judge"].prefill_tokens == kept.calls["judge"].prompt_tokens  # one vote per statement here
+    assert kept.calls["formalize"].prefill_tokens == pytest.approx(40 * 1000 * 2 / 3)
+    assert kept.calls["prove"].prefill_tokens == pytest.approx(24 * 400 * 0.8)
+    assert (resources(kept, COSTS, shape(), CLUSTER).gpu_hours
+            < resources(spread, COSTS, shape(), CLUSTER).gpu_hours)
+    engine = {"replicas": {"max": 4}}
+    served = {"backend": "vllm", "models": {"prover": {"endpoint": "serve", "model": "m"}},
+              "serve": {"engines": {"m": engine}, "router": {"routing": "affinity"}}}
+    assert replicas_per_key(served, "prover") == 1
+    assert replicas_per_key({**served, "serve": {**served["serve"], "router": {"routing": "round_robin"}}},
+                            "prover") == 4
+    listed = {"backend": "openai", "models": {"prover": {"endpoint": "main", "model": "m"}},
+              "endpoints": {"main": {"base_urls": ["http://a/v1", "http://b/v1"], "routing": "round_robin"}}}
+    assert replicas_per_key(listed, "prover") == 2
+    single = {**listed, "endpoints": {"main": {"base_urls": None, "routing": "round_robin"}}}
+    assert replicas_per_key(single, "prover") == 1
+
+
 def test_rounds_and_sub_goals_add_discover_calls_candidates_and_a_path_per_pass():
     """Two rounds discover twice; a sub-goal level adds, per candidate, the goals of its failed proofs (0.16 of the
     candidates reach the provers, 0.75 of those fail, each gives min(3, max_per_candidate=2) goals); each pass (a
@@ -214,9 +244,9 @@ def test_resources_per_node_and_the_slowest_bound():
     assert needs.repls_that_fit_per_node == 8  # (64 - 8) / 6.5, under 16 CPUs
     assert needs.bounds_s["lean pool"] == pytest.approx(94 * 2.0 / 6 + 30 + 94 / 100 * 30 / 6)
     assert needs.bounds_s["replay"] == pytest.approx(4 * 60 / 3)
-    prompt = sum(load.prompt_tokens for load in work.calls.values())
+    prefill = sum(load.prefill_tokens for load in work.calls.values())
     completion = sum(load.completion_tokens for load in work.calls.values())
-    assert needs.bounds_s["GPUs"] == pytest.approx((prompt / 1000 + completion / 100) / 8)
+    assert needs.bounds_s["GPUs"] == pytest.approx((prefill / 1000 + completion / 100) / 8)
     assert needs.bounds_s["stage prove"] == pytest.approx((24 * 30 + 24 * 2.0) / 10)
     assert needs.wall_s == 30.0 + max(needs.bounds_s.values()) + 100.0  # start-up, slowest bound, last path
     assert needs.bounds_s[needs.bottleneck] == max(needs.bounds_s.values())

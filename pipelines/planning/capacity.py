@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lean_pool.kimina import KIMINA
@@ -25,6 +25,13 @@ from operators.stage import Stage
 
 SECONDS_PER_HOUR = 3600.0
 SIM = "sim"
+VLLM = "vllm"
+AFFINITY = "affinity"
+# The call labels whose requests for one row repeat one prompt: a seed's discover samples, a statement's judge votes.
+REPEATED_PROMPT_CALLS = (discover.STAGE, judge.STAGE)
+# The call labels whose calls for one row form repair chains, each hop's prompt extending the one before
+# (operators/llm/prompts.py): formalize's repairs, and each prover's proof attempts.
+CHAIN_CALLS = (formalize.STAGE, prove.STAGE)
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,9 @@ class MiningShape:
     per call stage, the Lean sim's seconds per check and per header import (None for real backends, whose speed
     the plan takes from conf/plan.yaml or an earlier run); which stage's rows each LLM call label serves, the stages
     that take candidates and those that check Lean, in pipeline order (all from the stages' declarations); the
-    discover rounds, and the sub-goal levels mined (0: off) with the goals mined per failed candidate."""
+    discover rounds, and the sub-goal levels mined (0: off) with the goals mined per failed candidate; and per call
+    label, over how many engine replicas the requests of one cache key spread (`key_spread`, `replicas_per_key`; a
+    label not named: 1)."""
 
     samples_per_seed: int
     min_lemmas: int
@@ -101,6 +110,7 @@ class MiningShape:
     rounds: int = 1
     subgoal_levels: int = 0
     subgoal_max_per_candidate: int = 0
+    key_spread: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def passes(self) -> int:
@@ -140,12 +150,14 @@ class Cluster:
 
 @dataclass(frozen=True)
 class StageLoad:
-    """One LLM call stage's total: calls, tokens and the seconds its calls take (summed latency)."""
+    """One LLM call stage's total: calls, tokens sent and written, the prompt tokens the engines compute (`prefill`:
+    those sent less those a replica's prefix cache already holds) and the seconds its calls take (summed latency)."""
 
     calls: float
     prompt_tokens: float
     completion_tokens: float
     llm_seconds: float
+    prefill_tokens: float
 
 
 @dataclass(frozen=True)
@@ -245,7 +257,22 @@ def mining_shape(cfg: Mapping[str, Any]) -> MiningShape:
         rounds=int(cfg["rounds"]),
         subgoal_levels=int(cfg["subgoals"]["max_depth"]) if cfg["subgoals"]["enabled"] else 0,
         subgoal_max_per_candidate=int(cfg["subgoals"]["max_per_candidate"]),
+        key_spread={label: max(replicas_per_key(llm, role) for role in roles)
+                    for label, roles in call_roles(stages, provers).items() if roles},
     )
+
+
+def replicas_per_key(llm: Mapping[str, Any], role: str) -> int:
+    """Over how many replicas the requests of one cache key to `role`'s model spread: 1 when they stay on one (affinity
+    routing, or one replica), else every replica (round robin). llm=vllm: the model's engine's `replicas.max` and
+    `llm.serve.router.routing`; another backend: the endpoint's `base_urls` and `routing`."""
+    model = llm["models"][role]
+    if llm["backend"] == VLLM:
+        replicas, routing = int(llm["serve"]["engines"][model["model"]]["replicas"]["max"]), llm["serve"]["router"]
+    else:
+        endpoint = llm["endpoints"][model["endpoint"]]
+        replicas, routing = len(endpoint["base_urls"] or [None]), endpoint
+    return 1 if routing["routing"] == AFFINITY else replicas
 
 
 def stated_subgoals(shape: MiningShape, proved_rows: float, proved_share: float, per_failed_proof: float) -> float:
@@ -341,9 +368,27 @@ def workload(seed_tokens: Sequence[int], shape: MiningShape, costs: Costs) -> Wo
     for stage, cost in costs.calls.items():
         calls = rows.get(shape.row_stage_of_call[stage], 0.0) * cost.calls_per_row
         prompt_tokens = calls * cost.prompt_tokens + (seed_prompt if stage == discover.STAGE else 0.0)
-        loads[stage] = StageLoad(calls, prompt_tokens, calls * cost.completion_tokens, calls * cost.latency_s)
+        loads[stage] = StageLoad(calls, prompt_tokens, calls * cost.completion_tokens, calls * cost.latency_s,
+                                 prompt_tokens * computed_share(stage, cost, shape))
     checks = {stage: rows[stage] * per_row for stage, per_row in costs.checks_per_row.items()}
     return Workload(units, candidates, rows, loads, checks, candidates * costs.replays_per_candidate)
+
+
+def computed_share(label: str, cost: CallCost, shape: MiningShape) -> float:
+    """The share of a call label's prompt tokens the engines compute (prefill), the rest read from a replica's
+    prefix cache. A prompt repeated for one row (a seed's samples, a statement's votes) is computed once on each
+    replica its cache key reaches. A repair chain's hops each extend the one before: on one replica the chain's
+    tokens are computed once, as long as its last hop's prompt; the plan takes the hops to grow evenly, each by about
+    the first's length (a failed attempt and its errors), so h hops of mean prompt p end at 2hp/(h+1) of the hp
+    sent; spread over replicas, each hop is computed whole. Any other call is computed whole."""
+    spread = shape.key_spread.get(label, 1)
+    if label in REPEATED_PROMPT_CALLS:
+        repeats = shape.samples_per_seed if label == discover.STAGE else cost.calls_per_row
+        return min(repeats, spread) / repeats if repeats > 1 else 1.0
+    if label in CHAIN_CALLS and spread == 1:
+        hops = cost.calls_per_row / (shape.provers if label == prove.STAGE else 1)
+        return 2.0 / (hops + 1.0) if hops > 1 else 1.0
+    return 1.0
 
 
 def lean_speeds(shape: MiningShape, costs: Costs, cluster: Cluster) -> tuple[float, float]:
@@ -357,10 +402,11 @@ def resources(work: Workload, costs: Costs, shape: MiningShape, cluster: Cluster
     stated seconds, also the header switches the run measured, which a real backend's measured seconds per check
     hold already), the replay slots, the GPUs (only when the LLM engines run on the cluster), the LLM sim's capacity
     (its service seconds over the requests it serves at once), and each stage (its LLM and Lean seconds over the rows
-    it keeps in flight). The Lean sim's own check and import seconds replace the measured or stated ones."""
-    prompt_tokens = sum(load.prompt_tokens for load in work.calls.values())
+    it keeps in flight). The GPUs' time counts the prompt tokens they compute (prefill) and those they write. The Lean
+    sim's own check and import seconds replace the measured or stated ones."""
+    prefill_tokens = sum(load.prefill_tokens for load in work.calls.values())
     completion_tokens = sum(load.completion_tokens for load in work.calls.values())
-    gpu_seconds = prompt_tokens / cluster.prompt_tokens_per_s + completion_tokens / cluster.completion_tokens_per_s
+    gpu_seconds = prefill_tokens / cluster.prompt_tokens_per_s + completion_tokens / cluster.completion_tokens_per_s
     check_s, import_s = lean_speeds(shape, costs, cluster)
     repls = shape.lean_workers * shape.repls_per_worker
     checks = sum(work.checks.values())
