@@ -47,6 +47,7 @@ from operators.llm.errors import (
     LLMConfigError,
     classify_status,
 )
+from operators.llm.replicas import ReplicaRing, RoundRobin
 from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
 from operators.llm.settings import Endpoint, LLMSettings
 
@@ -146,21 +147,31 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float, call_roles: Mapping
     contexts: dict[tuple[str, str], ModelContext] = {}
     for name in sorted({role.endpoint for role in settings.roles.values()}):
         models = sorted({role.model for role in settings.roles.values() if role.endpoint == name})
-        found, declared = _probe(settings.endpoints[name], models, timeout_s)
-        problems += found
-        contexts.update(((name, context.model), context) for context in declared)
+        for base_url in _replica_urls(settings.endpoints[name]):
+            found, declared = _probe(settings.endpoints[name], base_url, models, timeout_s)
+            problems += found
+            for context in declared:
+                known = contexts.get((name, context.model))
+                if known is None or context.tokens < known.tokens:
+                    contexts[(name, context.model)] = context
     return problems + unfit_budgets(settings, contexts, call_roles)
 
 
-def _probe(endpoint: Endpoint, models: Sequence[str], timeout_s: float) -> tuple[list[str], list[ModelContext]]:
-    """The problems `probe_endpoints` finds at one endpoint serving `models`, and the contexts its listing declares
-    for them."""
-    if endpoint.base_url is None:
+def _replica_urls(endpoint: Endpoint) -> tuple[str, ...]:
+    """The endpoint's replica URLs, at least one, or `LLMConfigError` when none is set."""
+    if not endpoint.replica_urls:
         raise LLMConfigError(f"endpoint {endpoint.name}: base_url is not set (is its backend started?)")
-    url = public_url(endpoint.base_url)
+    return endpoint.replica_urls
+
+
+def _probe(endpoint: Endpoint, base_url: str, models: Sequence[str],
+           timeout_s: float) -> tuple[list[str], list[ModelContext]]:
+    """The problems `probe_endpoints` finds at one replica (`base_url`) of an endpoint serving `models`, and the
+    contexts its listing declares for them."""
+    url = public_url(base_url)
     where = f"endpoint {endpoint.name} ({url}, model {', '.join(models)})"
     key = _api_key(endpoint)
-    client = openai.OpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0, timeout=timeout_s)
+    client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
     try:
         cards = list(client.models.list())
     except openai.APITimeoutError:
@@ -198,9 +209,28 @@ def _api_key(endpoint: Endpoint) -> str:
     return value
 
 
+class Replica:
+    """One URL of an endpoint: its connection, the requests it holds now, and why it was taken out (None: live)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.url = public_url(base_url)
+        self.client: openai.AsyncOpenAI | None = None
+        self.in_flight = 0
+        self.failures_in_a_row = 0  # tries failing with a DOWN_KINDS error since its last other answer
+        self.out: str | None = None
+
+
 class LLMClient:
     """Async chat completions against one endpoint: bounded in flight, retried, never raising for API failures
-    except `EndpointDown` once the endpoint has failed for its own reasons too many times in a row."""
+    except `EndpointDown` once the endpoint has failed for its own reasons too many times in a row.
+
+    An endpoint with several replicas (`base_urls`) sends each try to one of them, picked from the request's cache
+    key (`routing: affinity`, `operators.llm.replicas.ReplicaRing`) or in turn (`round_robin`). A retry goes to
+    another live replica when there is one. A replica whose `retry.max_consecutive_failures` tries in a row fail with
+    a `DOWN_KINDS` error (unreachable, refusing the key, not serving the model) is taken out for the rest of this
+    client's life (the stage's; a resumed run tries it again), and its keys move to the next replicas on the ring;
+    the endpoint is down once every replica is out."""
 
     def __init__(
         self,
@@ -211,18 +241,18 @@ class LLMClient:
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if endpoint.base_url is None:
-            raise LLMConfigError(f"endpoint {endpoint.name}: base_url is not set (is its backend started?)")
+        urls = _replica_urls(endpoint)
         self.endpoint = endpoint
         self.retry = retry
         self.concurrency = concurrency or endpoint.concurrency
         self._key = _api_key(endpoint)
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._client: openai.AsyncOpenAI | None = None
+        self.replicas = [Replica(url) for url in urls]
+        self._router: ReplicaRing | RoundRobin = (
+            ReplicaRing(urls, endpoint.load_bound) if endpoint.routing == "affinity" else RoundRobin(urls))
         self._slots: asyncio.Semaphore | None = None
-        self.url = public_url(endpoint.base_url)
-        self._failures_in_a_row = 0
+        self.url = ", ".join(replica.url for replica in self.replicas)
         self._down: str | None = None  # EndpointDown's message once the endpoint is found down
         # Per (call, model) whose requests have only been refused so far: the refusals' kind and count. A pair leaves
         # it for good when a call is answered or refused with another kind; a refused pair moves to `_refused`.
@@ -232,17 +262,30 @@ class LLMClient:
         self._waiting = 0  # requests sleeping before a retry
         self._last_report = -math.inf
 
-    def _ensure(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        # Created on first use so they belong to the event loop that runs the requests.
-        if self._client is None or self._slots is None:
-            self._client = openai.AsyncOpenAI(
-                base_url=self.endpoint.base_url,
+    def _ensure(self) -> asyncio.Semaphore:
+        # Created on first use so it belongs to the event loop that runs the requests.
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        return self._slots
+
+    def _connection(self, replica: Replica) -> openai.AsyncOpenAI:
+        # Created on first use so it belongs to the event loop that runs the requests.
+        if replica.client is None:
+            replica.client = openai.AsyncOpenAI(
+                base_url=replica.base_url,
                 api_key=self._key,
                 max_retries=0,
                 timeout=self.endpoint.request_timeout_s,
             )
-            self._slots = asyncio.Semaphore(self.concurrency)
-        return self._client, self._slots
+        return replica.client
+
+    def _pick(self, key: str, failed: set[int]) -> Replica:
+        """The replica for a try of a request with `key`: among the live ones, those this request has not failed on
+        yet when there are any."""
+        live = {index for index, replica in enumerate(self.replicas) if replica.out is None}
+        untried = live - failed
+        index = self._router.pick(key, [replica.in_flight for replica in self.replicas], untried or live)
+        return self.replicas[index]
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`, except that
@@ -259,9 +302,11 @@ class LLMClient:
 
     async def _send(self, request: LLMRequest) -> LLMResult:
         """The outcome of one request after its retries (`complete`)."""
-        client, slots = self._ensure()
+        slots = self._ensure()
         kwargs = create_kwargs(request, self.endpoint)
         timeout_s = self.endpoint.request_timeout_s
+        key = request.cache_key or request.candidate_id
+        failed: set[int] = set()  # the replicas this request's tries failed on
         started = time.monotonic()
         kind, message = "connection", ""
         for attempt in range(1, self.retry.max_attempts + 1):
@@ -269,10 +314,13 @@ class LLMClient:
             if self._down is not None:
                 raise EndpointDown(self._down)
             async with slots:
+                replica = self._pick(key, failed)
+                replica.in_flight += 1
                 try:
                     # httpx's timeout bounds each read, so an endpoint sending a byte at a time is never late; this
                     # bounds the whole answer.
-                    response = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout_s)
+                    response = await asyncio.wait_for(
+                        self._connection(replica).chat.completions.create(**kwargs), timeout_s)
                 except (openai.APITimeoutError, TimeoutError):
                     kind, message = "timeout", (f"no whole answer within {timeout_s:g} s "
                                                 f"(llm.endpoints.{self.endpoint.name}.request_timeout_s)")
@@ -285,20 +333,24 @@ class LLMClient:
                 except openai.APIResponseValidationError as exc:
                     kind, message = "malformed_response", str(exc)
                 else:
-                    self._failures_in_a_row = 0
+                    replica.failures_in_a_row = 0
                     fault = answer_fault(response)
                     if fault is None:
                         return _success(response, time.monotonic() - started, attempt)
                     kind, message = "malformed_response", fault
+                finally:
+                    replica.in_flight -= 1
             message = redact(message, self._key)
-            self._count_failure(request, kind, message)
+            failed.add(self.replicas.index(replica))
+            self._count_failure(request, replica, kind, message)
             if kind not in RETRYABLE_KINDS or attempt == self.retry.max_attempts:
-                stored = message if kind in CONTENT_KINDS else f"{message} ({self.url})"
+                stored = message if kind in CONTENT_KINDS else f"{message} ({replica.url})"
                 return LLMResult(
                     text=None, latency_s=time.monotonic() - started, tries=attempt, error_kind=kind, error=stored
                 )
             delay = backoff_delay(attempt, self.retry, retry_after, self._rng.random())
-            logger.debug("%s %s: %s, retry %d in %.2fs", self.endpoint.name, request.call, kind, attempt, delay)
+            logger.debug("%s %s: %s at %s, retry %d in %.2fs", self.endpoint.name, request.call, kind, replica.url,
+                         attempt, delay)
             self._waiting += 1
             self._report_waiting(kind, message)
             try:
@@ -307,17 +359,29 @@ class LLMClient:
                 self._waiting -= 1
         raise AssertionError("unreachable: the loop returns on its last attempt")
 
-    def _count_failure(self, request: LLMRequest, kind: str, message: str) -> None:
-        """Count a failed try; the `max_consecutive_failures`-th endpoint failure in a row marks the endpoint down
-        and raises. Any other answer shows the endpoint reachable and the key accepted, and restarts the count."""
+    def _count_failure(self, request: LLMRequest, replica: Replica, kind: str, message: str) -> None:
+        """Count a failed try at `replica`; its `max_consecutive_failures`-th failure with a `DOWN_KINDS` error in a
+        row takes it out, and once every replica is out the endpoint is down and this raises. Any other answer shows
+        the replica reachable and the key accepted, and restarts its count."""
         if kind not in DOWN_KINDS:
-            self._failures_in_a_row = 0
+            replica.failures_in_a_row = 0
             return
-        self._failures_in_a_row += 1
-        if self._failures_in_a_row >= self.retry.max_consecutive_failures and self._down is None:
+        replica.failures_in_a_row += 1
+        if replica.failures_in_a_row >= self.retry.max_consecutive_failures and replica.out is None:
             last = " ".join(message.split())
-            self._down = (f"llm endpoint {self.endpoint.name} ({self.url}, model {request.model}) is down: "
-                          f"{self._failures_in_a_row} tries in a row failed, the last with {kind}: {last}")
+            replica.out = f"{replica.failures_in_a_row} tries in a row failed, the last with {kind}: {last}"
+            live = [other.url for other in self.replicas if other.out is None]
+            if live:
+                logger.warning("llm: endpoint %s: replica %s is taken out for this stage (%s); its keys move to %s",
+                               self.endpoint.name, replica.url, replica.out, ", ".join(live))
+        if self._down is None and all(other.out is not None for other in self.replicas):
+            if len(self.replicas) == 1:
+                self._down = (f"llm endpoint {self.endpoint.name} ({replica.url}, model {request.model}) is down: "
+                              f"{replica.out}")
+            else:
+                outs = "; ".join(f"{other.url}: {other.out}" for other in self.replicas)
+                self._down = (f"llm endpoint {self.endpoint.name} (model {request.model}) is down: every replica "
+                              f"is out: {outs}")
         if self._down is not None:
             raise EndpointDown(self._down)
 
@@ -356,10 +420,11 @@ class LLMClient:
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-            self._slots = None
+        for replica in self.replicas:
+            if replica.client is not None:
+                await replica.client.close()
+                replica.client = None
+        self._slots = None
 
 
 def as_text(answer: str) -> str:

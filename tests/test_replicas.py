@@ -1,0 +1,233 @@
+"""Several replicas of one endpoint: consistent hashing with bounded loads, turns, and the client that sends each
+request to one replica, takes out the ones that fail and stops only when every one is out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from operators.llm.client import LLMClients, probe_endpoints
+from operators.llm.errors import EndpointDown, LLMConfigError
+from operators.llm.replicas import ReplicaRing, RoundRobin, load_cap
+from operators.llm.settings import LLMSettings, settings_from_config
+from tests.test_llm_client import RecordingSleep, dead_url, sim_config, user
+
+REPLICAS = [f"http://10.0.0.{number}:8000/v1" for number in range(1, 5)]
+ALL = set(range(len(REPLICAS)))
+KEYS = [f"Mathlib/Algebra/Seed{number}.lean" for number in range(4000)]
+
+
+# --- the ring -------------------------------------------------------------------------------------------------------
+
+
+def test_a_key_goes_to_the_same_replica_while_loads_allow() -> None:
+    ring = ReplicaRing(REPLICAS, load_bound=1.25)
+    idle = [0, 0, 0, 0]
+    for key in KEYS[:50]:
+        home = ring.pick(key, idle, ALL)
+        assert home == next(ring.walk(key))
+        busy = [3 if index != home else 2 for index in ALL]  # cap ceil(1.25 * 12 / 4) = 4: home has room
+        assert ring.pick(key, busy, ALL) == home
+    moved = ReplicaRing(list(reversed(REPLICAS)), 1.25)  # the ring derives from the names, not their order
+    assert all(moved.replicas[moved.pick(key, idle, ALL)] == ring.replicas[ring.pick(key, idle, ALL)]
+               for key in KEYS[:200])
+
+
+def test_keys_spread_over_the_replicas() -> None:
+    ring = ReplicaRing(REPLICAS, load_bound=1.25)
+    shares = Counter(ring.pick(key, [0, 0, 0, 0], ALL) for key in KEYS)
+    assert all(0.2 <= shares[index] / len(KEYS) <= 0.3 for index in ALL), shares  # an even share is 0.25
+
+
+def test_a_replica_past_its_bound_passes_new_keys_to_the_next_and_never_holds_more() -> None:
+    ring = ReplicaRing(REPLICAS, load_bound=1.25)
+    walk = list(ring.walk("hot"))
+    in_flight = [0, 0, 0, 0]
+    picks = []
+    for _ in range(100):  # one key asked 100 times, none answered yet
+        index = ring.pick("hot", in_flight, ALL)
+        assert in_flight[index] < load_cap(1.25, sum(in_flight), 4)
+        in_flight[index] += 1
+        picks.append(index)
+    assert picks[0] == walk[0] and picks[1] == walk[1], "the home takes the first; the bound (1) sends the next on"
+    assert max(in_flight) <= load_cap(1.25, 99, 4) == 32
+    rng = random.Random(5)
+    held: list[int] = []
+    in_flight = [0, 0, 0, 0]
+    for _ in range(3000):  # many keys, a few hot, answered in random order
+        if held and rng.random() < 0.45:
+            in_flight[held.pop(rng.randrange(len(held)))] -= 1
+            continue
+        key = rng.choice(["hot", "warm", *KEYS[:20]])
+        index = ring.pick(key, in_flight, ALL)
+        assert in_flight[index] < load_cap(1.25, sum(in_flight), 4)
+        in_flight[index] += 1
+        held.append(index)
+
+
+def test_taking_a_replica_out_moves_only_its_keys() -> None:
+    ring = ReplicaRing(REPLICAS, load_bound=1.25)
+    before = {key: ring.pick(key, [0, 0, 0, 0], ALL) for key in KEYS[:1000]}
+    after = {key: ring.pick(key, [0, 0, 0, 0], ALL - {2}) for key in KEYS[:1000]}
+    assert all(after[key] == before[key] for key in before if before[key] != 2)
+    moved = Counter(after[key] for key in before if before[key] == 2)
+    assert sum(moved.values()) > 150 and len(moved) == 3, "its keys spread over the others"
+
+
+def test_round_robin_takes_the_live_replicas_in_turn() -> None:
+    turns = RoundRobin(REPLICAS[:3])
+    assert [turns.pick("same", [0, 0, 0], {0, 1, 2}) for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert [turns.pick("same", [0, 0, 0], {0, 2}) for _ in range(4)] == [2, 0, 2, 0]
+
+
+# --- the config -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"base_url": "http://a/v1", "base_urls": ["http://b/v1"]},
+     "llm.endpoints.sim.base_urls and llm.endpoints.sim.base_url are both set"),
+    ({"base_urls": []}, "llm.endpoints.sim.base_urls is []: it lists the replicas' URLs, at least one"),
+    ({"base_urls": ["http://a/v1", "http://a/v1"]}, "each once"),
+    ({"routing": "random"}, "llm.endpoints.sim.routing is 'random': it must be one of affinity, round_robin"),
+    ({"load_bound": 0.5}, "llm.endpoints.sim.load_bound is 0.5: it must be at least 1"),
+])
+def test_a_replica_setting_that_cannot_work_is_one_line_naming_the_key(change: dict[str, Any], message: str) -> None:
+    cfg = sim_config()
+    cfg["endpoints"]["sim"].update(change)
+    with pytest.raises(LLMConfigError, match=re.escape(message)) as error:
+        settings_from_config(cfg)
+    assert "\n" not in str(error.value)
+
+
+# --- the client -----------------------------------------------------------------------------------------------------
+
+
+class RecordingReplica(BaseHTTPRequestHandler):
+    """A replica answering every chat completion with `correct`, recording each request's body."""
+
+    server: RecordingServer
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "judge",
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "correct"}}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+class RecordingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), RecordingReplica)
+        self.bodies: list[dict[str, Any]] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}/v1"
+
+
+@contextmanager
+def replicas(count: int) -> Iterator[list[RecordingServer]]:
+    servers = [RecordingServer() for _ in range(count)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def replica_settings(urls: list[str], **endpoint: Any) -> LLMSettings:
+    cfg = sim_config()
+    cfg["endpoints"]["sim"].update(base_url=None, base_urls=urls, **endpoint)
+    cfg["retry"].update(max_attempts=3, max_consecutive_failures=2)
+    return settings_from_config(cfg)
+
+
+@pytest.mark.slow
+async def test_a_keys_requests_all_land_on_one_replica_and_carry_the_key() -> None:
+    with replicas(2) as servers:
+        settings = replica_settings([server.base_url for server in servers])
+        clients = LLMClients(settings)
+        for key in KEYS[:12]:
+            for attempt in (1, 2, 3):
+                result = await clients.complete(settings.request("judge", "judge", user(key), "c", attempt,
+                                                                 cache_key=key))
+                assert result.ok and result.tries == 1
+        await clients.aclose()
+    keys_per_replica = [{body["prompt_cache_key"] for body in server.bodies} for server in servers]
+    assert all(keys_per_replica) and not keys_per_replica[0] & keys_per_replica[1]
+    assert sum(len(server.bodies) for server in servers) == 36
+
+
+async def test_round_robin_alternates_whatever_the_key() -> None:
+    with replicas(2) as servers:
+        settings = replica_settings([server.base_url for server in servers], routing="round_robin")
+        clients = LLMClients(settings)
+        for attempt in range(4):
+            assert (await clients.complete(settings.request("judge", "judge", user("q"), "c", attempt))).ok
+        await clients.aclose()
+    assert [len(server.bodies) for server in servers] == [2, 2]
+
+
+@pytest.mark.slow
+async def test_a_replica_refusing_connections_is_taken_out_and_the_other_answers_once() -> None:
+    dead = dead_url()
+    with replicas(1) as (live,):
+        settings = replica_settings([live.base_url, dead])
+        clients = LLMClients(settings, sleep=RecordingSleep())
+        ring = ReplicaRing([live.base_url, dead], load_bound=1.25)
+        homed_on_dead = [key for key in KEYS if next(ring.walk(key)) == 1][:4]
+        results = [await clients.complete(settings.request("judge", "judge", user(key), key)) for key in homed_on_dead]
+        replica = clients.client("sim").replicas[1]
+        await clients.aclose()
+    assert [result.ok for result in results] == [True] * 4
+    assert [result.tries for result in results] == [2, 2, 1, 1], "out after 2 failures in a row, then skipped"
+    assert replica.out is not None and replica.out.startswith("2 tries in a row failed, the last with connection")
+    assert [body["prompt_cache_key"] for body in live.bodies] == homed_on_dead, "each request answered once"
+
+
+@pytest.mark.slow
+async def test_every_replica_down_is_endpoint_down_naming_them() -> None:
+    urls = [dead_url(), dead_url()]
+    settings = replica_settings(urls)
+    clients = LLMClients(settings, sleep=RecordingSleep())
+    with pytest.raises(EndpointDown) as down:
+        await asyncio.gather(*(clients.complete(settings.request("judge", "judge", user(f"q{i}"), f"c{i}"))
+                               for i in range(4)))
+    await clients.aclose()
+    message = str(down.value)
+    assert message.startswith("llm endpoint sim (model judge) is down: every replica is out: ")
+    assert all(f"{url}: 2 tries in a row failed, the last with connection" in message for url in urls)
+    assert "\n" not in message
+
+
+@pytest.mark.slow
+def test_the_probe_names_each_unusable_replica() -> None:
+    from operators.llm.sim.server import SimServer
+
+    dead = dead_url()
+    with SimServer(sim_config()["sim"]) as server:
+        problems = probe_endpoints(replica_settings([server.base_url, dead]), 5, {})
+    assert len(problems) == 1 and problems[0].startswith(f"endpoint sim ({dead}, model ") and "unreachable" in problems[0]
