@@ -230,4 +230,5 @@ def test_the_probe_names_each_unusable_replica() -> None:
     dead = dead_url()
     with SimServer(sim_config()["sim"]) as server:
         problems = probe_endpoints(replica_settings([server.base_url, dead]), 5, {})
-    assert len(problems) == 1 and problems[0].startswith(f"endpoint sim ({dead}, model ") and "unreachable" in problems[0]
+    assert len(problems) == 1
+    assert problems[0].startswith(f"endpoint sim ({dead}, model ") and "unreachable" in problems[0]
