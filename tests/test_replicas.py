@@ -7,16 +7,19 @@ import asyncio
 import json
 import random
 import re
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from operators.llm.client import LLMClients, probe_endpoints
+from operators.llm.cache import cache_key as answer_cache_key
+from operators.llm.client import LLMClients, create_kwargs, probe_endpoints
 from operators.llm.errors import EndpointDown, LLMConfigError
 from operators.llm.replicas import ReplicaRing, RoundRobin, load_cap
 from operators.llm.settings import LLMSettings, settings_from_config
@@ -181,6 +184,7 @@ async def test_a_keys_requests_all_land_on_one_replica_and_carry_the_key() -> No
     assert sum(len(server.bodies) for server in servers) == 36
 
 
+@pytest.mark.slow
 async def test_round_robin_alternates_whatever_the_key() -> None:
     with replicas(2) as servers:
         settings = replica_settings([server.base_url for server in servers], routing="round_robin")
@@ -232,3 +236,55 @@ def test_the_probe_names_each_unusable_replica() -> None:
         problems = probe_endpoints(replica_settings([server.base_url, dead]), 5, {})
     assert len(problems) == 1
     assert problems[0].startswith(f"endpoint sim ({dead}, model ") and "unreachable" in problems[0]
+
+
+# --- a whole run ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_mining_run_on_two_sim_replicas_keeps_each_key_on_one(tmp_path: Path) -> None:
+    """The demo mined against two sim servers as two replicas of one endpoint: every seed's discover samples, and
+    every candidate's judge votes, repairs and proof attempts, reach one replica. The load bound is set out of reach,
+    so this checks where keys go; the bound itself is the ring's tests above."""
+    import ray
+
+    from conf import package_dir
+    from operators.llm.sim.server import SimServer
+    from pipelines import mine
+    from tests.mine_support import overrides, sim_server_config
+
+    seeds_root = tmp_path / "seeds"
+    shutil.copytree(package_dir("pipelines/demo_seeds"), seeds_root)
+    seeds = sorted(str(path.relative_to(seeds_root)) for path in seeds_root.rglob("*.lean"))
+    logs = [tmp_path / "replica0.jsonl", tmp_path / "replica1.jsonl"]
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    try:
+        with SimServer({**sim_server_config(0.01, "preset=demo"), "prompt_log": str(logs[0])}) as first, \
+                SimServer({**sim_server_config(0.01, "preset=demo"), "prompt_log": str(logs[1])}) as second:
+            urls = ",".join(f"'{server.base_url}'" for server in (first, second))
+            args = [*overrides(tmp_path / "run", seeds_root, seeds, "null", 2),
+                    f"llm.endpoints.sim.base_urls=[{urls}]", "llm.endpoints.sim.load_bound=100"]
+            assert mine.main(args) == 0
+    finally:
+        ray.shutdown()
+    replicas_of: dict[tuple[str, str], set[int]] = {}
+    for index, log in enumerate(logs):
+        for line in log.read_text().splitlines():
+            request = json.loads(line)
+            who = request["candidate_id"]
+            if request["call"] == "discover":  # the header names a sample (seed/s0), the key the seed
+                who = who.rsplit("/s", 1)[0]
+            replicas_of.setdefault((request["call"], who), set()).add(index)
+    assert all(len(used) == 1 for used in replicas_of.values()), replicas_of
+    assert {index for used in replicas_of.values() for index in used} == {0, 1}, "both replicas served keys"
+    assert {call for call, _ in replicas_of} >= {"discover", "judge", "formalize", "prove"}
+
+
+def test_the_cache_key_routes_and_changes_no_cached_answer() -> None:
+    settings = settings_from_config(sim_config())
+    seed = settings.request("discover", "discover", user("seed text"), "Seed/s0", cache_key="Seed")
+    other = settings.request("discover", "discover", user("seed text"), "Seed/s0", cache_key="elsewhere")
+    assert create_kwargs(seed, settings.endpoints["sim"])["prompt_cache_key"] == "Seed"
+    assert answer_cache_key(seed) == answer_cache_key(other)
+    assert settings.request("prover", "prove", user("p"), "cand-1").cache_key == "cand-1"

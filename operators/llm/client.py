@@ -75,7 +75,8 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
     """Keyword arguments of `chat.completions.create` for a request; metadata travels as headers.
 
     Headers, not body fields: OpenAI, vLLM and other providers ignore unknown headers, while
-    unknown body fields can be rejected.
+    unknown body fields can be rejected. The cache key is the exception, in OpenAI's own `prompt_cache_key` field
+    (vLLM accepts and ignores it; Ray Serve reads the session header instead).
     """
     sampling = request.sampling
     kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
