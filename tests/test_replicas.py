@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from operators.llm.cache import cache_key as answer_cache_key
-from operators.llm.client import LLMClients, create_kwargs, probe_endpoints
+from operators.llm.client import LLMClients, create_kwargs, probe_endpoints, prompt_cache_key
 from operators.llm.errors import EndpointDown, LLMConfigError
 from operators.llm.replicas import ReplicaRing, RoundRobin, load_cap
 from operators.llm.settings import LLMSettings, settings_from_config
@@ -288,3 +288,7 @@ def test_the_cache_key_routes_and_changes_no_cached_answer() -> None:
     assert create_kwargs(seed, settings.endpoints["sim"])["prompt_cache_key"] == "Seed"
     assert answer_cache_key(seed) == answer_cache_key(other)
     assert settings.request("prover", "prove", user("p"), "cand-1").cache_key == "cand-1"
+    statement = "theorem add_comm' (a b : ℕ) : a + b = b + a := by sorry -- a judge's key is a whole statement"
+    judge = settings.request("judge", "judge", user(statement), "cand-1", cache_key=statement)
+    sent = create_kwargs(judge, settings.endpoints["sim"])["prompt_cache_key"]
+    assert len(sent) <= 64 and sent != prompt_cache_key(statement + " ")

@@ -22,6 +22,7 @@ What it sends and gets back is `operators.llm.calls`, how calls fail `operators.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import os
@@ -69,6 +70,8 @@ _UNENCODABLE = re.compile("[\ud800-\udfff]")
 _LISTED_EXAMPLES = 8
 # How many characters of a body that is not a chat completion a stored error shows.
 _BODY_SHOWN = 120
+# The longest `prompt_cache_key` OpenAI takes, in characters.
+_PROMPT_CACHE_KEY_CHARS = 64
 
 
 def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
@@ -91,7 +94,7 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
     if request.tools:
         kwargs["tools"] = list(request.tools)
     if request.cache_key:
-        kwargs["prompt_cache_key"] = request.cache_key
+        kwargs["prompt_cache_key"] = prompt_cache_key(request.cache_key)
     if sampling.extra_body:
         kwargs["extra_body"] = dict(sampling.extra_body)
     kwargs["extra_headers"] = {
@@ -103,6 +106,15 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         kwargs["extra_headers"][SESSION_HEADER] = header_value(request.cache_key)
     kwargs["timeout"] = endpoint.request_timeout_s
     return kwargs
+
+
+def prompt_cache_key(cache_key: str) -> str:
+    """The cache key as OpenAI's `prompt_cache_key` takes it: as it is when it fits the field's
+    `_PROMPT_CACHE_KEY_CHARS`, else a digest of it (a judge's key is a whole statement), so distinct keys stay
+    distinct."""
+    if len(cache_key) <= _PROMPT_CACHE_KEY_CHARS:
+        return cache_key
+    return hashlib.blake2b(cache_key.encode(), digest_size=16).hexdigest()
 
 
 def header_value(text: str) -> str:
