@@ -1,33 +1,43 @@
-"""What a real vLLM engine says about our prompts: how much of what the jobs send it can reuse, and does.
+"""What real vLLM engines say about our prompts: how much of what the jobs send they reuse, on one engine and on
+several replicas of it, and what the routing between replicas costs.
 
-Run (in the engine's venv): `python benchmarks/engine_bench.py [--seeds N] [--samples S] [--statements M]
-[--max-tokens T]` (10-12 minutes on the shared 2-core machine). One vLLM server (harness/real_engine.py: SmolLM2-135M
-on the CPU, its OpenAI server, a 4096-token context) serves every run, behind a recording proxy. Each variant
-runs a mining run over N files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt is at least
-MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; S samples per seed, so a seed's samples send one prompt; the
+Run (in the engine's venv): `python benchmarks/engine_bench.py [--replicas N] [--seeds S] [--samples K]
+[--statements M] [--max-tokens T]`. N vLLM servers (harness/real_engine.py: SmolLM2-135M on the CPU, its OpenAI
+server, a 4096-token context), started at once, each behind a recording proxy, serve every run. Each configuration
+runs a mining run over S files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt is at least
+MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; K samples per seed, so a seed's samples send one prompt; the
 answers held to the shape the pipeline reads by vLLM's structured outputs, so there are candidates to judge) and an
 evaluate run over M statements of ../shared/fixtures/mathliblemma-sample (K=2 repairs, so a chain's later prompts
-show the attempts before them), both with `lean=sim` and every stage's `max_tokens` at T. vLLM's prefix cache is
-emptied before each run (the server runs in vLLM's dev mode for its `/reset_prefix_cache`), and its Prometheus
-counters are read before and after. Variant `before` applies VARIANTS' overrides (the layout the change replaced),
-`after` is the shipped config.
+show the attempts before them), both with `lean=sim` and every stage's `max_tokens` at T. The configurations:
+`one` sends everything to the first server alone, `affinity` to all N with `routing=affinity`, `round_robin` to all
+N with `routing=round_robin` (no affinity). Every server's prefix cache is emptied before each run (the servers run
+in vLLM's dev mode for its `/reset_prefix_cache`), and their Prometheus counters are read before and after.
 
-Figures, per variant over its two runs:
-- prompt_tokens_per_candidate: prompt tokens the engine was sent (`vllm:prompt_tokens`) / candidate rows written
-  (mining's and evaluate's candidates tables);
-- prefix_cache_hit_rate: `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`;
-- recomputed_prompt_share: prompt tokens the engine computed although an earlier request of the same run had already
-  sent them, / prompt tokens. The requests the proxy forwarded are tokenized with the model's chat template, in the
-  order they arrived; a request's reusable prefix is the longest prefix it shares with any earlier request, in
-  whole KV blocks of the engine (`vllm:cache_config_info`'s block_size: vLLM caches full blocks only), and never
-  its last token (which the engine always computes). Computed = prompt tokens - `vllm:prompt_tokens_cached`;
-  recomputed = computed - (prompt tokens - reusable), i.e. reusable prefix tokens that missed the cache. An
-  engine that keeps every block and sees each prefix before a request that shares it scores 0;
-- output_tokens_per_s: `vllm:generation_tokens` / the seconds from the first request's arrival at the proxy to the
-  last answer (each run's span, summed): the shared machine's speed as much as the runs'.
-Printed beside them, per run and per variant: computed prompt tokens per candidate (what the prefill cost here), and
-the share of prompt tokens an engine with GPU_BLOCK_TOKENS-token blocks would compute at best (1 - its reusable /
-prompt tokens). The last line repeats the `after` variant's four figures.
+Figures, per configuration over its two runs:
+- replica_prefill_ratio: prompt tokens the engines computed (`vllm:prompt_tokens` - `vllm:prompt_tokens_cached`,
+  summed over the servers) per candidate row written (mining's and evaluate's candidates tables), over the same on
+  `one`: what spreading the work over N engines costs in prefill;
+- prefix_cache_hit_rate: `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`, summed over the servers;
+- recomputed_prompt_share: prompt tokens the engines computed although an earlier request of the same run had already
+  sent them, / prompt tokens, request by request. The requests the proxies forwarded are tokenized with the model's
+  chat template, in the order they arrived (over all servers); a request's reusable prefix is the longest prefix it
+  shares with any earlier request, in whole KV blocks of the engine (`vllm:cache_config_info`'s block_size: vLLM
+  caches full blocks only), and never its last token (which the engine always computes). A request recomputed
+  max(reusable - cached, 0) tokens, its cached tokens read from its answer's `usage.prompt_tokens_details`: a
+  request that missed counts in full, whatever other requests hit. An engine that keeps every block and sees each
+  prefix before a request that shares it scores 0;
+- replica_share: each server's share of the requests;
+- running_mean: the mean of each server's `vllm:num_requests_running` (its `/metrics`, read every POLL_S), over the
+  steady state of each run: its middle half, from a quarter of the way from the first request's arrival to the last
+  answer to three quarters of the way (start-up and the tail of stragglers left out);
+- output_tokens_per_s: `vllm:generation_tokens` / the seconds from the first request's arrival to the last answer
+  (each run's span, summed): the shared machine's speed as much as the runs'.
+Printed beside them, per run: every count, computed prompt tokens per candidate (what the prefill cost here), and the
+share of prompt tokens an engine with GPU_BLOCK_TOKENS-token blocks would compute at best (1 - its reusable / prompt
+tokens). The last line repeats the `affinity` configuration's figures.
+
+The bench stops with status 1 and one line when its tokenization of a run's requests disagrees with the engines'
+prompt-token counter: its reusable prefixes would then be counted on other tokens than the engines saw.
 """
 
 from __future__ import annotations
@@ -39,17 +49,19 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from omegaconf import DictConfig
 
-from harness.real_engine import CONTEXT_TOKENS, RecordingProxy, VllmServer, model_dir, openai_overrides
+from harness.real_engine import CONTEXT_TOKENS, VllmServer, VllmServers, model_dir, openai_overrides
 from operators.llm import prompts
 from pipelines.jobs.mining import load_config
 
@@ -59,6 +71,8 @@ SEEDS_ROOT = SHARED / "mathlib-sample"
 BENCHMARK_ROOT = SHARED / "mathliblemma-sample" / "benchmark"
 FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lean.sim.burn_cpu=false"]
 JOB_TIMEOUT_S = 1800
+POLL_S = 1.0  # how often each server's `vllm:num_requests_running` is read during a run
+STEADY_FROM, STEADY_TO = 0.25, 0.75  # the steady state: this part of a run's span, first request to last answer
 GPU_BLOCK_TOKENS = 16  # vLLM's KV block on GPUs (its CPU backend uses 128), for what a GPU engine could reuse
 # A seed is used when its discover prompt is at least this long (the long seed prefills of a night) ...
 MIN_SEED_PROMPT_TOKENS = 1000
@@ -68,70 +82,77 @@ CONTEXT_MARGIN_TOKENS = 64
 # `lean` block of a few lemmas), so mining has candidates to judge: SmolLM2 left alone never writes the marker.
 DISCOVER_PROSE = "[A-Za-z ,.]{10,60}"
 DISCOVER_LEMMAS = "(theorem [a-z]{2,10}_[a-z]{2,10} [(]n : Nat[)] : n [+] [0-9] = [0-9] [+] n := sorry\n){2,3}"
-# conf/mine.yaml's `prove_repair` before repairs were led by the first request: the statement restated, then the
-# attempts.
-PROVE_REPAIR_BEFORE = """Prove the Lean 4 lemma below. Your proof will be checked by Lean with Mathlib, in a file that
-starts with these lines:
-
-{environment}
-
-```lean
-{statement}
-```
-
-Earlier attempts failed; here they are, oldest first, each with what went wrong. Learn from
-them, keep the name and statement exactly as given, and write a corrected proof: a line
-`{marker}` followed by one fenced `lean` code block with the whole proof.
-
-{history}"""
-# Overrides per variant: `before` brings back how requests were laid out before the change, `after` is the shipped
-# config.
-VARIANTS: dict[str, list[str]] = {"before": [f"prompts.prove_repair='{PROVE_REPAIR_BEFORE}'"], "after": []}
+# Per configuration: its overrides, sent to every server; `None`: the first server alone.
+CONFIGURATIONS: dict[str, list[str] | None] = {
+    "one": None,
+    "affinity": ["llm.endpoints.main.routing=affinity"],
+    "round_robin": ["llm.endpoints.main.routing=round_robin"],
+}
 
 
 @dataclass
 class RunFigures:
-    """What runs sent the engine (`vllm:` counter deltas, the recorded requests) and what the engine did with it."""
+    """What runs sent the engines (`vllm:` counter deltas summed over the servers, the recorded requests and their
+    answers) and what the engines did with it."""
 
+    replicas: int
     prompt_tokens: float = 0.0
     generation_tokens: float = 0.0
     queries: float = 0.0
     hits: float = 0.0
     cached: float = 0.0  # `vllm:prompt_tokens_cached`: prompt tokens taken from the prefix cache, not computed
-    sent_tokens: int = 0  # the recorded requests under the chat template (checks the tokenization: = prompt_tokens)
+    sent_tokens: int = 0  # the recorded requests under the chat template (checked against prompt_tokens)
     reusable: int = 0  # the ideal reuse at the engine's block size (`reusable_prefixes`)
     reusable_gpu: int = 0  # the same at GPU_BLOCK_TOKENS
-    requests: int = 0
+    recomputed: int = 0  # reusable prefix tokens that missed the cache, request by request
     candidates: int = 0
     busy_s: float = 0.0
     wall_s: float = 0.0
+    requests: list[int] = field(default_factory=list)  # per server
+    running_sum: list[float] = field(default_factory=list)  # per server, over the steady state's polls
+    steady_polls: int = 0
+
+    def __post_init__(self) -> None:
+        self.requests = self.requests or [0] * self.replicas
+        self.running_sum = self.running_sum or [0.0] * self.replicas
 
     def add(self, other: RunFigures) -> None:
-        """Accumulate another run's figures (a variant is its mining run plus its evaluate run)."""
+        """Accumulate another run's figures (a configuration is its mining run plus its evaluate run)."""
         for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if name == "replicas":
+                continue
+            setattr(self, name, [a + b for a, b in zip(mine, theirs, strict=True)] if isinstance(mine, list)
+                    else mine + theirs)
+
+    @property
+    def computed_per_candidate(self) -> float:
+        return (self.prompt_tokens - self.cached) / max(self.candidates, 1)
 
     def details(self) -> str:
         """Every count, for the per-run lines."""
-        return (f"requests={self.requests} candidates={self.candidates} prompt_tokens={self.prompt_tokens:.0f} "
-                f"(chat template: {self.sent_tokens}) cached={self.cached:.0f} reusable={self.reusable} "
-                f"reusable_at_{GPU_BLOCK_TOKENS}={self.reusable_gpu} queries={self.queries:.0f} hits={self.hits:.0f} "
-                f"generation_tokens={self.generation_tokens:.0f} busy_s={self.busy_s:.1f} wall_s={self.wall_s:.1f}")
+        return (f"requests={'/'.join(map(str, self.requests))} candidates={self.candidates} "
+                f"prompt_tokens={self.prompt_tokens:.0f} cached={self.cached:.0f} reusable={self.reusable} "
+                f"recomputed={self.recomputed} reusable_at_{GPU_BLOCK_TOKENS}={self.reusable_gpu} "
+                f"queries={self.queries:.0f} hits={self.hits:.0f} generation_tokens={self.generation_tokens:.0f} "
+                f"busy_s={self.busy_s:.1f} wall_s={self.wall_s:.1f}")
 
     def costs(self) -> str:
-        """What the prefill cost: prompt tokens computed per candidate on this engine, and the share of prompt tokens
-        an engine with GPU_BLOCK_TOKENS-token blocks would compute at best."""
-        computed = self.prompt_tokens - self.cached
-        return (f"computed_prompt_tokens_per_candidate={computed / max(self.candidates, 1):.1f} "
-                f"computed_share_at_{GPU_BLOCK_TOKENS}_best={1 - self.reusable_gpu / max(self.prompt_tokens, 1):.3f}")
-
-    def line(self) -> str:
-        """The four figures as the last line shows them."""
-        recomputed = max(self.reusable - self.cached, 0)  # = computed - (prompt tokens - reusable)
-        return (f"prefix_cache_hit_rate={self.hits / max(self.queries, 1):.3f} "
-                f"prompt_tokens_per_candidate={self.prompt_tokens / max(self.candidates, 1):.1f} "
-                f"recomputed_prompt_share={recomputed / max(self.prompt_tokens, 1):.3f} "
+        """What the prefill cost: prompt tokens sent and computed per candidate, the share of prompt tokens an engine
+        with GPU_BLOCK_TOKENS-token blocks would compute at best, and the output rate."""
+        return (f"prompt_tokens_per_candidate={self.prompt_tokens / max(self.candidates, 1):.1f} "
+                f"computed_prompt_tokens_per_candidate={self.computed_per_candidate:.1f} "
+                f"computed_share_at_{GPU_BLOCK_TOKENS}_best={1 - self.reusable_gpu / max(self.prompt_tokens, 1):.3f} "
                 f"output_tokens_per_s={self.generation_tokens / max(self.busy_s, 1e-9):.1f}")
+
+    def line(self, alone: RunFigures) -> str:
+        """The figures as the last line shows them; `alone` is the same work on one engine."""
+        total = max(sum(self.requests), 1)
+        return (f"replica_prefill_ratio={self.computed_per_candidate / max(alone.computed_per_candidate, 1e-9):.3f} "
+                f"prefix_cache_hit_rate={self.hits / max(self.queries, 1):.3f} "
+                f"recomputed_prompt_share={self.recomputed / max(self.prompt_tokens, 1):.3f} "
+                f"replica_share={','.join(f'{n / total:.3f}' for n in self.requests)} "
+                f"running_mean={','.join(f'{s / max(self.steady_polls, 1):.2f}' for s in self.running_sum)}")
 
 
 def reusable_prefixes(prompts: Sequence[Sequence[int]], block: int) -> list[int]:
@@ -157,9 +178,13 @@ def chat_tokens(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
                                               return_dict=True)["input_ids"])
 
 
+def server_root(engine: VllmServer) -> str:
+    return engine.base_url.removesuffix("/v1")
+
+
 def block_size(engine: VllmServer) -> int:
     """The engine's KV block size, from the labels of `vllm:cache_config_info`."""
-    with urllib.request.urlopen(f"{engine.base_url.removesuffix('/v1')}/metrics", timeout=10) as reply:
+    with urllib.request.urlopen(f"{server_root(engine)}/metrics", timeout=10) as reply:
         for line in reply.read().decode().splitlines():
             if line.startswith("vllm:cache_config_info{"):
                 labels = dict(part.split("=", 1) for part in line.split("{", 1)[1].split("}", 1)[0].split(","))
@@ -169,9 +194,28 @@ def block_size(engine: VllmServer) -> int:
 
 def reset_prefix_cache(engine: VllmServer) -> None:
     """Empty the engine's prefix cache, so a run reuses only what it sent itself."""
-    request = urllib.request.Request(f"{engine.base_url.removesuffix('/v1')}/reset_prefix_cache", method="POST")
+    request = urllib.request.Request(f"{server_root(engine)}/reset_prefix_cache", method="POST")
     with urllib.request.urlopen(request, timeout=60):
         pass
+
+
+@contextmanager
+def running_polls(engines: Sequence[VllmServer]) -> Iterator[list[tuple[float, list[float]]]]:
+    """(time.monotonic(), each engine's `vllm:num_requests_running`) every POLL_S while the block runs."""
+    polls: list[tuple[float, list[float]]] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(POLL_S):
+            polls.append((time.monotonic(), [e.metrics().get("vllm:num_requests_running", 0.0) for e in engines]))
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        yield polls
+    finally:
+        done.set()
+        poller.join()
 
 
 def pick_seeds(cfg: DictConfig, tokenizer: Any, count: int, max_tokens: int) -> list[str]:
@@ -217,30 +261,60 @@ def run_job(job: str, overrides: Sequence[str]) -> float:
     return time.monotonic() - started
 
 
-def measured(engine: VllmServer, tokenizer: Any, block: int, job: str, overrides: Sequence[str], run_dir: Path,
-             max_tokens: int) -> RunFigures:
-    """Run one job against an emptied prefix cache, through a fresh recording proxy, and read what it cost."""
-    reset_prefix_cache(engine)
-    before = engine.metrics()
-    with RecordingProxy(engine.base_url) as proxy:
-        wall = run_job(job, [*openai_overrides(proxy.base_url, max_tokens), *overrides])
-    after = engine.metrics()
-    delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
-    sent = [chat_tokens(tokenizer, r["body"]["messages"]) for r in proxy.requests]
+def steady_mean_sums(polls: Sequence[tuple[float, list[float]]], start: float, end: float) -> tuple[list[float], int]:
+    """Each server's `vllm:num_requests_running` summed over the polls of the steady state between `start` and `end`,
+    and how many polls that was."""
+    span = end - start
+    steady = [running for at, running in polls if start + STEADY_FROM * span <= at <= start + STEADY_TO * span]
+    return [sum(column) for column in zip(*steady, strict=True)] if steady else [0.0] * len(polls[0][1]), len(steady)
+
+
+def measured(servers: VllmServers, replicas: int, tokenizer: Any, block: int, job: str, overrides: Sequence[str],
+             run_dir: Path, max_tokens: int) -> RunFigures:
+    """Run one job against emptied prefix caches on the first `replicas` servers, and read what it cost. Stops the
+    bench when the engines counted other prompt tokens than the bench's tokenization of what they were sent."""
+    engines, proxies = servers.servers[:replicas], servers.proxies[:replicas]
+    for engine in engines:
+        reset_prefix_cache(engine)
+    before = [engine.metrics() for engine in engines]
+    first = [len(proxy.requests) for proxy in proxies]
+    urls = [proxy.base_url for proxy in proxies]
+    with running_polls(engines) as polls:
+        wall = run_job(job, [*openai_overrides(urls[0] if replicas == 1 else urls, max_tokens), *overrides])
+    delta: dict[str, float] = {}
+    for engine, counted in zip(engines, before, strict=True):
+        for name, value in engine.metrics().items():
+            delta[name] = delta.get(name, 0.0) + value - counted.get(name, 0.0)
+    records = sorted((r for proxy, start in zip(proxies, first, strict=True) for r in proxy.requests[start:]
+                      if r.get("usage")), key=lambda r: r["sent_at"])
+    sent = [chat_tokens(tokenizer, r["body"]["messages"]) for r in records]
+    reusable = reusable_prefixes(sent, block)
+    cached = [(r["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for r in records]
+    counted_tokens, sent_tokens = delta["vllm:prompt_tokens_total"], sum(len(tokens) for tokens in sent)
+    if sent_tokens != counted_tokens:
+        raise SystemExit(f"error: {job}: the bench's tokenization of the {len(records)} requests gives {sent_tokens} "
+                         f"prompt tokens, the engines' vllm:prompt_tokens counted {counted_tokens:.0f} "
+                         f"(off by {sent_tokens - counted_tokens:+.0f})")
+    start, end = min(r["sent_at"] for r in records), max(r["answered_at"] for r in records)
+    running_sum, steady_polls = steady_mean_sums(polls, start, end)
     written = list((run_dir / "candidates").glob("*.parquet"))
+    idle = [0] * (len(servers.servers) - replicas)
     return RunFigures(
-        prompt_tokens=delta["vllm:prompt_tokens_total"], generation_tokens=delta["vllm:generation_tokens_total"],
-        queries=delta["vllm:prefix_cache_queries_total"], hits=delta["vllm:prefix_cache_hits_total"],
-        cached=delta["vllm:prompt_tokens_cached_total"], sent_tokens=sum(len(tokens) for tokens in sent),
-        reusable=sum(reusable_prefixes(sent, block)), reusable_gpu=sum(reusable_prefixes(sent, GPU_BLOCK_TOKENS)),
-        requests=len(proxy.requests), candidates=pl.read_parquet(written).height if written else 0,
-        busy_s=max(r["answered_at"] for r in proxy.requests) - min(r["sent_at"] for r in proxy.requests),
-        wall_s=wall)
+        replicas=len(servers.servers), prompt_tokens=counted_tokens,
+        generation_tokens=delta["vllm:generation_tokens_total"], queries=delta["vllm:prefix_cache_queries_total"],
+        hits=delta["vllm:prefix_cache_hits_total"], cached=delta["vllm:prompt_tokens_cached_total"],
+        sent_tokens=sent_tokens, reusable=sum(reusable), reusable_gpu=sum(reusable_prefixes(sent, GPU_BLOCK_TOKENS)),
+        recomputed=sum(max(r - c, 0) for r, c in zip(reusable, cached, strict=True)),
+        candidates=pl.read_parquet(written).height if written else 0, busy_s=end - start, wall_s=wall,
+        requests=[len(proxy.requests) - start for proxy, start in zip(proxies, first, strict=True)] + idle,
+        running_sum=running_sum + [0.0] * len(idle), steady_polls=steady_polls)
 
 
 def main() -> None:
-    """Start the engine once, run every variant's mining and evaluate runs against it, print their figures."""
+    """Start the servers once, run every configuration's mining and evaluate runs against them, print their
+    figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--statements", type=int, default=6)
@@ -249,37 +323,37 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the engine serves /reset_prefix_cache
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the engines serve /reset_prefix_cache
     tokenizer = AutoTokenizer.from_pretrained(model_dir())
     cfg = load_config(["preset=demo"])
     seeds = pick_seeds(cfg, tokenizer, args.seeds, args.max_tokens)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as scratch, VllmServer(Path(scratch) / "vllm.log") as engine:
-        block = block_size(engine)
+    with tempfile.TemporaryDirectory() as scratch, VllmServers(Path(scratch) / "logs", args.replicas) as servers:
+        block = block_size(servers.servers[0])
         benchmark = benchmark_dir(Path(scratch) / "benchmark", args.statements)
-        print(f"engine: block_size={block} seeds={len(seeds)} samples={args.samples} "
-              f"statements={args.statements} max_tokens={args.max_tokens}", flush=True)
-        lines = {}
-        for variant, overrides in VARIANTS.items():
-            total = RunFigures()
+        print(f"engines: replicas={args.replicas} block_size={block} seeds={len(seeds)} samples={args.samples} "
+              f"statements={args.statements} max_tokens={args.max_tokens} start_s={time.monotonic() - started:.0f}",
+              flush=True)
+        totals: dict[str, RunFigures] = {}
+        for name, overrides in CONFIGURATIONS.items():
+            replicas = 1 if overrides is None else args.replicas
+            total = totals[name] = RunFigures(replicas=args.replicas)
             for job, job_overrides in (
                 ("mine", ["preset=demo", f"seeds.root={SEEDS_ROOT}", f"seeds.list={json.dumps(seeds)}",
-                          f"discover.samples_per_seed={args.samples}",
-                          discover_shape(str(cfg.discover.marker))]),
+                          f"discover.samples_per_seed={args.samples}", discover_shape(str(cfg.discover.marker))]),
                 ("evaluate", [f"benchmark_dir={benchmark}"]),
             ):
-                run_dir = Path(scratch) / variant / job
-                figures = measured(engine, tokenizer, block, job,
-                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *overrides], run_dir,
+                run_dir = Path(scratch) / name / job
+                figures = measured(servers, replicas, tokenizer, block, job,
+                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *(overrides or [])], run_dir,
                                    args.max_tokens)
-                print(f"{variant} {job}: {figures.details()}", flush=True)
-                print(f"{variant} {job}: {figures.costs()}", flush=True)
+                print(f"{name} {job}: {figures.details()}", flush=True)
+                print(f"{name} {job}: {figures.costs()}", flush=True)
                 total.add(figures)
-            lines[variant] = total.line()
-            print(f"{variant}: {total.costs()}", flush=True)
-            print(f"{variant}: {lines[variant]}", flush=True)
+            print(f"{name}: {total.costs()}", flush=True)
+            print(f"{name}: {total.line(totals['one'])}", flush=True)
     print(f"wall_s={time.monotonic() - started:.0f}")
-    print(lines["after"])
+    print(totals["affinity"].line(totals["one"]))
 
 
 if __name__ == "__main__":

