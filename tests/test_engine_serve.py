@@ -53,20 +53,34 @@ APP_DELETED = "Deleting app ['folklore-llm']"
 DEPLOYING = "Deploying new version of Deployment(name='LLMServer:smollm2'"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
 TIME_CHARS = len("2026-01-01 00:00:00,000")
+# The two-replica run: one demo seed sampled several times (its samples share one cache key), discover's budget apart
+# from the other stages' so its requests are told by it in vLLM's request log, and a smaller KV cache per replica.
+ONE_SEED = "Mathlib/Order/Clamp.lean"
+SAMPLES = 4
+DISCOVER_TOKENS = MAX_TOKENS - 1
+REPLICA_KV_CACHE_GIB = 1
+# Two engines start side by side: on 2 cores shared with other engine runs they served 4 min 13 s after the deploy
+# once, and were not serving after 14 min another time.
+TWO_REPLICAS_TIMEOUT_S = 1500
+REPLICA = re.compile(r"\(ServeReplica:folklore-llm:LLMServer:smollm2 pid=(\d+)\)")
+REPLICA_RECEIVED = re.compile(REPLICA.pattern + r".*Received request \S+: params: (.*)")
 CONTROLLER_TIME = re.compile(r"\) INFO (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) controller ")
 
 
-def mine(run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def mine(run_dir: Path, *extra: str, discover_tokens: int = MAX_TOKENS,
+         timeout_s: float = JOB_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`python -m pipelines.mine` on the demo seeds with every role on the CPU engine through Ray Serve LLM, as a user
-    runs it; its printed lines, and what of its processes is still running once it ended."""
+    runs it, discover's answers at most `discover_tokens` long, stopped after `timeout_s`; its printed lines, and what
+    of its processes is still running once it ended."""
     sampling = compose_config("mine", SERVED).llm.sampling
+    budgets = {stage: discover_tokens if stage == "discover" else MAX_TOKENS for stage in sampling}
     overrides = [*SERVED, f"{ENGINE}.model_source={model_dir()}",
                  f"llm.serve.http_port={free_port()}", f"run_dir={run_dir}",
                  f"seeds.root={package_dir('pipelines/demo_seeds')}", *FAST_SIM_LEAN,
-                 *[f"llm.sampling.{stage}.max_tokens={MAX_TOKENS}" for stage in sampling], *extra]
+                 *[f"llm.sampling.{stage}.max_tokens={tokens}" for stage, tokens in budgets.items()], *extra]
     mark = uuid.uuid4().hex
     done = subprocess.run([sys.executable, "-m", "pipelines.mine", *overrides], cwd=REPO, capture_output=True,
-                          text=True, timeout=JOB_TIMEOUT_S,
+                          text=True, timeout=timeout_s,
                           env={**os.environ, "PYTHONUNBUFFERED": "1", RUN_MARK: mark})
     return done, left_behind(mark)
 
@@ -118,6 +132,26 @@ def test_mining_through_ray_serve_llm_on_the_cpu_ends_well_and_leaves_nothing_ru
     log = (run_dir / "logs" / "ray.log").read_text()
     assert "(ServeReplica:folklore-llm:LLMServer:smollm2 pid=" in log
     assert log_time(first_line(log, APP_DELETED)) > log_time(first_line(log, DEPLOYING))
+
+
+def test_two_replicas_serve_a_mining_run_and_a_seeds_samples_land_on_one_of_them(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done, remaining = mine(run_dir, f"{ENGINE}.replicas.min=2", f"{ENGINE}.replicas.max=2",
+                           f"+{ENGINE}.engine_kwargs.enable_log_requests=true",
+                           f"{ENGINE}.runtime_env.env_vars.VLLM_CPU_KVCACHE_SPACE='{REPLICA_KV_CACHE_GIB}'",
+                           f"seeds.list=[{ONE_SEED}]", f"discover.samples_per_seed={SAMPLES}",
+                           discover_tokens=DISCOVER_TOKENS, timeout_s=TWO_REPLICAS_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert remaining == []
+    discover = next(line for line in done.stdout.splitlines() if line.startswith("llm discover:"))
+    assert f"calls={SAMPLES} ok={SAMPLES} " in discover, discover
+    # Two replicas ran (each its own process), and vLLM logs each request a replica receives with its sampling
+    # parameters, discover's told by its budget: the seed's samples (one cache key) all reached the same replica.
+    log = (run_dir / "logs" / "ray.log").read_text()
+    assert len(set(REPLICA.findall(log))) == 2
+    discover_replicas = [pid for pid, params in REPLICA_RECEIVED.findall(log)
+                         if f"max_tokens={DISCOVER_TOKENS}," in params]
+    assert len(discover_replicas) == SAMPLES and len(set(discover_replicas)) == 1, discover_replicas
 
 
 def test_an_accelerator_no_node_has_is_one_error_line_after_the_placement_timeout(tmp_path: Path) -> None:
