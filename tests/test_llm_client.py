@@ -133,6 +133,9 @@ def test_the_cache_key_travels_as_the_session_header_ray_serve_routes_by() -> No
     keyed = create_kwargs(replace(request, cache_key="Mathlib/Ünï.lean"), settings.endpoints["sim"])
     assert read_header_value(keyed["extra_headers"][SESSION_HEADER]) == "Mathlib/Ünï.lean"
     assert keyed["extra_headers"][SESSION_HEADER].isascii()
+    statement = create_kwargs(replace(request, cache_key="theorem t : " + "∀ n : ℕ, n + 0 = n ∧ " * 40 + "True"),
+                              settings.endpoints["sim"])
+    assert statement["extra_headers"][SESSION_HEADER] == statement["prompt_cache_key"]  # a bounded digest
     unkeyed = create_kwargs(replace(request, cache_key=""), settings.endpoints["sim"])
     assert SESSION_HEADER not in unkeyed["extra_headers"]
 

@@ -58,8 +58,9 @@ logger = logging.getLogger(__name__)
 CALL_HEADER = "X-Folklore-Call"
 CANDIDATE_HEADER = "X-Folklore-Candidate"
 ATTEMPT_HEADER = "X-Folklore-Attempt"
-# The request's cache key as a session id: Ray Serve reads this header (its RAY_SERVE_SESSION_ID_HEADER_KEY default)
-# into the session its ConsistentHashRouter hashes, so `llm=vllm` keeps a key's requests on one engine replica.
+# The request's cache key (as `prompt_cache_key` sends it) as a session id: Ray Serve reads this header (its
+# RAY_SERVE_SESSION_ID_HEADER_KEY default) into the session its ConsistentHashRouter hashes, so `llm=vllm` keeps a
+# key's requests on one engine replica.
 SESSION_HEADER = "X-Session-Id"
 
 _SECRET_LIKE = re.compile(r"sk-[A-Za-z0-9_\-*]{4,}")
@@ -103,7 +104,7 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         ATTEMPT_HEADER: str(request.attempt),
     }
     if request.cache_key:
-        kwargs["extra_headers"][SESSION_HEADER] = header_value(request.cache_key)
+        kwargs["extra_headers"][SESSION_HEADER] = header_value(prompt_cache_key(request.cache_key))
     kwargs["timeout"] = endpoint.request_timeout_s
     return kwargs
 
