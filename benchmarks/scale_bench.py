@@ -22,13 +22,16 @@ its calls over (window x the rows its stage keeps in flight, as `pipelines.plann
 config); for the Lean pool, the summed Lean seconds over (window x REPLs x checks handed to a REPL at once), near 1
 when it is saturated. On zero-latency simulators, low fractions everywhere mean the time goes to the pipeline's own work
 (Ray Data scheduling, serialization, the operators' Python, dedup's embeddings), not to waiting on a backend. The last
-line is machine-readable.
+line is machine-readable; it ends with the machine's speed (`python_loop_s=`: a 10-million-step Python loop, timed in
+this process, so under `benchmarks/slow_cores.py` the slowed cores') and its 1-minute load before and after, since
+`throughput_ratio` depends on both (docs/performance.md#scale).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import shutil
 import subprocess
@@ -54,6 +57,7 @@ DEFAULT_SMALL = 60
 DEFAULT_LARGE = 600
 ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.check_s=0", "lean.sim.burn_cpu=false"]
 MIB = 2**20
+LOOP_STEPS = 10_000_000  # the Python loop whose time stands for a core's speed
 RSS_POLL_S = 0.05
 PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
 # The title Ray gives a worker while it executes a plan (`pipelines.runtime.wiring.write` runs each plan in one of its
@@ -236,6 +240,13 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
     return measured
 
 
+def python_loop_s() -> float:
+    """Seconds this process takes for a pure-Python loop of `LOOP_STEPS` steps: how fast a core of this machine is."""
+    started = time.perf_counter()
+    [None for _ in range(LOOP_STEPS)]
+    return time.perf_counter() - started
+
+
 def write_plans_trace(path: Path, runs: dict[str, Measured]) -> None:
     """The driver's RSS after each plan of each run, as CSV."""
     with path.open("w", newline="") as out:
@@ -260,6 +271,7 @@ def main() -> None:
     options = parser.parse_args()
     source = options.seeds_root.resolve()
     include = seeds_include(source)
+    loop_s, load_before = python_loop_s(), os.getloadavg()[0]
     files = list_seed_files(load_config(["preset=demo", f"seeds.root={source}", *include])).files
     with tempfile.TemporaryDirectory() as scratch:
         small = measure("small", spread(files, options.small), source, Path(scratch), include, options.extra)
@@ -274,7 +286,8 @@ def main() -> None:
           f"memory_ratio={large.driver_peak_bytes / small.driver_peak_bytes:.3f} "
           f"growth_per_plan_mb_large={growth} "
           f"plan_process_peak_mb_small={small.driver.plan_process_peak_bytes / MIB:.1f} "
-          f"plan_process_peak_mb_large={large.driver.plan_process_peak_bytes / MIB:.1f}")
+          f"plan_process_peak_mb_large={large.driver.plan_process_peak_bytes / MIB:.1f} "
+          f"python_loop_s={loop_s:.3f} load_1m_before={load_before:.1f} load_1m_after={os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
