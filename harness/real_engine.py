@@ -296,7 +296,8 @@ class RecordingProxy:
 
 def openai_overrides(base_url: str | Sequence[str], max_tokens: int) -> list[str]:
     """`llm=openai` pointed at the engine (a URL), or at replicas of it (a list of URLs: `base_urls`): every role on
-    the served model, no key, vLLM's `max_tokens`, every stage's completion budget `max_tokens`."""
+    the served model, no key, vLLM's `max_tokens` and `structured_outputs`, every stage's completion budget
+    `max_tokens`."""
     from operators.llm.settings import settings_from_config
     from pipelines.jobs.mining import load_config
 
@@ -307,6 +308,7 @@ def openai_overrides(base_url: str | Sequence[str], max_tokens: int) -> list[str
           ["llm.endpoints.main.base_url=null", f"llm.endpoints.main.base_urls=[{','.join(base_url)}]"]),
         "llm.endpoints.main.api_key_env=null",
         "llm.endpoints.main.max_tokens_param=max_tokens",
+        "llm.endpoints.main.structured_form=structured_outputs",
         "llm.endpoints.main.concurrency=8",
         *[f"llm.models.{role}.model={SERVED_MODEL}" for role in settings.roles],
         *[f"llm.sampling.{stage}.max_tokens={max_tokens}" for stage in settings.sampling],

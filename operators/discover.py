@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from operators.base import LLMOperator
 from operators.llm import prompts
+from operators.llm.answers import CodeShape
 from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 from operators.llm.settings import LLMSettings
 from operators.rows import seeds
@@ -221,4 +222,5 @@ def discover_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 DECLARATION = Stage(
     name=STAGE, operator=DiscoverOperator, arguments=discover_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({SEED_TO_DISCOVER}), gives=frozenset({SEED_DISCOVERED}),
-    calls={STAGE: ("discover",)}, prompts=("system", "discover", "discover_known"), parser=split_answer)
+    calls={STAGE: ("discover",)}, prompts=("system", "discover", "discover_known"), parser=split_answer,
+    answer_shapes={STAGE: lambda cfg: CodeShape(str(cfg["discover"]["marker"]))})

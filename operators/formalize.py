@@ -20,7 +20,7 @@ from lean_pool.session_check import CheckResult
 from lean_pool.verdict import already_declared
 from operators.base import LLMOperator
 from operators.llm import prompts
-from operators.llm.answers import extract_code
+from operators.llm.answers import CodeShape, extract_code
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
 from operators.repair import (
@@ -177,4 +177,5 @@ DECLARATION = Stage(
     checks_lean=True, takes=frozenset({DISCOVERED}), gives=frozenset({COMPILED, NOT_COMPILABLE, ERROR_INFRA}),
     calls={STAGE: ("formalize",), DIAGNOSE_CALL: ("diagnose",)},
     prompts=("system", "formalize", "attempt", "attempt_refused", "attempt_rejected", "attempt_no_code", "diagnose",
-             "diagnosis"), parser=extract_code)
+             "diagnosis"), parser=extract_code,
+    answer_shapes={STAGE: lambda cfg: CodeShape(str(cfg["formalize"]["marker"]))})

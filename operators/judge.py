@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from operators.base import LLMOperator
 from operators.llm import prompts
-from operators.llm.answers import judge_accepts
+from operators.llm.answers import JUDGE_VERDICT, judge_accepts
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
 from operators.rows.candidates import (
@@ -100,4 +100,5 @@ def judge_arguments(cfg: Config, shared: Shared) -> dict[str, Any]:
 DECLARATION = Stage(
     name=STAGE, operator=JudgeOperator, arguments=judge_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({DISCOVERED}), gives=frozenset({DISCOVERED, REJECTED_BY_JUDGE, ERROR_INFRA}),
-    calls={STAGE: ("judge",)}, prompts=("system", "judge"), parser=judge_accepts)
+    calls={STAGE: ("judge",)}, prompts=("system", "judge"), parser=judge_accepts,
+    answer_shapes={STAGE: lambda cfg: JUDGE_VERDICT})

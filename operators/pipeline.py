@@ -25,6 +25,7 @@ from operators import (
 )
 from operators.autoformalize import faithfulness, modes
 from operators.contribute import name, shorten
+from operators.llm.answers import AnswerShape
 from operators.stage import PROVERS, Config, Stage
 
 # Every stage Folklore declares, by name.
@@ -115,6 +116,17 @@ def call_roles(stages: Iterable[Stage], provers: Sequence[str]) -> dict[str, tup
             expanded = [role for entry in asked for role in (provers if entry == PROVERS else (entry,))]
             roles[label] = tuple(dict.fromkeys([*roles.get(label, ()), *expanded]))
     return roles
+
+
+def answer_shapes(stages: Iterable[Stage], cfg: Config) -> dict[str, AnswerShape | None]:
+    """The shape each LLM call label of `stages` is read by under `cfg`, None for a call read as free prose; a label
+    two stages use has the shape of the one that declares it."""
+    shapes: dict[str, AnswerShape | None] = {}
+    for stage in stages:
+        for label in stage.calls:
+            declared = stage.answer_shapes.get(label)
+            shapes[label] = declared(cfg) if declared is not None else shapes.get(label)
+    return shapes
 
 
 def call_stage(stages: Iterable[Stage]) -> dict[str, str]:

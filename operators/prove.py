@@ -24,7 +24,7 @@ from lean_pool.replay import ReplayResult
 from lean_pool.session_check import CheckResult
 from operators.base import LLMOperator
 from operators.llm import prompts
-from operators.llm.answers import extract_code
+from operators.llm.answers import CodeShape, extract_code
 from operators.llm.calls import LLMResult
 from operators.llm.settings import LLMSettings
 from operators.repair import INFRA, PASSED, Ask, RepairLoop, Stop, run_loop
@@ -198,4 +198,4 @@ DECLARATION = Stage(
     takes=frozenset({COMPILED}), gives=frozenset({PROVED, COMPILED, TRIVIAL, ERROR_INFRA}),
     calls={STAGE: (PROVERS,)}, prompts=("system", "prove", "prove_repair", "prove_sketch", "attempt",
                                         "attempt_refused", "attempt_rejected", "attempt_no_code"),
-    parser=extract_code)
+    parser=extract_code, answer_shapes={STAGE: lambda cfg: CodeShape(str(cfg["prove"]["marker"]))})

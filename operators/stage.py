@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from operators.llm.answers import AnswerShape
+
 Config = Mapping[str, Any]
 # A role in a stage's `calls` that stands for every role of the config's `llm.provers`.
 PROVERS = "provers"
@@ -101,7 +103,9 @@ class Stage:
     maps each LLM call label it makes (what `llm.sampling` and the rows' `llm_calls` name) to the roles asked with
     it; `takes` and `gives` are the row statuses it works on and may leave; `runs(cfg)` is its config switch;
     `instead(cfg)` names another declared stage that takes this one's place under that config (split becomes
-    split+dedup when dedup is on); `pick(cfg)` chooses the operator when a mode of the config decides it."""
+    split+dedup when dedup is on); `pick(cfg)` chooses the operator when a mode of the config decides it;
+    `answer_shapes` gives, for each call whose answer a parser reads by its shape, that shape under a config (what a
+    `structured` call's answer is held to)."""
 
     name: str
     operator: Callable[..., Any]
@@ -113,6 +117,7 @@ class Stage:
     calls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     prompts: tuple[str, ...] = ()
     parser: Callable[..., Any] | None = None
+    answer_shapes: Mapping[str, Callable[[Config], AnswerShape]] = field(default_factory=dict)
     checks_lean: bool = False
     runs: Callable[[Config], bool] = always
     instead: Callable[[Config], str | None] | None = None

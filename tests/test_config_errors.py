@@ -165,7 +165,7 @@ def test_valid_command_lines_still_compose():
 
 
 def test_open_mappings_take_new_keys_and_lose_old_ones():
-    endpoint = "{base_url:'http://h:8000/v1',api_key_env:null,concurrency:4,request_timeout_s:60,max_tokens_param:max_tokens}"
+    endpoint = "{base_url:'http://h:8000/v1',api_key_env:null,concurrency:4,request_timeout_s:60,max_tokens_param:max_tokens,structured_form:structured_outputs}"
     cfg = compose_config("mine", [f"+llm.endpoints.local={endpoint}", "+llm.sampling.prove.seed=3",
                                   "~llm.sampling.judge.temperature", "+llm.models.critic={endpoint:local,model:m}"],
                          complete=False)

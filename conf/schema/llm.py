@@ -35,6 +35,8 @@ class Endpoint:
                                 "passes new keys to the next replica on the ring", at_least=1)
     routing: Literal['affinity', 'round_robin'] = setting(
         "base_urls: affinity keeps a cache key's requests on one replica (consistent hashing); round_robin: in turn")
+    structured_form: Literal['structured_outputs', 'response_format'] = setting(
+        "how a structured call's answer shape is sent: vLLM's structured_outputs regex, or OpenAI's response_format")
 
 
 @section
@@ -50,7 +52,11 @@ class Probe:
     """The check of every endpoint a role uses (one `GET /models`, no tokens) before the job starts."""
 
     enabled: bool = setting("probe the endpoints first; a wrong key, model or max_tokens then stops the job at once")
-    timeout_s: float = setting("seconds to wait for each endpoint's model list", at_least=0)
+    structured_max_tokens: int = setting(
+        "completion tokens of the one constrained request per structured call and model (answer_format=structured)",
+        at_least=1)
+    timeout_s: float = setting("seconds to wait for each endpoint's model list (and each constrained request)",
+                               at_least=0)
 
 
 @section(speed=True)
@@ -74,8 +80,14 @@ class Sampling:
     """The request fields of one call label (`llm.sampling.<label>`); stop, seed, n, reasoning_effort and
     extra_body (server-specific fields) may be added and are sent as given."""
 
+    answer_format: Literal['free', 'structured'] = setting(
+        "structured: the endpoint holds the answer to the shape its parser reads (marker and lean fence, or verdict "
+        "word); free (when absent): not held")
     max_tokens: int = setting("completion tokens at most per answer (below the model's context)", at_least=1)
     temperature: float = setting("sampling temperature; 0: always the likeliest token", at_least=0, at_most=2)
+    thinking_chars: int = setting(
+        "structured: characters of free text allowed before the held part (a plan); 0 (when absent): none",
+        at_least=0)
     top_p: float = setting("nucleus sampling: the share of probability mass sampled from, 0 to 1", at_least=0,
                            at_most=1)
 

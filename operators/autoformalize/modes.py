@@ -30,7 +30,7 @@ from operators.autoformalize.got import (
 )
 from operators.formalize import DIAGNOSE_CALL, formalize_arguments
 from operators.formalize import STAGE as FORMALIZE_CALL
-from operators.llm.answers import extract_code
+from operators.llm.answers import CodeShape, extract_code
 from operators.rows.formalizations import (
     AGENT,
     BAD_INPUT,
@@ -85,4 +85,7 @@ DECLARATION = Stage(
     prompts=("system", "related", "think", "draft_plan", "draft", "retry", "informal", "formalize", "concept_graph",
              "ground", "define", "concept", "definitions", "no_known_definitions", "grounded", "agent", "translate",
              "tool_compile", "tool_search_declarations", "tool_check_term", "tool_translate", "tool_examples"),
-    parser=extract_code)
+    parser=extract_code,
+    # Every answer a repair loop or the translator reads is code after formalize.marker.
+    answer_shapes={call: lambda cfg: CodeShape(str(cfg["formalize"]["marker"]))
+                   for call in (DRAFT_CALL, FORMALIZE_CALL, DEFINE_CALL, TRANSLATE_CALL)})

@@ -9,14 +9,40 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from dataclasses import dataclass
 
 from lean_pool.lean_source import is_name
 
-_FENCE_OPEN = re.compile(r"[ \t]*(`{3,})[ \t]*([^\s`]*)[^`]*")
-_FENCE_CLOSE = re.compile(r"[ \t]*(`{3,})[ \t]*")
-_ANY_FENCE = re.compile(r"^[ \t]*`{3,}", re.MULTILINE)
-# Info strings that mark a Lean block; an untagged fence counts too, since models often omit the language.
-_LEAN_FENCE_TAGS = frozenset({"", "lean", "lean4"})
+# The info string a Lean block is asked with; `lean4` and an untagged fence count too, since models vary.
+LEAN_FENCE_TAG = "lean"
+_LEAN_FENCE_TAGS = frozenset({"", LEAN_FENCE_TAG, "lean4"})
+# The shortest backtick fence CommonMark (and `_fenced_blocks`) reads.
+FENCE_MIN = 3
+_FENCE_OPEN = re.compile(rf"[ \t]*(`{{{FENCE_MIN},}})[ \t]*([^\s`]*)[^`]*")
+_FENCE_CLOSE = re.compile(rf"[ \t]*(`{{{FENCE_MIN},}})[ \t]*")
+_ANY_FENCE = re.compile(rf"^[ \t]*`{{{FENCE_MIN},}}", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class CodeShape:
+    """The answer `extract_code` reads, as data: a line holding `marker`, then the code in a fence tagged `tag`.
+    `operators.llm.answer_format` derives from it the constraint an endpoint holds an answer to."""
+
+    marker: str
+    tag: str = LEAN_FENCE_TAG
+
+
+@dataclass(frozen=True)
+class VerdictShape:
+    """The answer `judge_accepts` reads, as data: a last line that is the word accepting, or the one rejecting."""
+
+    accept: str
+    reject: str
+
+
+# The judge's verdict words: `incorrect` rejects because it does not start with `correct`.
+JUDGE_VERDICT = VerdictShape(accept="correct", reject="incorrect")
+AnswerShape = CodeShape | VerdictShape
 
 
 def extract_code(response: str, marker: str) -> str | None:
@@ -81,7 +107,7 @@ def judge_accepts(response: str) -> bool:
     is accepted; `incorrect` is not, because it does not start with `correct`.
     """
     lines = [line for line in response.split("\n") if line.strip()]
-    return bool(lines) and lines[-1].lstrip(_LEADING_MARKUP).lower().startswith("correct")
+    return bool(lines) and lines[-1].lstrip(_LEADING_MARKUP).lower().startswith(JUDGE_VERDICT.accept)
 
 
 def extract_json(response: str) -> object | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from operators.llm.answers import AnswerShape
 from operators.llm.cache import cache_dir
-from operators.llm.client import LLMClients, probe_endpoints
+from operators.llm.client import LLMClients, probe_endpoints, refused_answer_formats
 from operators.llm.errors import LLMConfigError
 from operators.llm.settings import LLMSettings, plain_config, settings_from_config
 
@@ -24,10 +25,11 @@ class LLMBackend:
     of failing rows. Use as a context manager.
     """
 
-    def __init__(self, cfg: Any, call_roles: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, cfg: Any, call_roles: Mapping[str, Sequence[str]],
+                 answer_shapes: Mapping[str, AnswerShape | None] | None = None) -> None:
         self._cfg = plain_config(cfg)
         self._call_roles = call_roles
-        self.settings = settings_from_config(self._cfg)
+        self.settings = settings_from_config(self._cfg).with_answer_shapes(answer_shapes or {})
         self._stop: Callable[[], None] | None = None
 
     @property
@@ -75,6 +77,9 @@ class LLMBackend:
         probe = self._cfg["probe"]
         problems = (probe_endpoints(self.settings, float(probe["timeout_s"]), self._call_roles)
                     if probe["enabled"] else [])
+        if probe["enabled"] and not problems:
+            problems = refused_answer_formats(self.settings, float(probe["timeout_s"]), self._call_roles,
+                                              int(probe["structured_max_tokens"]))
         if problems:
             raise LLMConfigError(f"{'; '.join(problems)} (checked before the run; llm.probe.enabled=false skips this)")
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from operators.llm.answer_format import FREE
+from operators.llm.answers import AnswerShape
 from operators.llm.errors import CONTENT_KINDS, LLMConfigError
 
 # The finish reason of an answer cut at its `max_tokens` (OpenAI's and vLLM's word).
@@ -32,6 +34,10 @@ class Sampling:
     reasoning_effort: str | None = None
     # Server-specific request fields sent as they are (vLLM: repetition_penalty, structured_outputs, ...).
     extra_body: dict[str, Any] | None = None
+    # `structured`: the answer is held to the shape its parser reads (`operators.llm.answer_format`), after at most
+    # `thinking_chars` of free text.
+    answer_format: str = FREE
+    thinking_chars: int = 0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Sampling:
@@ -60,6 +66,7 @@ class LLMRequest:
     # The affinity key: requests sharing it share a prompt prefix (a seed's samples, a repair chain, a statement's
     # votes), so they go to one replica (sent as OpenAI's `prompt_cache_key`). Routing only: no part of the answer.
     cache_key: str = ""
+    answer_shape: AnswerShape | None = None  # what the answer is held to when the call's answer_format is structured
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,15 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import openai
 from openai.types.chat import ChatCompletion
 
-from operators.llm.budgets import ModelContext, card_context, unfit_budgets
+from operators.llm.answer_format import RESPONSE_FORMAT, STRUCTURED, constraint, rendered
+from operators.llm.budgets import ModelContext, card_context, roles_of_call, unfit_budgets
 from operators.llm.calls import CUT_FINISH_REASON, LLMRequest, LLMResult
 from operators.llm.errors import (
     CONTENT_KINDS,
@@ -73,6 +75,8 @@ _LISTED_EXAMPLES = 8
 _BODY_SHOWN = 120
 # The longest `prompt_cache_key` OpenAI takes, in characters.
 _PROMPT_CACHE_KEY_CHARS = 64
+# What the probe asks with a structured call's constraint: the answer does not matter, only whether it is refused.
+_PROBE_PROMPT = "Answer in the shape you are held to."
 
 
 def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
@@ -98,6 +102,11 @@ def create_kwargs(request: LLMRequest, endpoint: Endpoint) -> dict[str, Any]:
         kwargs["prompt_cache_key"] = prompt_cache_key(request.cache_key)
     if sampling.extra_body:
         kwargs["extra_body"] = dict(sampling.extra_body)
+    if request.answer_shape is not None:
+        held = constraint(request.answer_shape, endpoint.structured_form, sampling.thinking_chars, request.call)
+        if "extra_body" in held:
+            held["extra_body"] = {**kwargs.get("extra_body", {}), **held["extra_body"]}
+        kwargs.update(held)
     kwargs["extra_headers"] = {
         CALL_HEADER: header_value(request.call),
         CANDIDATE_HEADER: header_value(request.candidate_id),
@@ -169,6 +178,57 @@ def probe_endpoints(settings: LLMSettings, timeout_s: float, call_roles: Mapping
                 if known is None or context.tokens < known.tokens:
                     contexts[(name, context.model)] = context
     return problems + unfit_budgets(settings, contexts, call_roles)
+
+
+def refused_answer_formats(settings: LLMSettings, timeout_s: float, call_roles: Mapping[str, Sequence[str]],
+                           max_tokens: int) -> list[str]:
+    """One line per replica and model that refuses the constraint of a call asked `structured` (empty when none
+    does), naming each such `llm.sampling.<call>.answer_format` key and the endpoint's own message.
+
+    One chat completion of at most `max_tokens` per structured call, model and replica, carrying the constraint the
+    run's requests will (`create_kwargs`), `timeout_s` and no retries: a server without structured outputs refuses a
+    field it does not know, vLLM a constraint its grammar backend cannot compile, with a 4xx. Anything else (an
+    unreachable replica, a wrong key: `probe_endpoints` names those; a 429 or 5xx) is left to the run."""
+    refused: dict[tuple[str, str, str], tuple[list[str], str]] = {}
+    for call, sampling in sorted(settings.sampling.items()):
+        shape = settings.answer_shapes.get(call)
+        if sampling.answer_format != STRUCTURED or shape is None:
+            continue
+        probe_sampling = replace(sampling, max_tokens=max_tokens, n=None)
+        for bound in sorted({settings.roles[role] for role in roles_of_call(settings, call, call_roles)},
+                            key=lambda bound: (bound.endpoint, bound.model)):
+            endpoint = settings.endpoints[bound.endpoint]
+            request = LLMRequest(messages=[{"role": "user", "content": _PROBE_PROMPT}], model=bound.model,
+                                 endpoint=bound.endpoint, sampling=probe_sampling, call=call, candidate_id="probe",
+                                 answer_shape=shape)
+            for base_url in _replica_urls(endpoint):
+                message = _refusal(endpoint, base_url, request, timeout_s)
+                if message is not None:
+                    keys, first = refused.get((bound.endpoint, base_url, bound.model), ([], message))
+                    refused[(bound.endpoint, base_url, bound.model)] = (
+                        [*keys, f"llm.sampling.{call}.answer_format=structured"], first)
+    return [f"{', '.join(keys)}: endpoint {name} ({public_url(base_url)}, model {model}) refuses the answer's "
+            f"constraint as {settings.endpoints[name].structured_form} (llm.endpoints.{name}.structured_form): "
+            f"{message}; set answer_format=free"
+            for (name, base_url, model), (keys, message) in refused.items()]
+
+
+def _refusal(endpoint: Endpoint, base_url: str, request: LLMRequest, timeout_s: float) -> str | None:
+    """The message of the replica at `base_url` when it refuses `request` with a 4xx other than a key's or a rate
+    limit, else None."""
+    key = _api_key(endpoint)
+    client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
+    kwargs = {**create_kwargs(request, endpoint), "timeout": timeout_s}
+    try:
+        client.chat.completions.create(**kwargs)
+    except openai.APIStatusError as exc:
+        if 400 <= exc.status_code < 500 and exc.status_code not in (401, 403, 429):
+            return f"HTTP {exc.status_code} {' '.join(redact(exc.message, key).split())}"
+    except (openai.APIConnectionError, openai.APIResponseValidationError):
+        return None
+    finally:
+        client.close()
+    return None
 
 
 def _replica_urls(endpoint: Endpoint) -> tuple[str, ...]:
@@ -350,7 +410,7 @@ class LLMClient:
                     replica.failures_in_a_row = 0
                     fault = answer_fault(response)
                     if fault is None:
-                        return _success(response, time.monotonic() - started, attempt)
+                        return self._as_read(request, _success(response, time.monotonic() - started, attempt))
                     kind, message = "malformed_response", fault
                 finally:
                     replica.in_flight -= 1
@@ -372,6 +432,14 @@ class LLMClient:
             finally:
                 self._waiting -= 1
         raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    def _as_read(self, request: LLMRequest, result: LLMResult) -> LLMResult:
+        """`result` as its parser reads it: a `response_format` answer's JSON rendered as the text of its shape."""
+        shape = request.answer_shape
+        if shape is None or self.endpoint.structured_form != RESPONSE_FORMAT or result.text is None:
+            return result
+        texts = tuple(rendered(shape, text) if text else text for text in result.texts)
+        return replace(result, text=rendered(shape, result.text), texts=texts)
 
     def _count_failure(self, request: LLMRequest, replica: Replica, kind: str, message: str) -> None:
         """Count a failed try at `replica`; its `max_consecutive_failures`-th failure with a `DOWN_KINDS` error in a

@@ -7,10 +7,12 @@ wrong, before any request is sent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from operators.llm.answer_format import STRUCTURED, STRUCTURED_FORMS
+from operators.llm.answers import AnswerShape
 from operators.llm.calls import LLMRequest, Sampling
 from operators.llm.errors import LLMConfigError
 from operators.llm.retry import RetryPolicy
@@ -42,6 +44,7 @@ class Endpoint:
     max_tokens_param: str
     routing: str  # affinity (consistent hashing of the cache key, bounded loads) or round_robin
     load_bound: float  # a replica holds at most ceil(load_bound * (in flight + 1) / live replicas) requests
+    structured_form: str  # how a structured call's answer shape is sent: structured_outputs or response_format
 
     @property
     def replica_urls(self) -> tuple[str, ...]:
@@ -72,6 +75,8 @@ class LLMSettings:
     provers: tuple[str, ...]
     sampling: dict[str, Sampling]
     retry: RetryPolicy
+    # The shape each call's parser reads, for the calls of the job's stages that have one (`with_answer_shapes`).
+    answer_shapes: dict[str, AnswerShape] = field(default_factory=dict)
 
     def request(
         self, role: str, call: str, messages: list[dict[str, Any]], candidate_id: str, attempt: int = 1,
@@ -84,6 +89,9 @@ class LLMSettings:
         if call not in self.sampling:
             raise LLMConfigError(f"no sampling for call {call!r}; configured calls: {sorted(self.sampling)}")
         bound = self.roles[role]
+        shape = self.answer_shapes.get(call)
+        if self.sampling[call].answer_format == STRUCTURED and shape is None:
+            raise LLMConfigError(unshaped(call))
         return LLMRequest(
             messages=list(messages),
             model=bound.model,
@@ -95,6 +103,7 @@ class LLMSettings:
             tools=tuple(tools),
             role=role,
             cache_key=candidate_id if cache_key is None else cache_key,
+            answer_shape=shape if self.sampling[call].answer_format == STRUCTURED else None,
         )
 
     def with_base_url(self, endpoint: str, base_url: str) -> LLMSettings:
@@ -102,6 +111,14 @@ class LLMSettings:
         endpoints = dict(self.endpoints)
         endpoints[endpoint] = replace(endpoints[endpoint], base_url=base_url, base_urls=None)
         return replace(self, endpoints=endpoints)
+
+    def with_answer_shapes(self, shapes: Mapping[str, AnswerShape | None]) -> LLMSettings:
+        """The same settings knowing the shape each call of a job's stages reads (None: a call whose answer is free
+        prose); a call asked `structured` whose answer has no shape is an `LLMConfigError`."""
+        for call, shape in shapes.items():
+            if shape is None and call in self.sampling and self.sampling[call].answer_format == STRUCTURED:
+                raise LLMConfigError(unshaped(call))
+        return replace(self, answer_shapes={call: shape for call, shape in shapes.items() if shape is not None})
 
     def provenance(self) -> dict[str, Any]:
         """Model names and sampling per call for the rows' provenance; no URLs with credentials, no keys."""
@@ -133,7 +150,16 @@ def _endpoint(name: str, values: dict[str, Any]) -> Endpoint:
     if not values["load_bound"] >= 1:
         raise LLMConfigError(f"{key}.load_bound is {values['load_bound']}: it must be at least 1 (1: every replica "
                              "holds at most its even share of the requests in flight)")
+    if values["structured_form"] not in STRUCTURED_FORMS:
+        raise LLMConfigError(f"{key}.structured_form is {values['structured_form']!r}: it must be one of "
+                             f"{', '.join(STRUCTURED_FORMS)}")
     return Endpoint(name=name, **{**values, "base_urls": base_urls})
+
+
+def unshaped(call: str) -> str:
+    """The error of a call asked `structured` whose answer no parser shape describes."""
+    return (f"llm.sampling.{call}.answer_format=structured: the {call} call's answer is read as free prose, with no "
+            f"marker or verdict word to hold it to; set it to free")
 
 
 def settings_from_config(cfg: Any) -> LLMSettings:

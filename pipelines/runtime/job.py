@@ -38,7 +38,7 @@ from operators.dedup import DECLARATION as SPLIT_DEDUP_STAGE
 from operators.dedup import DedupSettings
 from operators.llm.backend import LLMBackend
 from operators.llm.usage import CallUsage, start_usage_ledger, usage_lines
-from operators.pipeline import DECLARED, call_roles
+from operators.pipeline import DECLARED, answer_shapes, call_roles
 from operators.retrieval.settings import GroundingSettings, IndexSettings
 from operators.rows.candidates import Provenance
 from operators.storage import is_uri
@@ -136,7 +136,8 @@ class Job:
         # The pipeline and each stage's settings; a list that cannot work is a SetupError of one line.
         self.pipeline = stage_settings(cfg, index, self.INPUTS, self.PLAN_TABLE, self.examples)
         self.backend = LLMBackend(cfg.llm, call_roles((*DECLARED.values(), *self.pipeline.stages),
-                                                      list(cfg.llm.provers)))
+                                                      list(cfg.llm.provers)),
+                                  answer_shapes(self.pipeline.stages, cfg))
         self.run = RunDir(str(cfg.run_dir))
         # One driver per run: a second start on a held run directory is refused here, having written nothing.
         self.lease = take(lease_store(self.run.uri, self.run.filesystem, self.run.path), self.run.uri,
