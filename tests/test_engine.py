@@ -21,7 +21,9 @@ import pytest
 from conf import compose_config, package_dir
 from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
 from lean_pool.refusals import refusal_reasons
+from operators.llm.answers import extract_code
 from operators.rows.formalizations import NOT_COMPILABLE, REFUSED
+from operators.split import NO_MARKER
 from tests.engine_rows import assert_discovery_reason_is_true, assert_formalization_reason_is_true
 from tests.mine_support import FAST_LEAN
 
@@ -108,6 +110,19 @@ def test_mining_with_the_real_model_ends_every_seed_with_a_true_reason(engine: V
     assert counter(discover, "calls") == 3 and counter(discover, "prompt_tokens") > 0
     cut = discoveries.filter(pl.col("finish_reason") == "length").height
     assert counter(discover, "cut") == cut
+
+
+def test_structured_discover_answers_are_ones_the_parser_reads(engine: VllmServer, tmp_path: Path) -> None:
+    # Free, the model runs out of its 256 tokens before the marker (docs/decisions/2026-11-29-answer-format.md).
+    run_dir = tmp_path / "run"
+    done = run("mine", *demo_mine(run_dir, engine.base_url, "pipeline=[discover,split]",
+                                  "+llm.sampling.discover.answer_format=structured"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
+    marker = compose_config("mine", ["preset=demo"]).discover.marker
+    assert discoveries.height == 3
+    for row in discoveries.iter_rows(named=True):
+        assert extract_code(row["response"], marker) is not None and row["status"] != NO_MARKER, row
 
 
 def test_a_stage_the_server_refuses_alike_stops_the_run_with_one_line(engine: VllmServer, tmp_path: Path,
