@@ -22,10 +22,13 @@ Figures, per configuration over its two runs:
   sent them, / prompt tokens, request by request. The requests the proxies forwarded are tokenized with the model's
   chat template, in the order they arrived (over all servers); a request's reusable prefix is the longest prefix it
   shares with any earlier request, in whole KV blocks of the engine (`vllm:cache_config_info`'s block_size: vLLM
-  caches full blocks only), and never its last token (which the engine always computes). A request recomputed
-  max(reusable - cached, 0) tokens, its cached tokens read from its answer's `usage.prompt_tokens_details`: a
-  request that missed counts in full, whatever other requests hit. An engine that keeps every block and sees each
-  prefix before a request that shares it scores 0;
+  caches full blocks only), and never its last token (which the engine always computes). Its cached tokens are read
+  from its answer's `usage.prompt_tokens_details`. The requests of one cache key (`prompt_cache_key`: a seed's
+  samples, a repair chain) recomputed max(sum of (reusable - cached), 0) tokens: a key's requests sent together may
+  reach the engine in another order than the proxies saw (one computes the prefix the bench credited to another,
+  which hits instead), but a key that missed counts in full, whatever other keys hit. An engine that keeps every
+  block and sees each prefix before a request that shares it scores 0. The details line also gives the count
+  request by request (`recomputed_by_request`), which such reorderings inflate;
 - replica_share: each server's share of the requests;
 - running_mean: the mean of each server's `vllm:num_requests_running` (its `/metrics`, read every POLL_S), over the
   steady state of each run: its middle half, from a quarter of the way from the first request's arrival to the last
@@ -104,7 +107,8 @@ class RunFigures:
     sent_tokens: int = 0  # the recorded requests under the chat template (checked against prompt_tokens)
     reusable: int = 0  # the ideal reuse at the engine's block size (`reusable_prefixes`)
     reusable_gpu: int = 0  # the same at GPU_BLOCK_TOKENS
-    recomputed: int = 0  # reusable prefix tokens that missed the cache, request by request
+    recomputed: int = 0  # reusable prefix tokens that missed the cache, key by key
+    recomputed_by_request: int = 0  # the same, request by request
     candidates: int = 0
     busy_s: float = 0.0
     wall_s: float = 0.0
@@ -133,7 +137,8 @@ class RunFigures:
         """Every count, for the per-run lines."""
         return (f"requests={'/'.join(map(str, self.requests))} candidates={self.candidates} "
                 f"prompt_tokens={self.prompt_tokens:.0f} cached={self.cached:.0f} reusable={self.reusable} "
-                f"recomputed={self.recomputed} reusable_at_{GPU_BLOCK_TOKENS}={self.reusable_gpu} "
+                f"recomputed={self.recomputed} recomputed_by_request={self.recomputed_by_request} "
+                f"reusable_at_{GPU_BLOCK_TOKENS}={self.reusable_gpu} "
                 f"queries={self.queries:.0f} hits={self.hits:.0f} generation_tokens={self.generation_tokens:.0f} "
                 f"busy_s={self.busy_s:.1f} wall_s={self.wall_s:.1f}")
 
@@ -297,6 +302,10 @@ def measured(servers: VllmServers, replicas: int, tokenizer: Any, block: int, jo
                          f"(off by {sent_tokens - counted_tokens:+.0f})")
     start, end = min(r["sent_at"] for r in records), max(r["answered_at"] for r in records)
     running_sum, steady_polls = steady_mean_sums(polls, start, end)
+    by_key: dict[str, int] = {}
+    for record, usable, hit in zip(records, reusable, cached, strict=True):
+        key = record["body"].get("prompt_cache_key", "")
+        by_key[key] = by_key.get(key, 0) + usable - hit
     written = list((run_dir / "candidates").glob("*.parquet"))
     idle = [0] * (len(servers.servers) - replicas)
     return RunFigures(
@@ -304,7 +313,8 @@ def measured(servers: VllmServers, replicas: int, tokenizer: Any, block: int, jo
         generation_tokens=delta["vllm:generation_tokens_total"], queries=delta["vllm:prefix_cache_queries_total"],
         hits=delta["vllm:prefix_cache_hits_total"], cached=delta["vllm:prompt_tokens_cached_total"],
         sent_tokens=sent_tokens, reusable=sum(reusable), reusable_gpu=sum(reusable_prefixes(sent, GPU_BLOCK_TOKENS)),
-        recomputed=sum(max(r - c, 0) for r, c in zip(reusable, cached, strict=True)),
+        recomputed=sum(max(missed, 0) for missed in by_key.values()),
+        recomputed_by_request=sum(max(r - c, 0) for r, c in zip(reusable, cached, strict=True)),
         candidates=pl.read_parquet(written).height if written else 0, busy_s=end - start, wall_s=wall,
         requests=[len(proxy.requests) - start for proxy, start in zip(proxies, first, strict=True)] + idle,
         running_sum=running_sum + [0.0] * len(idle), steady_polls=steady_polls)
