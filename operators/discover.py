@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from operators.base import LLMOperator
 from operators.llm import prompts
+from operators.llm.answers import CodeShape
 from operators.llm.calls import CUT_FINISH_REASON, LLMResult
 from operators.llm.settings import LLMSettings
 from operators.rows import seeds
@@ -30,7 +31,7 @@ from operators.rows.candidates import (
     settle_operator_error,
     unit_id,
 )
-from operators.split import DISCOVERED, SEED_DISCOVERED, SEED_TO_DISCOVER, discover_shape, split_answer
+from operators.split import DISCOVERED, SEED_DISCOVERED, SEED_TO_DISCOVER, split_answer
 from operators.stage import Config, Shared, Stage
 from operators.storage import resolve
 
@@ -222,4 +223,4 @@ DECLARATION = Stage(
     name=STAGE, operator=DiscoverOperator, arguments=discover_arguments, resources=f"{STAGE}.resources",
     takes=frozenset({SEED_TO_DISCOVER}), gives=frozenset({SEED_DISCOVERED}),
     calls={STAGE: ("discover",)}, prompts=("system", "discover", "discover_known"), parser=split_answer,
-    answer_shapes={STAGE: lambda cfg: discover_shape(str(cfg["discover"]["marker"]))})
+    answer_shapes={STAGE: lambda cfg: CodeShape(str(cfg["discover"]["marker"]))})

@@ -25,7 +25,7 @@ from lean_pool.lean_source import (
     read_commands,
     read_goal,
 )
-from operators.llm.answers import CodeShape, extract_code
+from operators.llm.answers import extract_code
 from operators.rows.candidates import (
     COMPILED,
     SUBGOAL,
@@ -77,11 +77,6 @@ def split_answer(response: str, marker: str, max_lemmas: int) -> SplitAnswer:
     dropped = max(len(lemmas) - max_lemmas, 0)
     reason = f"{dropped} of {len(lemmas)} lemmas dropped: discover.max_lemmas={max_lemmas}" if dropped else None
     return SplitAnswer(DISCOVERED, reason, code, tuple(lemmas[:max_lemmas]), dropped)
-
-
-def discover_shape(marker: str) -> CodeShape:
-    """The answer `split_answer` reads: the marker line, then a `lean` block with a `lemma` or `theorem` line."""
-    return CodeShape(marker, declarations=tuple(sorted(THEOREM_KINDS)))
 
 
 def split_lemmas(code: str) -> list[str]:

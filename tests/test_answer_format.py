@@ -25,7 +25,7 @@ from operators.llm.client import create_kwargs, refused_answer_formats
 from operators.llm.errors import LLMConfigError
 from operators.llm.settings import settings_from_config
 from operators.pipeline import DECLARED, answer_shapes, call_roles
-from operators.split import DISCOVERED, NO_MARKER, discover_shape, split_answer
+from operators.split import DISCOVERED, split_answer
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 DISCOVER_MARKER = "brainstormed mathlib lemmas"  # conf/mine.yaml's discover.marker
@@ -51,7 +51,7 @@ end List
 FREE_PIECES = ("plan", " ", "\n", "\t", "lemma", "correct", "incorrect", "*", "#", "(", "ℕ", DISCOVER_MARKER[:9])
 CODE_PIECES = ("theorem t : 1 = 1 := by sorry", "\n", "  ", "lemma", "open Nat", "namespace X", "(n : ℕ)", "end X",
                "#check", "\"s\"", "--", ":=")
-SAMPLES = 100
+SAMPLES = 150
 SEED = 55
 
 
@@ -66,7 +66,7 @@ def code_answers(shape: CodeShape, thinking_chars: int) -> Iterator[tuple[str, s
     rng = random.Random(SEED)
     for _ in range(SAMPLES):
         free = joined(rng, (*FREE_PIECES, shape.marker), 12)[:thinking_chars]
-        code = f"{joined(rng, CODE_PIECES, 10)}\n{CODE_PIECES[0]}"
+        code = joined(rng, CODE_PIECES, 10) + rng.choice(CODE_PIECES[:1])
         answer = f"{free}\n{shape.marker}\n```{shape.tag}\n{code}\n```\n" if free else \
             f"{shape.marker}\n```{shape.tag}\n{code}\n```\n"
         yield answer, code
@@ -77,7 +77,7 @@ def code_answers(shape: CodeShape, thinking_chars: int) -> Iterator[tuple[str, s
 
 @pytest.mark.parametrize("thinking_chars", [0, 400])
 def test_the_discover_regex_admits_a_real_answer_that_the_parser_splits(thinking_chars: int) -> None:
-    regex = answer_regex(discover_shape(DISCOVER_MARKER), thinking_chars)
+    regex = answer_regex(CodeShape(DISCOVER_MARKER), thinking_chars)
     shown = REAL_ANSWER if thinking_chars else REAL_ANSWER[REAL_ANSWER.index(DISCOVER_MARKER):]
     assert re.fullmatch(regex, shown)
     split = split_answer(shown, DISCOVER_MARKER, 10)
@@ -98,22 +98,6 @@ def test_the_code_parser_reads_every_sampled_answer_its_regex_admits(marker: str
             if code is not None and marker.lower() not in code.lower():
                 assert read == textwrap.dedent(code).strip(), answer
     assert admitted >= SAMPLES  # every answer built in the shape, and some spliced ones
-
-
-@pytest.mark.parametrize("thinking_chars", [0, 60])
-def test_discover_splits_a_lemma_from_every_sampled_answer_its_regex_admits(thinking_chars: int) -> None:
-    shape = discover_shape(DISCOVER_MARKER)
-    regex = re.compile(answer_regex(shape, thinking_chars))
-    admitted = 0
-    for answer, code in code_answers(shape, thinking_chars):
-        if regex.fullmatch(answer):
-            admitted += 1
-            split = split_answer(answer, DISCOVER_MARKER, 10)
-            assert split.status != NO_MARKER, answer
-            if code is not None and DISCOVER_MARKER not in code:
-                assert split.status == DISCOVERED, answer
-    assert admitted >= SAMPLES
-    assert not regex.fullmatch(f"{DISCOVER_MARKER}\n```lean\nimport Mathlib\ndef d := 1\n```\n")
 
 
 def test_no_answer_of_another_shape_is_admitted() -> None:
@@ -189,7 +173,7 @@ def test_the_client_sends_a_structured_calls_shape_in_its_endpoints_form_and_not
     assert openai["extra_body"] == {"repetition_penalty": 1.1}
     vllm = create_kwargs(discover, replace(settings.endpoints["main"], structured_form=STRUCTURED_OUTPUTS))
     assert vllm["extra_body"] == {"repetition_penalty": 1.1, STRUCTURED_OUTPUTS: {
-        "regex": answer_regex(discover_shape(DISCOVER_MARKER), 300)}}
+        "regex": answer_regex(CodeShape(DISCOVER_MARKER), 300)}}
     assert RESPONSE_FORMAT not in vllm
     free = create_kwargs(judge, settings.endpoints["main"])
     assert RESPONSE_FORMAT not in free and "extra_body" not in free

@@ -33,15 +33,6 @@ _FREE_CHAR = "[\\s\\S]"
 # name quotations), so no line of it closes the fence.
 _CODE_CHAR = "([^`]|`{1,2}[^`])"
 _CODE = f"[ \\t\\n]*([^` \\t\\n]|`{{1,2}}[^`]){_CODE_CHAR}*"
-
-
-def _code(shape: CodeShape) -> str:
-    """The regex of the code inside the fence: with declarations, one of them opens a line and is followed by a
-    space."""
-    if not shape.declarations:
-        return _CODE
-    words = "|".join(literal(word) for word in shape.declarations)
-    return f"({_CODE_CHAR}*\\n)?({words})[ \\t]{_CODE_CHAR}*"
 # The JSON fields of a `response_format` answer.
 THINKING = "thinking"
 CODE = "code"
@@ -59,7 +50,7 @@ def answer_regex(shape: AnswerShape, thinking_chars: int) -> str:
     free = f"({_FREE_CHAR}{{0,{thinking_chars}}}\\n)?" if thinking_chars else ""
     if isinstance(shape, CodeShape):
         fence = "`" * FENCE_MIN
-        return f"{free}{literal(shape.marker)}\\n{fence}{literal(shape.tag)}\\n{_code(shape)}\\n{fence}\\n?"
+        return f"{free}{literal(shape.marker)}\\n{fence}{literal(shape.tag)}\\n{_CODE}\\n{fence}\\n?"
     return f"{free}({literal(shape.accept)}|{literal(shape.reject)})"
 
 

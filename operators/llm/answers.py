@@ -25,13 +25,11 @@ _ANY_FENCE = re.compile(rf"^[ \t]*`{{{FENCE_MIN},}}", re.MULTILINE)
 
 @dataclass(frozen=True)
 class CodeShape:
-    """The answer `extract_code` reads, as data: a line holding `marker`, then the code in a fence tagged `tag`, with
-    a line starting with one of `declarations` when its reader needs one (discover's split reads only lemmas).
+    """The answer `extract_code` reads, as data: a line holding `marker`, then the code in a fence tagged `tag`.
     `operators.llm.answer_format` derives from it the constraint an endpoint holds an answer to."""
 
     marker: str
     tag: str = LEAN_FENCE_TAG
-    declarations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
