@@ -292,6 +292,8 @@ def measured(servers: VllmServers, replicas: int, tokenizer: Any, block: int, jo
             delta[name] = delta.get(name, 0.0) + value - counted.get(name, 0.0)
     records = sorted((r for proxy, start in zip(proxies, first, strict=True) for r in proxy.requests[start:]
                       if r.get("usage")), key=lambda r: r["sent_at"])
+    if not records:
+        raise SystemExit(f"error: {job}: the engines answered none of its requests; the bench has nothing to measure")
     sent = [chat_tokens(tokenizer, r["body"]["messages"]) for r in records]
     reusable = reusable_prefixes(sent, block)
     cached = [(r["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0 for r in records]
