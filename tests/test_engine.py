@@ -116,7 +116,7 @@ def test_structured_discover_answers_are_ones_the_parser_reads(engine: VllmServe
     # Free, the model runs out of its 256 tokens before the marker (docs/decisions/2026-11-29-answer-format.md).
     run_dir = tmp_path / "run"
     done = run("mine", *demo_mine(run_dir, engine.base_url, "pipeline=[discover,split]",
-                                  "+llm.sampling.discover.answer_format=structured"))
+                                  "llm.sampling.discover.answer_format=structured"))
     assert done.returncode == 0, done.stdout + done.stderr
     discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
     marker = compose_config("mine", ["preset=demo"]).discover.marker

@@ -82,12 +82,11 @@ class Sampling:
 
     answer_format: Literal['free', 'structured'] = setting(
         "structured: the endpoint holds the answer to the shape its parser reads (marker and lean fence, or verdict "
-        "word); free (when absent): not held")
+        "word); free: not held; on the calls that have a shape", introduced="free")
     max_tokens: int = setting("completion tokens at most per answer (below the model's context)", at_least=1)
     temperature: float = setting("sampling temperature; 0: always the likeliest token", at_least=0, at_most=2)
     thinking_chars: int = setting(
-        "structured: characters of free text allowed before the held part (a plan); 0 (when absent): none",
-        at_least=0)
+        "structured: characters of free text allowed before the held part (a plan)", at_least=0, introduced=0)
     top_p: float = setting("nucleus sampling: the share of probability mass sampled from, 0 to 1", at_least=0,
                            at_most=1)
 
