@@ -63,7 +63,8 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
 def changed_settings(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Each key whose value differs between the recorded and the current settings: (recorded, current); a key on one
     side only is None on the other, but a key added to conf/ since (its `introduced` in the job's schema) counts as
-    recorded with the value the older rows were made under (a key of every entry of a mapping, `llm.sampling.*.answer_format`, for each entry)."""
+    recorded with the value the older rows were made under (one of every entry of a mapping,
+    `llm.sampling.*.answer_format`, for each entry)."""
     job = current.get(JOB_KEY)
     added = schema.introduced(job) if job in schema.JOBS else {}
     introduced = {key: value for pattern, value in added.items() for key in current
