@@ -168,3 +168,17 @@ def test_discoveries_written_before_dropped_lemmas_existed_read_it_as_null(tmp_p
     table = RunDir(str(tmp_path)).read("discoveries", DISCOVERY_SCHEMA)
     assert table.schema == DISCOVERY_SCHEMA
     assert table.column("dropped_lemmas").to_pylist() == [None]
+
+
+def test_a_run_recorded_before_answer_format_existed_resumes_and_a_structured_call_is_refused():
+    """`answer_format` was added to every shaped call's sampling at once: each entry counts as recorded `free`."""
+    cfg = OmegaConf.to_container(compose_config("mine", DEMO), resolve=False)
+    old = {key: value for key, value in deciding_settings("mine", cfg, [], {}).items()
+           if not key.endswith((".answer_format", ".thinking_chars"))}
+    manifest = claim({}, ["discoveries"], [], old, [], "t0")
+    resumed = claim(manifest, ["discoveries"], ["discoveries"], deciding_settings("mine", cfg, [], {}), [], "t1")
+    assert "accepted_changes" not in resumed
+    cfg["llm"]["sampling"]["discover"]["answer_format"] = "structured"
+    with pytest.raises(ChangedSettings) as refused:
+        claim(manifest, ["discoveries"], ["discoveries"], deciding_settings("mine", cfg, [], {}), [], "t1")
+    assert refused.value.changes == {"llm.sampling.discover.answer_format": ("free", "structured")}
