@@ -1,8 +1,9 @@
 """`llm=vllm` on the CPU: the job deploys the real model (SmolLM2-135M-Instruct, tests/real_engine.py's folder) through
-Ray Serve LLM with the CPU engines option (`llm/engines=cpu`), mines the demo seeds against it and ends well (each
-discovery's reason the true one for the answer it stores, tests/engine_rows.py), the application deleted and no process
-of the run left; asking for an accelerator no node has ends after
-`llm.serve.placement_timeout_s` with one `error:` line. Ray's and Serve's own lines stay in the run's Ray log.
+Ray Serve LLM with the CPU engines option (`llm/engines=cpu`) as two replicas behind Serve's consistent-hash router,
+mines a demo seed's samples against them and ends well (each discovery's reason the true one for the answer it stores,
+tests/engine_rows.py), the samples on one replica, the application deleted and no process of the run left; asking for
+an accelerator no node has ends after `llm.serve.placement_timeout_s` with one `error:` line. Ray's and Serve's own
+lines stay in the run's Ray log.
 
 Lean is the simulator: these tests are about the Serve path, and the model writes no Lean worth checking."""
 
@@ -113,28 +114,8 @@ def first_line(log: str, words: str) -> str:
     return next(line for line in log.splitlines() if words in line)
 
 
-def test_mining_through_ray_serve_llm_on_the_cpu_ends_well_and_leaves_nothing_running(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    done, remaining = mine(run_dir)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert remaining == []
-    printed = done.stdout + done.stderr
-    assert not [words for words in RAYS_OWN if words in printed], printed
-    discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
-    assert discoveries.height == 3
-    marker = compose_config("mine", SERVED).discover.marker
-    for row in discoveries.iter_rows(named=True):
-        assert row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= MAX_TOKENS, row
-        assert_discovery_reason_is_true(row, marker, MAX_TOKENS)
-    discover = next(line for line in done.stdout.splitlines() if line.startswith("llm discover:"))
-    assert "calls=3 ok=3 " in discover, discover
-    # The model answered from a Serve replica of Ray Serve LLM's engine, and the job deleted the application it started.
-    log = (run_dir / "logs" / "ray.log").read_text()
-    assert "(ServeReplica:folklore-llm:LLMServer:smollm2 pid=" in log
-    assert log_time(first_line(log, APP_DELETED)) > log_time(first_line(log, DEPLOYING))
-
-
-def test_two_replicas_serve_a_mining_run_and_a_seeds_samples_land_on_one_of_them(tmp_path: Path) -> None:
+def test_mining_through_two_cpu_replicas_ends_well_leaves_nothing_running_and_keeps_a_seeds_samples_on_one(
+        tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done, remaining = mine(run_dir, f"{ENGINE}.replicas.min=2", f"{ENGINE}.replicas.max=2",
                            f"+{ENGINE}.engine_kwargs.enable_log_requests=true",
@@ -143,15 +124,25 @@ def test_two_replicas_serve_a_mining_run_and_a_seeds_samples_land_on_one_of_them
                            discover_tokens=DISCOVER_TOKENS, timeout_s=TWO_REPLICAS_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
     assert remaining == []
+    printed = done.stdout + done.stderr
+    assert not [words for words in RAYS_OWN if words in printed], printed
+    discoveries = pl.read_parquet(run_dir / "discoveries" / "*.parquet")
+    assert discoveries.height == SAMPLES
+    marker = compose_config("mine", SERVED).discover.marker
+    for row in discoveries.iter_rows(named=True):
+        assert row["prompt_tokens"] > 0 and 0 < row["completion_tokens"] <= DISCOVER_TOKENS, row
+        assert_discovery_reason_is_true(row, marker, DISCOVER_TOKENS)
     discover = next(line for line in done.stdout.splitlines() if line.startswith("llm discover:"))
     assert f"calls={SAMPLES} ok={SAMPLES} " in discover, discover
-    # Two replicas ran (each its own process), and vLLM logs each request a replica receives with its sampling
-    # parameters, discover's told by its budget: the seed's samples (one cache key) all reached the same replica.
+    # Two replicas of Ray Serve LLM's engine ran (each its own process), and vLLM logs each request a replica receives
+    # with its sampling parameters, discover's told by its budget: the seed's samples (one cache key) all reached the
+    # same replica. The job deleted the application it started.
     log = (run_dir / "logs" / "ray.log").read_text()
     assert len(set(REPLICA.findall(log))) == 2
     discover_replicas = [pid for pid, params in REPLICA_RECEIVED.findall(log)
                          if f"max_tokens={DISCOVER_TOKENS}," in params]
     assert len(discover_replicas) == SAMPLES and len(set(discover_replicas)) == 1, discover_replicas
+    assert log_time(first_line(log, APP_DELETED)) > log_time(first_line(log, DEPLOYING))
 
 
 def test_an_accelerator_no_node_has_is_one_error_line_after_the_placement_timeout(tmp_path: Path) -> None:
