@@ -46,6 +46,20 @@ def test_a_key_goes_to_the_same_replica_while_loads_allow() -> None:
                for key in KEYS[:200])
 
 
+def test_a_key_in_flight_stays_on_its_replica_past_the_bound() -> None:
+    """A seed's samples sent at once share its prefix: the bound never splits them, it passes new keys on."""
+    ring = ReplicaRing(REPLICAS, load_bound=1.25)
+    home = next(ring.walk("seed"))
+    in_flight = [0, 0, 0, 0]
+    for _ in range(8):
+        index = ring.pick("seed", in_flight, ALL, holder=home if in_flight[home] else None)
+        assert index == home
+        in_flight[index] += 1
+    neighbour = next(key for key in KEYS if next(ring.walk(key)) == home)
+    assert ring.pick(neighbour, in_flight, ALL) != home, "a new key of the same home is passed on"
+    assert ring.pick("seed", in_flight, ALL - {home}, holder=home) != home, "a holder taken out holds nothing"
+
+
 def test_keys_spread_over_the_replicas() -> None:
     ring = ReplicaRing(REPLICAS, load_bound=1.25)
     shares = Counter(ring.pick(key, [0, 0, 0, 0], ALL) for key in KEYS)
@@ -57,9 +71,9 @@ def test_a_replica_past_its_bound_passes_new_keys_to_the_next_and_never_holds_mo
     walk = list(ring.walk("hot"))
     in_flight = [0, 0, 0, 0]
     picks = []
-    for _ in range(100):  # one key asked 100 times, none answered yet
+    for number in range(100):  # 100 new keys that all hash where "hot" does, none answered yet
         index = ring.pick("hot", in_flight, ALL)
-        assert in_flight[index] < load_cap(1.25, sum(in_flight), 4)
+        assert in_flight[index] < load_cap(1.25, sum(in_flight), 4), number
         in_flight[index] += 1
         picks.append(index)
     assert picks[0] == walk[0] and picks[1] == walk[1], "the home takes the first; the bound (1) sends the next on"
@@ -173,15 +187,15 @@ async def test_a_keys_requests_all_land_on_one_replica_and_carry_the_key() -> No
     with replicas(2) as servers:
         settings = replica_settings([server.base_url for server in servers])
         clients = LLMClients(settings)
-        for key in KEYS[:12]:
-            for attempt in (1, 2, 3):
-                result = await clients.complete(settings.request("judge", "judge", user(key), "c", attempt,
-                                                                 cache_key=key))
-                assert result.ok and result.tries == 1
+        for key in KEYS[:12]:  # a key's four requests sent at once, as a seed's samples are: past the bound of 1.25
+            results = await asyncio.gather(*(clients.complete(settings.request("judge", "judge", user(key), "c",
+                                                                                attempt, cache_key=key))
+                                             for attempt in (1, 2, 3, 4)))
+            assert all(result.ok and result.tries == 1 for result in results)
         await clients.aclose()
     keys_per_replica = [{body["prompt_cache_key"] for body in server.bodies} for server in servers]
     assert all(keys_per_replica) and not keys_per_replica[0] & keys_per_replica[1]
-    assert sum(len(server.bodies) for server in servers) == 36
+    assert sum(len(server.bodies) for server in servers) == 48
 
 
 @pytest.mark.slow

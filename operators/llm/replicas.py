@@ -5,7 +5,8 @@ the replica that computed the prefix holds it in its cache. `ReplicaRing` sends 
 that replica is not overloaded: consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam, "Consistent
 Hashing with Bounded Loads", 2018). Each replica owns points on a ring of hashes; a key walks the ring from its own
 point to the first live replica holding fewer than ceil(load_bound * (requests in flight + 1) / live replicas)
-requests. A replica taken out moves only its own keys, each to the next replica on its walk. `RoundRobin` takes the
+requests; a key with requests in flight stays on the replica holding them, so the bound moves new keys only. A
+replica taken out moves only its own keys, each to the next replica on its walk. `RoundRobin` takes the
 live replicas in turn, what a plain load balancer does, the baseline affinity is measured against.
 
 Pure arithmetic on counts, kept from the client that sends, so it is tested without a server.
@@ -60,11 +61,15 @@ class ReplicaRing:
                 if len(seen) == len(self.replicas):
                     return
 
-    def pick(self, key: str, in_flight: Sequence[int], live: Collection[int]) -> int:
-        """The replica (index) for a new request with `key`: the first of `live` on the key's walk holding fewer than
-        `load_cap` requests, `in_flight[i]` being what replica i holds now."""
+    def pick(self, key: str, in_flight: Sequence[int], live: Collection[int], holder: int | None = None) -> int:
+        """The replica (index) for a new request with `key`: `holder`, the live replica already holding requests of
+        this key, whatever its load (it computes or holds the key's prefix: a seed's samples sent at once share it);
+        else the first of `live` on the key's walk holding fewer than `load_cap` requests, `in_flight[i]` being what
+        replica i holds now. The bound passes new keys on, never splits a key in flight."""
         if not live:
             raise ValueError("no live replica to pick")
+        if holder is not None and holder in live:
+            return holder
         cap = load_cap(self.load_bound, sum(in_flight[index] for index in live), len(live))
         return next(index for index in self.walk(key) if index in live and in_flight[index] < cap)
 
@@ -76,8 +81,8 @@ class RoundRobin:
         self.replicas = tuple(replicas)
         self._next = 0
 
-    def pick(self, key: str, in_flight: Sequence[int], live: Collection[int]) -> int:
-        """The next live replica (index) after the last one picked; `key` and `in_flight` are not read."""
+    def pick(self, key: str, in_flight: Sequence[int], live: Collection[int], holder: int | None = None) -> int:
+        """The next live replica (index) after the last one picked; `key`, `in_flight` and `holder` are not read."""
         if not live:
             raise ValueError("no live replica to pick")
         count = len(self.replicas)
