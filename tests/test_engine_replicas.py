@@ -35,7 +35,7 @@ MAX_TOKENS = 256  # a demo seed's prompt and its answer fit the 4096-token conte
 JOB_TIMEOUT_S = 900
 REPLICAS = 2
 FAST_SIM_LEAN = ["lean=sim", *FAST_LEAN]
-SAMPLES = 2
+SAMPLES = 3  # sent at once, past the load bound's even share of two replicas: the bound must not split them
 REPAIRS = 2
 STATEMENTS = 4
 KILL_WAIT_S = 600  # the longest the last test waits for the replica it kills to hold a request in flight
