@@ -215,7 +215,11 @@ def running_polls(engines: Sequence[VllmServer]) -> Iterator[list[tuple[float, l
 
     def poll() -> None:
         while not done.wait(POLL_S):
-            polls.append((time.monotonic(), [e.metrics().get("vllm:num_requests_running", 0.0) for e in engines]))
+            try:
+                running = [e.metrics().get("vllm:num_requests_running", 0.0) for e in engines]
+            except OSError:
+                return  # an engine is gone: the run fails, and its job's lines say why
+            polls.append((time.monotonic(), running))
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
