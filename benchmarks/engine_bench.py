@@ -76,9 +76,6 @@ FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lea
 JOB_TIMEOUT_S = 1800
 POLL_S = 1.0  # how often each server's `vllm:num_requests_running` is read during a run
 STEADY_FROM, STEADY_TO = 0.25, 0.75  # the steady state: this part of a run's span, first request to last answer
-# Every call is sampled with this seed, so each configuration gets the same answers, hence the same candidates and
-# the same later prompts: the figures compare routings, not sampling luck (a seed's samples then answer alike).
-SAMPLING_SEED = 0
 GPU_BLOCK_TOKENS = 16  # vLLM's KV block on GPUs (its CPU backend uses 128), for what a GPU engine could reuse
 # A seed is used when its discover prompt is at least this long (the long seed prefills of a night) ...
 MIN_SEED_PROMPT_TOKENS = 1000
@@ -346,7 +343,6 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir())
     cfg = load_config(["preset=demo"])
     seeds = pick_seeds(cfg, tokenizer, args.seeds, args.max_tokens)
-    seeded = [f"+llm.sampling.{call}.seed={SAMPLING_SEED}" for call in cfg.llm.sampling]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch, VllmServers(Path(scratch) / "logs", args.replicas) as servers:
         block = block_size(servers.servers[0])
@@ -365,8 +361,7 @@ def main() -> None:
             ):
                 run_dir = Path(scratch) / name / job
                 figures = measured(servers, replicas, tokenizer, block, job,
-                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *seeded, *(overrides or [])],
-                                   run_dir,
+                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *(overrides or [])], run_dir,
                                    args.max_tokens)
                 print(f"{name} {job}: {figures.details()}", flush=True)
                 print(f"{name} {job}: {figures.costs()}", flush=True)
