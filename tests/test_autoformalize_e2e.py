@@ -204,6 +204,7 @@ def test_mine_marks_a_drifted_candidate_unfaithful_and_does_not_prove_it(world, 
     run_dir = tmp_path / "mine"
     sim = sim_server_config(median_s=0.01)
     sim["script"]["faithfulness"] = {"major_rate": 1.0, "minor_rate": 0.0}
+    sim["script"]["formalize"]["fixed_at_attempt"] = [1.0]  # every statement Lean refuses is repaired once
     with SimServer(sim) as server:
         overrides = ["preset=demo", f"run_dir={run_dir}", "llm.backend=openai",
                      f"llm.endpoints.sim.base_url={server.base_url}", "faithfulness.enabled=true",

@@ -246,7 +246,9 @@ def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tm
                         "decontaminate.matches.embedding.enabled=false"])
     assert status == 0
     rows = pq.read_table(run_dir / "candidates").to_pylist()
-    restating = [row for row in rows if row["statement_raw"] and "(a b : ℕ) : a + b = b + a" in row["statement_raw"]]
+    # The sim states commutativity of ℕ addition under two spellings (conf/llm/sim.yaml): both restate the problem.
+    restating = [row for row in rows if row["statement_raw"] and any(
+        spelling in row["statement_raw"] for spelling in ("(a b : ℕ) : a + b = b + a", "(x y : ℕ) : x + y = y + x"))]
     marked = [row for row in rows if row["status"] == CONTAMINATED]
     # Dedup keeps the first restatement of each seed; decontaminate takes those before the judge sees them.
     assert marked and {row["candidate_id"] for row in marked} == \
