@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
+from operators.llm.usage import CallUsage
 from pipelines import autoformalize, evaluate, export, mine, report
-from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, rows_by_status
+from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, llm_cost_line, rows_by_status
 from pipelines.runtime.cli import INTERRUPTED, WorkWritten, run_job
 from pipelines.runtime.progress import handed_on_counts
 
@@ -150,3 +151,12 @@ def test_report_and_export_close_the_same_way(mined_run: Path, capsys: pytest.Ca
     written = {line.split()[0]: line for line in lines[1:-1]}
     assert set(written) == {"pairs/", "trajectories/", "judge/", "lean/", "README.md"}
     assert written["pairs/"].endswith("(rows: 3 train)")  # the demo's seeds all fall on the train side
+
+
+def test_the_calls_line_follows_the_pipeline_whatever_order_the_rows_met_them() -> None:
+    """Rows list their calls in the order answers came back, which varies from run to run; the line does not."""
+    counts = {"prove": 11, "judge": 13, "discover": 3, "formalize": 20}
+    usage = {"prove": CallUsage(calls=2, ok=2)}
+    assert llm_cost_line(counts, usage, ["discover", "judge", "formalize", "prove"]) == (
+        "llm calls: 47 (discover 3, judge 13, formalize 20, prove 11); this start: 2 (0 failed, 0 answered from the "
+        "run's cache)")

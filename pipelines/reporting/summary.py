@@ -143,10 +143,13 @@ def report_hint(run_dir: str) -> str:
     return f"full report: folklore report run_dir={run_dir}"
 
 
-def llm_cost_line(counts: Mapping[str, int], usage: Mapping[str, CallUsage]) -> str:
-    """LLM calls of the whole run, counted per call (from the written rows), then what this start asked of the endpoints
-    (from the usage ledger): calls, failures after retries, answers replayed from the run's cache."""
-    per_call = ", ".join(f"{call} {count}" for call, count in counts.items() if count)
+def llm_cost_line(counts: Mapping[str, int], usage: Mapping[str, CallUsage], order: Sequence[str]) -> str:
+    """LLM calls of the whole run, counted per call (from the written rows) in `order` (the pipeline's calls; any
+    other after them), then what this start asked of the endpoints (from the usage ledger): calls, failures after
+    retries, answers replayed from the run's cache."""
+    rank = {call: index for index, call in enumerate(order)}
+    ordered = sorted(counts.items(), key=lambda item: rank.get(item[0], len(rank)))
+    per_call = ", ".join(f"{call} {count}" for call, count in ordered if count)
     started = sum(u.calls for u in usage.values())
     failed = sum(u.calls - u.ok for u in usage.values())
     cached = {call: u.cached for call, u in usage.items() if u.cached}

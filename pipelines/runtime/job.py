@@ -319,7 +319,8 @@ class Job:
         `max_tokens`, gets its own line, with the failures and the cut answers."""
         usage = self.usage()
         noted = {stage: u for stage, u in usage.items() if u.errors or u.cut}
-        return [llm_cost_line(written.calls, usage), lean_checks_line(written.checks, written.replays),
+        order = [call for stage in self.pipeline.stages for call in stage.calls]
+        return [llm_cost_line(written.calls, usage, order), lean_checks_line(written.checks, written.replays),
                 *(usage_lines(noted).splitlines() if noted else [])]
 
     @property
