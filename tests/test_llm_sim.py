@@ -446,3 +446,13 @@ def test_backend_starts_and_stops_the_sim_as_a_process() -> None:
         assert settings.provenance()["llm_simulated"] is True
     with pytest.raises(urllib.error.URLError):
         fetch_stats(base_url, timeout_s=2)
+
+
+def test_the_answer_follows_the_requests_content_not_the_replica_key_it_carries() -> None:
+    """A real model's answer does not depend on `prompt_cache_key`; the sim's draws do not either."""
+    meta = RequestMeta("discover", "seed/s0", 1)
+    body = {"model": "sim/m", "messages": [{"role": "user", "content": "seed text"}]}
+    assert request_digest({**body, "prompt_cache_key": "a"}, meta) == request_digest(
+        {**body, "prompt_cache_key": "b"}, meta) == request_digest(body, meta)
+    assert request_digest({**body, "messages": [{"role": "user", "content": "other"}]}, meta) != request_digest(
+        body, meta)

@@ -19,6 +19,9 @@ from lean_pool.lean_source import leading_binders, read_commands
 from operators.rows.formalizations import MAJOR, MINOR, PERFECT, theorem_name
 
 SIM_MODEL_PREFIX = "sim/"
+# Request fields that choose a replica and never the answer: OpenAI's cache key, which the client fills with each
+# request's affinity key (operators/llm/client.py).
+ROUTING_FIELDS = frozenset({"prompt_cache_key"})
 
 _EMPTY_TRIGGER = "sim:empty"
 # Triggers in the informal text of a draft prompt: a refused command before the theorem, or no code at all.
@@ -78,8 +81,10 @@ def prompt_tokens(messages: list[Mapping[str, Any]], chars_per_token: float) -> 
 
 
 def request_digest(body: Mapping[str, Any], meta: RequestMeta) -> str:
-    """A stable fingerprint of a request: identical retries share it, any change of content does not."""
-    canonical = json.dumps([body, meta.call, meta.candidate_id, meta.attempt], sort_keys=True, ensure_ascii=False)
+    """A stable fingerprint of a request: identical retries share it, any change of content does not. Fields that
+    only route a request (`ROUTING_FIELDS`) are left out: they choose a replica, never the answer."""
+    content = {key: value for key, value in body.items() if key not in ROUTING_FIELDS}
+    canonical = json.dumps([content, meta.call, meta.candidate_id, meta.attempt], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
