@@ -11,7 +11,7 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from operators.llm.errors import LLMConfigError
 from operators.llm.settings import settings_from_config
 from operators.pipeline import DECLARED, answer_shapes, call_roles
 from operators.split import DISCOVERED, split_answer
+from tests.json_endpoint import JsonEndpoint, chat_completion
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 DISCOVER_MARKER = "brainstormed mathlib lemmas"  # conf/mine.yaml's discover.marker
@@ -190,33 +191,21 @@ def test_a_prose_call_asked_structured_is_one_config_error_naming_its_key(call: 
     assert "\n" not in str(caught.value)
 
 
-class RefusesConstraints(BaseHTTPRequestHandler):
+class RefusesConstraints(JsonEndpoint):
     """An OpenAI-compatible endpoint that lists model `m` and answers 400, as a server without structured outputs
     does, to any request carrying a constraint; others get a short answer."""
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._send(200, {"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "x"}]})
+        self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model", "created": 0,
+                                                          "owned_by": "x"}]})
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.request_json()
         if STRUCTURED_OUTPUTS in body or RESPONSE_FORMAT in body:
-            self._send(400, {"error": {"message": "Unrecognized request argument supplied", "type": "invalid_request",
-                                       "code": 400}})
+            self.send_json(400, {"error": {"message": "Unrecognized request argument supplied",
+                                           "type": "invalid_request", "code": 400}})
             return
-        self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
+        self.send_json(200, chat_completion("ok", model="m"))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import logging
 import re
 import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from operators.llm.retry import RetryPolicy, backoff_delay, parse_retry_after
 from operators.llm.settings import LLMSettings, settings_from_config
 from operators.llm.sim.server import SimServer
 from operators.llm.usage import CallUsage, usage_lines
+from tests.json_endpoint import JsonEndpoint
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 
@@ -502,22 +503,15 @@ async def test_an_answer_longer_than_max_tokens_comes_back_cut_and_is_counted_pe
     assert "cut=1" in report[1] and report[1].startswith("llm judge:")
 
 
-class LoneSurrogateAnswers(BaseHTTPRequestHandler):
+class LoneSurrogateAnswers(JsonEndpoint):
     """An OpenAI-compatible endpoint whose every answer holds a lone surrogate, escaped as JSON allows."""
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        self.rfile.read(int(self.headers["Content-Length"]))
-        body = (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": [{"index": 0, '
-                b'"finish_reason": "stop", "message": {"role": "assistant", "content": "correct \\ud800 yes"}}], '
-                b'"usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}')
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
+        self.request_json()
+        self.send_json(200, b'{"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": '
+                            b'[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '
+                            b'"correct \\ud800 yes"}}], "usage": {"prompt_tokens": 5, "completion_tokens": 3, '
+                            b'"total_tokens": 8}}')
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from operators.llm.client import LLMClients, create_kwargs, probe_endpoints, pro
 from operators.llm.errors import EndpointDown, LLMConfigError
 from operators.llm.replicas import ReplicaRing, RoundRobin, load_cap
 from operators.llm.settings import LLMSettings, settings_from_config
+from tests.json_endpoint import JsonEndpoint, chat_completion
 from tests.test_llm_client import RecordingSleep, dead_url, sim_config, user
 
 REPLICAS = [f"http://10.0.0.{number}:8000/v1" for number in range(1, 5)]
@@ -129,25 +130,14 @@ def test_a_replica_setting_that_cannot_work_is_one_line_naming_the_key(change: d
 # --- the client -----------------------------------------------------------------------------------------------------
 
 
-class RecordingReplica(BaseHTTPRequestHandler):
+class RecordingReplica(JsonEndpoint):
     """A replica answering every chat completion with `correct`, recording each request's body."""
 
     server: RecordingServer
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "judge",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "correct"}}],
-                           "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
+        self.server.bodies.append(self.request_json())
+        self.send_json(200, chat_completion("correct", model="judge"))
 
 
 class RecordingServer(ThreadingHTTPServer):
