@@ -136,7 +136,10 @@ class RecordingReplica(JsonEndpoint):
     server: RecordingServer
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        self.server.bodies.append(self.request_json())
+        body = self.request_json()
+        self.server.bodies.append(body)
+        if body.get("prompt_cache_key") in self.server.held_keys:
+            self.server.release.wait(timeout=30)
         self.send_json(200, chat_completion("correct", model="judge"))
 
 
@@ -146,6 +149,8 @@ class RecordingServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), RecordingReplica)
         self.bodies: list[dict[str, Any]] = []
+        self.held_keys: set[str] = set()  # requests with these keys wait for `release` before they are answered
+        self.release = threading.Event()
 
     @property
     def base_url(self) -> str:
@@ -186,6 +191,31 @@ async def test_a_keys_requests_all_land_on_one_replica_and_carry_the_key() -> No
     keys_per_replica = [{body["prompt_cache_key"] for body in server.bodies} for server in servers]
     assert all(keys_per_replica) and not keys_per_replica[0] & keys_per_replica[1]
     assert sum(len(server.bodies) for server in servers) == 48
+
+
+@pytest.mark.slow
+async def test_a_repair_chains_next_hop_stays_on_its_replica_while_it_is_past_its_share() -> None:
+    """A chain's hops come one at a time, each after a Lean check: between them nothing of the key is in flight, and
+    its replica may meanwhile hold a seed's samples past the load bound. The next hop still goes where its prefix is."""
+    with replicas(2) as servers:
+        urls = [server.base_url for server in servers]
+        settings = replica_settings(urls)
+        ring = ReplicaRing(urls, load_bound=1.25)
+        chain, seed = [key for key in KEYS if next(ring.walk(key)) == 0][:2]
+        servers[0].held_keys.add(seed)
+        clients = LLMClients(settings)
+        assert (await clients.complete(settings.request("prover", "prove", user(chain), chain, 1))).ok
+        samples = [asyncio.create_task(clients.complete(settings.request("judge", "judge", user(seed), seed, sample,
+                                                                         cache_key=seed)))
+                   for sample in range(4)]
+        while len(servers[0].bodies) < 5:  # the seed's 4 samples held on replica 0: past ceil(1.25 * 5 / 2) = 4
+            await asyncio.sleep(0.01)
+        assert (await clients.complete(settings.request("prover", "prove", user(chain), chain, 2))).ok
+        servers[0].release.set()
+        assert all(result.ok for result in await asyncio.gather(*samples))
+        await clients.aclose()
+    assert [body["prompt_cache_key"] for body in servers[0].bodies].count(chain) == 2
+    assert not servers[1].bodies
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ import os
 import random
 import re
 import time
-from collections import Counter
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -76,6 +76,10 @@ _LISTED_EXAMPLES = 8
 _BODY_SHOWN = 120
 # The longest `prompt_cache_key` OpenAI takes, in characters.
 _PROMPT_CACHE_KEY_CHARS = 64
+# How many cache keys a client remembers the replica of, the oldest forgotten first. A key's later requests (a
+# chain's next hop, after one Lean check) come while it is among the recent ones: a stage actor has at most its
+# concurrency of keys in flight, so this covers every live chain at the cost of a few megabytes.
+REMEMBERED_KEYS = 65_536
 # What the probe asks with a structured call's constraint: the answer does not matter, only whether it is refused.
 _PROBE_PROMPT = "Answer in the shape you are held to."
 
@@ -301,8 +305,8 @@ class LLMClient:
     except `EndpointDown` once the endpoint has failed for its own reasons too many times in a row.
 
     An endpoint with several replicas (`base_urls`) sends each try to one of them, picked from the request's cache
-    key (`routing: affinity`, `operators.llm.replicas.ReplicaRing`: a key with requests in flight stays on their
-    replica) or in turn (`round_robin`). A retry goes to
+    key (`routing: affinity`, `operators.llm.replicas.ReplicaRing`: a key sent before stays on the replica
+    that last took it) or in turn (`round_robin`). A retry goes to
     another live replica when there is one. A replica whose `retry.max_consecutive_failures` tries in a row fail with
     a `DOWN_KINDS` error (unreachable, refusing the key, not serving the model) is taken out for the rest of this
     client's life (the stage's; a resumed run tries it again), and its keys move to the next replicas on the ring;
@@ -325,7 +329,7 @@ class LLMClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.replicas = [Replica(url) for url in urls]
-        self._keys_in_flight: dict[str, Counter[int]] = {}  # cache key -> its requests in flight per replica index
+        self._homes: OrderedDict[str, int] = OrderedDict()  # cache key -> the replica that last took it, newest last
         self._router: ReplicaRing | RoundRobin = (
             ReplicaRing(urls, endpoint.load_bound) if endpoint.routing == "affinity" else RoundRobin(urls))
         self._slots: asyncio.Semaphore | None = None
@@ -361,18 +365,13 @@ class LLMClient:
         yet when there are any."""
         live = {index for index, replica in enumerate(self.replicas) if replica.out is None}
         untried = live - failed
-        holding = self._keys_in_flight.get(key)
-        holder = max(holding, key=holding.__getitem__) if holding else None
-        index = self._router.pick(key, [replica.in_flight for replica in self.replicas], untried or live, holder)
+        index = self._router.pick(key, [replica.in_flight for replica in self.replicas], untried or live,
+                                  self._homes.get(key))
+        self._homes[key] = index
+        self._homes.move_to_end(key)
+        if len(self._homes) > REMEMBERED_KEYS:
+            self._homes.popitem(last=False)
         return self.replicas[index]
-
-    def _hold(self, key: str, replica: Replica, change: int) -> None:
-        """Count a request of `key` sent to (1) or back from (-1) `replica`."""
-        replica.in_flight += change
-        holding = self._keys_in_flight.setdefault(key, Counter())
-        holding[self.replicas.index(replica)] += change
-        if not +holding:
-            del self._keys_in_flight[key]
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         """Send one request, retrying transient failures; every outcome comes back as an `LLMResult`, except that
@@ -402,7 +401,7 @@ class LLMClient:
                 raise EndpointDown(self._down)
             async with slots:
                 replica = self._pick(key, failed)
-                self._hold(key, replica, 1)
+                replica.in_flight += 1
                 try:
                     # httpx's timeout bounds each read, so an endpoint sending a byte at a time is never late; this
                     # bounds the whole answer.
@@ -426,7 +425,7 @@ class LLMClient:
                         return self._as_read(request, _success(response, time.monotonic() - started, attempt))
                     kind, message = "malformed_response", fault
                 finally:
-                    self._hold(key, replica, -1)
+                    replica.in_flight -= 1
             message = redact(message, self._key)
             failed.add(self.replicas.index(replica))
             self._count_failure(request, replica, kind, message)

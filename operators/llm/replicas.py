@@ -5,8 +5,9 @@ the replica that computed the prefix holds it in its cache. `ReplicaRing` sends 
 that replica is not overloaded: consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam, "Consistent
 Hashing with Bounded Loads", 2018). Each replica owns points on a ring of hashes; a key walks the ring from its own
 point to the first live replica holding fewer than ceil(load_bound * (requests in flight + 1) / live replicas)
-requests; a key with requests in flight stays on the replica holding them, so the bound moves new keys only. A
-replica taken out moves only its own keys, each to the next replica on its walk. `RoundRobin` takes the
+requests; a key that has been sent before stays on the replica that last took it (it holds the key's prefix: a
+seed's samples sent at once, the next hop of a repair chain), so the bound places new keys only. A replica taken out
+moves only its own keys, each to the next replica on its walk. `RoundRobin` takes the
 live replicas in turn, what a plain load balancer does, the baseline affinity is measured against.
 
 Pure arithmetic on counts, kept from the client that sends, so it is tested without a server.
@@ -62,10 +63,10 @@ class ReplicaRing:
                     return
 
     def pick(self, key: str, in_flight: Sequence[int], live: Collection[int], holder: int | None = None) -> int:
-        """The replica (index) for a new request with `key`: `holder`, the live replica already holding requests of
-        this key, whatever its load (it computes or holds the key's prefix: a seed's samples sent at once share it);
-        else the first of `live` on the key's walk holding fewer than `load_cap` requests, `in_flight[i]` being what
-        replica i holds now. The bound passes new keys on, never splits a key in flight."""
+        """The replica (index) for a request with `key`: `holder`, the live replica that last took this key,
+        whatever its load (it computes or holds the key's prefix); else the first of `live` on the key's walk holding
+        fewer than `load_cap` requests, `in_flight[i]` being what replica i holds now. The bound places new keys,
+        never moves a key already placed."""
         if not live:
             raise ValueError("no live replica to pick")
         if holder is not None and holder in live:
