@@ -42,6 +42,8 @@ JOBS: dict[str, Job] = {
                       "folklore contribute [preset=demo] run_dir=DIR [mathlib_dir=CHECKOUT] [out=DIR]"),
     "report": Job("pipelines.report", "report", "a run's Markdown report, PNG plots and CSV tables, under DIR/report/",
                   "folklore report run_dir=OUT"),
+    "status": Job("pipelines.status", "status", "whether a run is running, finished or stopped, and how far it is",
+                  "folklore status run_dir=DIR"),
     "export": Job("pipelines.export", "export", "training corpora from a run, under DIR/export/",
                   "folklore export run_dir=OUT format=parquet|jsonl"),
     "autoformalize": Job("pipelines.autoformalize", "autoformalize", "informal statements into Lean",

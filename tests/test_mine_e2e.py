@@ -19,6 +19,7 @@ import pytest
 
 from operators.llm.sim.server import SimServer
 from operators.rows.candidates import STATUSES
+from pipelines.status import status_lines
 from tests.mine_support import (
     BAD_SEEDS,
     DEMO_RUN_SAMPLES,
@@ -195,6 +196,7 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
     with SimServer(sim_server_config(KILLED_RUN_LATENCY_S, DEMO)) as server:
         args = overrides(tmp_path / "killed", tmp_path / "seeds", seed_list, server.base_url, SAMPLES)
         kill_when_written(args, tmp_path / "killed" / "candidates", tmp_path / "killed.log")
+        stopped = status_lines(str(tmp_path / "killed"))
         before_resume = Counter(server.stats.snapshot()["received_by_call"])
         written = [row for row in readable_rows(tmp_path / "killed" / "candidates") if row["status"] != "error_infra"]
         discovered = readable_rows(tmp_path / "killed" / "discoveries")
@@ -224,6 +226,10 @@ def test_killed_run_resumes_without_loss_duplicates_or_redone_calls(finished_run
     resumed_log = (tmp_path / "resumed.log").read_text()
     [resume_line] = re.findall(r"^resume: .*$", resumed_log, re.MULTILINE)
     assert f"{len(written)} candidates finished" in resume_line, resume_line
+    assert stopped[1].startswith("stopped: its driver (host "), "`folklore status` after the kill: stopped"
+    [(redone, removed)] = re.findall(r"(\d+) infrastructure failures to redo, (\d+) half-written", resume_line)
+    assert stopped[-1].startswith(f"the resume will redo: {redone} infrastructure failures"), stopped
+    assert f"remove {removed} half-written files" in stopped[-1], "status named what the resume then redid"
     assert "Token authentication" not in resumed_log, "Ray's notices go to the run's logs/ray.log"
     assert "core_worker.cc" not in resumed_log, "so does Ray's C++ line from the process that executes a plan"
     assert "[status] candidates" in resumed_log, "the last counts are printed before the summary"

@@ -13,7 +13,7 @@ from typing import Any
 
 from conf.schema import fields
 from conf.schema.fields import UNSET, Key, annotation_at, choices_of, keys, takes_any_key
-from conf.schema.jobs import Check, Export, IndexJob, Plan, Report
+from conf.schema.jobs import Check, Export, IndexJob, Plan, Report, Status
 from conf.schema.mining import Autoformalize, Contribute, Evaluate, Mine
 from conf.schema.retrieval import DecontaminateJob
 
@@ -24,6 +24,7 @@ JOBS: dict[str, type] = {
     "autoformalize": Autoformalize,
     "contribute": Contribute,
     "report": Report,
+    "status": Status,
     "export": Export,
     "index": IndexJob,
     "plan": Plan,

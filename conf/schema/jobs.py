@@ -1,4 +1,4 @@
-"""The jobs that read a run or build its inputs: report, export, index, plan, and `lean_pool.check`.
+"""The jobs that read a run or build its inputs: report, status, export, index, plan, and `lean_pool.check`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ class Report:
     run_dir: str = setting(RUN_DIR_HELP, speed=True)
     sim_label: str = setting("the warning on a simulated run's plots and at the top and bottom of its report")
     top_reasons: int = setting("rejection reason classes listed per place (final status, prover, Lean)", at_least=1)
+
+
+@section
+class Status:
+    """`folklore status`: how far a run is (running, finished or stopped), read without its lease."""
+
+    run_dir: str = setting(RUN_DIR_HELP, speed=True)
 
 
 @section

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import polars as pl
 import pyarrow as pa
@@ -53,6 +53,7 @@ from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.run_dir import RunDir
+from pipelines.runtime.run_progress import ProgressRecord
 from pipelines.runtime.seed_files import list_seed_files
 from pipelines.runtime.waves import (
     SeedWave,
@@ -78,6 +79,13 @@ class MiningJob(Job):
     TABLES = ("discoveries", "candidates")
     PLAN_TABLE = "candidates"
     INPUTS = frozenset({SEED_TO_DISCOVER})
+    progress: ProgressRecord
+
+    def _start(self) -> Self:
+        """Start the run as every job does, then record in its directory that this start began (`progress.json`)."""
+        job = super()._start()
+        self.progress = ProgressRecord(self.run, self.lease.holder.host, self.lease.holder.pid)
+        return job
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
@@ -195,6 +203,7 @@ def run_wave(job: MiningJob, wave: SeedWave, waves: int, part: str = "") -> None
     seeds = sources[0].union(*sources[1:]) if sources[1:] else sources[0]
     write(job, streamed(seeds, after_discover(job, wave.index), job.board), "candidates",
           rows_per_file=int(job.cfg.output.rows_per_file))
+    job.progress.wave_done(part, wave.seeds)
     print(wave_done_line(wave, waves, time.monotonic() - started, driver_rss_bytes(), part), flush=True)
 
 
@@ -236,6 +245,7 @@ def run_waves(job: MiningJob, to_discover: list[dict[str, Any]], to_split: list[
         raise SetupError(shortfall)
     if shortfall:
         print(f"warning: {shortfall} (going on: an autoscaling cluster may add them)", file=sys.stderr, flush=True)
+    job.progress.planned(part, len(waves), sum(wave.seeds for wave in waves))
     before = job.discover_calls_returned()
     run_overlapping(waves, lambda wave: run_wave(job, wave, len(waves), part),
                     lambda: job.discover_calls_returned() - before,
@@ -290,6 +300,7 @@ def closing_block(job: MiningJob) -> list[str]:
     if len(tables.origins) > 1:
         counts["candidates by round and origin"] = tables.origins
     hint = report_hint(job.run.uri) if tables.rows["candidates"] else None
+    job.progress.finished({"candidates": counts["candidates"], "seeds": counts["seeds"]})
     return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(tables.cost),
                                  simulated=job.simulated, next_step=hint))
 

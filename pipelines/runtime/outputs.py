@@ -22,13 +22,14 @@ from operators.storage import is_uri, join, open_location
 from pipelines.runtime.cli import SetupError
 from pipelines.runtime.lease import LEASE
 from pipelines.runtime.run_dir import MANIFEST, RunDir, replace_whole, unfit_reason
+from pipelines.runtime.run_progress import PROGRESS
 from pipelines.runtime.table_schemas import TABLE_SCHEMAS
 
 MARKER_PREFIX = ".folklore-"
 # The folder of the jobs' logs in a run (`logs/ray.log`, `logs/ray_session.json`).
 RUN_LOGS = "logs"
 # What a run directory holds of its own: no output folder takes one of these names, present or not.
-RUN_ENTRIES = frozenset({*TABLE_SCHEMAS, MANIFEST, LEASE, CACHE_DIR, RUN_LOGS})
+RUN_ENTRIES = frozenset({*TABLE_SCHEMAS, MANIFEST, LEASE, PROGRESS, CACHE_DIR, RUN_LOGS})
 
 
 def marker(job: str) -> str:

@@ -210,16 +210,16 @@ class Repair:
 class RunDir:
     """A run directory on any pyarrow filesystem."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, create: bool = True) -> None:
         # A place no run belongs is an UnfitRunDir, and a missing bucket or refused credentials a StorageError, here,
-        # before a job creates anything or starts Ray.
+        # before a job creates anything or starts Ray. `create=False` for a reader that writes nothing (`status`).
         def refuse_unfit(filesystem: pafs.FileSystem, path: str) -> None:
             reason = unfit_reason(Path(path)) if isinstance(filesystem, pafs.LocalFileSystem) else None
             if reason is not None:
                 raise UnfitRunDir(f"{location} cannot be a run directory: it is {reason}. A run writes its tables, "
                                   f"logs and run.json into a folder of its own: name one, e.g. runs/NAME")
 
-        self.filesystem, self.path = open_location(location, create=True, check=refuse_unfit)
+        self.filesystem, self.path = open_location(location, create=create, check=refuse_unfit)
         self.uri = location if is_uri(location) else self.path
 
     def table_uri(self, name: str) -> str:
