@@ -76,15 +76,49 @@ class PlanPoint:
     driver_rss_mib: float
 
 
+def _at(samples: list[tuple[float, float]], when: float) -> float:
+    after = next((index for index, (at, _) in enumerate(samples) if at >= when), len(samples) - 1)
+    if after == 0:
+        return samples[0][1]
+    (t0, c0), (t1, c1) = samples[after - 1], samples[after]
+    return c0 if t1 <= t0 else c0 + (c1 - c0) * min(max((when - t0) / (t1 - t0), 0.0), 1.0)
+
+
+class TreeCpu:
+    """The CPU seconds a process and its descendants have used, those that ended included: each process's last reading
+    is kept (a process that ends between two readings loses what it used since the last, at most one poll's worth)."""
+
+    def __init__(self, root: psutil.Process) -> None:
+        self.root = root
+        self._last: dict[tuple[int, float], float] = {}
+
+    def read(self) -> float:
+        for process in [self.root, *self.root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+                self._last[(process.pid, process.create_time())] = times.user + times.system
+            except psutil.Error:
+                continue
+        return sum(self._last.values())
+
+
 @dataclass(frozen=True)
 class DriverTrace:
     """A `pipelines.mine` driver's peak RSS over its whole run, when it was reached (seconds since the driver started)
-    and its RSS after each plan, in the order plans ended; and the largest RSS seen of a process executing a plan."""
+    and its RSS after each plan, in the order plans ended; the largest RSS seen of a process executing a plan; and
+    the CPU seconds the driver and every process under it (Ray's daemons, workers and plans) had used, sampled as
+    (wall-clock epoch seconds, CPU seconds so far)."""
 
     peak_bytes: int
     peak_s: float
     plans: list[PlanPoint]
     plan_process_peak_bytes: int
+    cpu: list[tuple[float, float]]
+
+    def cpu_between(self, start: float, end: float) -> float:
+        """CPU seconds the run's processes used between two wall-clock times, read off the samples (linearly between
+        two of them)."""
+        return _at(self.cpu, end) - _at(self.cpu, start)
 
     @property
     def peak_when(self) -> str:
@@ -113,6 +147,8 @@ def traced_driver(args: list[str]) -> DriverTrace:
     reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     process = psutil.Process(driver.pid)
+    tree = TreeCpu(process)
+    cpu: list[tuple[float, float]] = []
     peak, peak_s, plan_process_peak, polls = 0, 0.0, 0, 0
     while driver.poll() is None:
         try:
@@ -123,12 +159,13 @@ def traced_driver(args: list[str]) -> DriverTrace:
             peak, peak_s = rss, time.perf_counter() - started
         if polls % PLAN_PROCESS_POLL_EVERY == 0:
             plan_process_peak = max([plan_process_peak, *plan_process_rss()])
+            cpu.append((time.time(), tree.read()))
         polls += 1
         time.sleep(RSS_POLL_S)
     reader.join()
     if driver.returncode != 0:
         raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
-    return DriverTrace(peak, peak_s, points, plan_process_peak)
+    return DriverTrace(peak, peak_s, points, plan_process_peak, cpu)
 
 
 def plan_process_rss() -> list[int]:
@@ -168,6 +205,7 @@ class Measured:
     driver: DriverTrace
     growth_mib_per_plan: float | None
     busy: dict[str, float]
+    window_cpu_s: float
 
     @property
     def driver_peak_bytes(self) -> int:
@@ -176,6 +214,10 @@ class Measured:
     @property
     def candidates_per_s(self) -> float:
         return self.candidates / self.window_s
+
+    @property
+    def cpu_s_per_candidate(self) -> float:
+        return self.window_cpu_s / self.candidates
 
 
 def spread(files: list[str], count: int) -> list[str]:
@@ -225,12 +267,14 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
     wall_s = time.perf_counter() - started
     growth = growth_per_plan(driver.plans, int(load_config(args).ray.waves_in_flight))
     run = load_run(str(run_dir))
-    window = run.candidates["finished_at"].max() - run.discoveries["finished_at"].min()
-    window_s = window.total_seconds()
+    opened, closed = run.discoveries["finished_at"].min(), run.candidates["finished_at"].max()
+    window_s = (closed - opened).total_seconds()
+    window_cpu_s = driver.cpu_between(opened.timestamp(), closed.timestamp())
     measured = Measured(len(files), run.candidates.height, wall_s, window_s, driver, growth,
-                        busy_fractions(run_dir, args, window_s))
+                        busy_fractions(run_dir, args, window_s), window_cpu_s)
     print(f"{label}: {measured.seeds} seeds, {measured.candidates} candidates in {window_s:.1f} s of work "
-          f"(wall {wall_s:.1f} s with start-up), {measured.candidates_per_s:.2f} candidates/s, driver peak "
+          f"(wall {wall_s:.1f} s with start-up), {measured.candidates_per_s:.2f} candidates/s, "
+          f"{window_cpu_s:.0f} CPU-s in the window ({measured.cpu_s_per_candidate:.3f} per candidate), driver peak "
           f"{driver.peak_bytes / MIB:.0f} MiB at {driver.peak_s:.0f} s ({driver.peak_when}), a plan's process peak "
           f"{driver.plan_process_peak_bytes / MIB:.0f} MiB", flush=True)
     print(f"  driver RSS after each of {len(driver.plans)} plans (MiB): "
@@ -281,6 +325,9 @@ def main() -> None:
     growth = "n/a" if large.growth_mib_per_plan is None else f"{large.growth_mib_per_plan:.2f}"
     print(f"candidates_per_s_small={small.candidates_per_s:.3f} candidates_per_s_large={large.candidates_per_s:.3f} "
           f"throughput_ratio={large.candidates_per_s / small.candidates_per_s:.3f} "
+          f"cpu_s_per_candidate_small={small.cpu_s_per_candidate:.3f} "
+          f"cpu_s_per_candidate_large={large.cpu_s_per_candidate:.3f} "
+          f"cpu_bound_ratio={small.cpu_s_per_candidate / large.cpu_s_per_candidate:.3f} "
           f"driver_peak_mb_small={small.driver_peak_bytes / MIB:.1f} "
           f"driver_peak_mb_large={large.driver_peak_bytes / MIB:.1f} "
           f"memory_ratio={large.driver_peak_bytes / small.driver_peak_bytes:.3f} "
