@@ -32,7 +32,9 @@ INTERRUPTED = "interrupted: rows already written are kept; run the same command 
 # that the driver is still joining (seconds here; a Ctrl-C then crashed it at exit in 5 of 6 tries before the fix).
 RAY_STARTED = "Started a local Ray instance"
 JOINING_S = 0.5
-LEFT_GRACE_S = 60  # for a stopped run's Ray processes to go away: its agents notice their raylet gone by polling it, later on a loaded machine
+# For a stopped run's Ray processes to go away: its agents notice their raylet gone by polling it, later on a loaded
+# machine.
+LEFT_GRACE_S = 60
 
 
 def mine_args(run_dir: Path, at_a_terminal: bool = False) -> list[str]:
