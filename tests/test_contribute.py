@@ -32,6 +32,7 @@ from operators.contribute.patches import (
     placed,
     refused_blocks,
 )
+from operators.contribute.placement import unified_diff
 from operators.contribute.shorten import ShortenOperator, ShortenSettings, candidate_tactics, mined_proof
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
@@ -173,6 +174,31 @@ def test_placing_a_demo_lemma_keeps_the_file_and_adds_it_once():
     assert changed_declarations(seed, result.text, [placement.full_name]) == []
     assert result.text.count("add_comm_demo") == 1 and "omega" in placement.text
     assert "maxHeartbeats" not in placement.text
+
+
+DEMO_TRIANGLE = "Mathlib/Data/Nat/Triangle.lean"
+# The demo's statement as the sim discovers it, and its proof as the prover's environment wraps it.
+DEMO_STATEMENT = "import Mathlib\n\ntheorem triangle_sim_402117_2 (m n : ℕ) (h : m ≤ n) : m < n + 1 := by sorry\n"
+DEMO_PROOF = ("import Mathlib\nimport Aesop\nset_option maxHeartbeats 0\nopen BigOperators Real Nat Topology Rat\n\n"
+              "theorem triangle_sim_402117_2 (m n : ℕ) (h : m ≤ n) : m < n + 1 := by\n  omega\n")
+
+
+def test_the_demo_lemma_goes_inside_namespace_nat_with_no_open():
+    seed = (Path(__file__).resolve().parents[1] / "pipelines" / "demo_seeds" / DEMO_TRIANGLE).read_text()
+    rows = [new_contribution(candidate(seed_path=DEMO_TRIANGLE, statement=DEMO_STATEMENT, proof=DEMO_PROOF),
+                             "r", True, None)]
+    locate(rows, {DEMO_TRIANGLE: seed}, ["set_option maxHeartbeats"])
+    assert rows[0]["namespace"] == "Nat"
+    rows[0].update(new_name="lt_add_one_of_le")
+    result = placed(seed, rows, ["set_option maxHeartbeats"])
+    (placement,) = result.placements
+    assert (placement.full_name, placement.namespace, placement.section) == ("Nat.lt_add_one_of_le", "Nat", "")
+    assert placement.text == "theorem lt_add_one_of_le (m n : ℕ) (h : m ≤ n) : m < n + 1 := by\n  omega"
+    patch = unified_diff(DEMO_TRIANGLE, seed, result.text).splitlines()
+    added = [line for line in patch if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["+theorem lt_add_one_of_le (m n : ℕ) (h : m ≤ n) : m < n + 1 := by", "+  omega", "+"]
+    lemma = next(c for c in read_commands(result.text) if c.name == "Nat.lt_add_one_of_le")
+    assert namespace_of(lemma.scopes) == "Nat" and result.text.rstrip().endswith("end Nat")
 
 
 def test_a_description_names_each_lemma_its_provenance_and_a_simulated_run(cfg):

@@ -112,7 +112,7 @@ def _check_read_back(seed_text: str, placed: PlacedFile) -> dict[str, Command]:
     return read_back
 
 
-def test_mined_lemmas_go_after_the_declaration_they_use_and_the_patch_applies(
+def test_mined_lemmas_go_beside_their_siblings_after_what_they_use_and_the_patch_applies(
         tmp_path: Path, mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
     seed_text = _seed(mathlib_sample_dir, MAX)
     offers = [_mined(mathliblemma_dir, 0, "Finset.max_eq_coe_max''"),
@@ -122,31 +122,30 @@ def test_mined_lemmas_go_after_the_declaration_they_use_and_the_patch_applies(
     assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
     read_back = _check_read_back(seed_text, placed)
     assert [p.candidate_id for p in placed.placements] == ["max-19", "max-10", "max-0"]
-    assert [p.anchor for p in placed.placements] == ["Finset.min'", "Finset.max'_mem", "Finset.coe_max'"]
+    assert [p.anchor for p in placed.placements] == ["Finset.le_min'_iff", "Finset.max'_subset", "Finset.coe_max'"]
     assert all(p.namespace == "Finset" for p in placed.placements)
-    # The proof of 19 carries no prover environment: nothing to supply, so it stays in the file's section.
-    assert [p.section for p in placed.placements] == ["MaxMin", "", ""]
+    # The prover's `open BigOperators Real Nat Topology Rat` is needed by no name of the lemmas: no section for it.
+    assert [p.section for p in placed.placements] == ["MaxMin", "MaxMin", "MaxMin"]
     mined = read_back["Finset.max'_filter_le'"]
     assert mined.written_name == "max'_filter_le'" and namespace_of(mined.scopes) == "Finset"
     assert "section MaxMin" in [scope.opener for scope in mined.scopes]
     assert "maxHeartbeats" not in placed.text
-    assert "open BigOperators Real Nat Topology Rat" in placed.placements[1].text
+    assert not any("open" in p.text.split() for p in placed.placements)
     assert "apply Finset.max'_mem" in mined.text
 
 
-def test_a_lemma_using_nothing_of_the_file_follows_the_last_declaration_of_its_namespace(
+def test_a_lemma_using_nothing_of_the_file_follows_its_closest_sibling(
         tmp_path: Path, mathlib_sample_dir: Path, mathliblemma_dir: Path) -> None:
     seed_text = _seed(mathlib_sample_dir, MAX)
     placed = place_lemmas(seed_text, [_mined(mathliblemma_dir, 20, "Finset.eq_of_forall_le_iff")], DROPPED)
     assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
     placement = placed.placements[0]
-    assert placement.anchor == _declarations(seed_text)[-1].name == "Finset.isLUB_mem"
+    assert placement.anchor == "Finset.max_le_iff"
     lemma = _check_read_back(seed_text, placed)["Finset.eq_of_forall_le_iff"]
-    assert placed.text.rstrip().endswith("end Finset")
     assert lemma.written_name == "eq_of_forall_le_iff"
 
 
-def test_a_restated_theorem_goes_right_after_the_declaration_near_the_top_it_uses(
+def test_restated_theorems_go_right_after_their_siblings(
         tmp_path: Path, mathlib_sample_dir: Path) -> None:
     seed_text = _seed(mathlib_sample_dir, LATTICE)
     later = _restated(seed_text, "lt_sup_of_lt_right", "lt_sup_of_lt_right'")
@@ -155,14 +154,15 @@ def test_a_restated_theorem_goes_right_after_the_declaration_near_the_top_it_use
     assert _applied(tmp_path, LATTICE, seed_text, placed.text) == placed.text
     _check_read_back(seed_text, placed)
     first, second = placed.placements
-    assert (first.full_name, first.anchor) == ("le_sup_of_le_left'", "le_sup_left")
-    assert (second.full_name, second.anchor) == ("lt_sup_of_lt_right'", "le_sup_right")
+    assert (first.full_name, first.anchor) == ("le_sup_of_le_left'", "le_sup_of_le_left")
+    # `lt_sup_of_lt_left` reads the same up to its variables: a sibling as close as the original.
+    assert (second.full_name, second.anchor) == ("lt_sup_of_lt_right'", "lt_sup_of_lt_left")
     assert first.line < second.line and first.section == second.section == "SemilatticeSup"
     assert first.text.startswith("theorem le_sup_of_le_left' (h : c ≤ a) : c ≤ a ⊔ b :=")
     assert "variable" not in first.text and "section" not in first.text
 
 
-def test_missing_context_comes_in_a_section_and_context_in_force_is_not_repeated(
+def test_missing_context_comes_in_a_section_without_opens_no_name_needs(
         tmp_path: Path, mathlib_sample_dir: Path) -> None:
     seed_text = _seed(mathlib_sample_dir, LATTICE)
     offer = _restated(seed_text, "le_sup_of_le_left", "le_sup_of_le_left'",
@@ -171,8 +171,8 @@ def test_missing_context_comes_in_a_section_and_context_in_force_is_not_repeated
     assert _applied(tmp_path, LATTICE, seed_text, placed.text) == placed.text
     _check_read_back(seed_text, placed)
     block = placed.placements[0].text
-    assert block.startswith("section\n\nopen OrderDual\nvariable (e : α)\nopen BigOperators Real Nat Topology Rat\n")
-    assert block.endswith("\n\nend")
+    assert block.startswith("section\n\nvariable (e : α)\n\ntheorem le_sup_of_le_left' (h : c ≤ a) : c ≤ a ⊔ b :=")
+    assert block.endswith("\n\nend") and "open" not in block.split()
     assert "SemilatticeSup α" not in block and "maxHeartbeats" not in placed.text
     assert placed.placements[0].section == ""
 
@@ -199,19 +199,20 @@ def test_helpers_the_proof_defines_come_before_the_lemma(tmp_path: Path, mathlib
     assert _applied(tmp_path, LOGIC, seed_text, placed.text) == placed.text
     _check_read_back(seed_text, placed)
     placement = placed.placements[0]
-    assert (placement.anchor, placement.section) == ("forall₂_imp", "Dependent")
+    assert (placement.anchor, placement.section) == ("forall₃_imp", "Dependent")
     assert "unused_helper" not in placement.text
     assert placement.text.startswith("theorem imp3_helper")
     assert placement.text.index("theorem imp3_helper") < placement.text.index("theorem forall₃_imp'")
     assert "forall_imp (imp3_helper h)" in placement.text
 
 
-def test_a_lemma_using_nothing_of_a_root_file_follows_its_last_root_declaration(mathlib_sample_dir: Path) -> None:
+def test_a_lemma_using_nothing_of_a_root_file_goes_beside_its_sibling(mathlib_sample_dir: Path) -> None:
     seed_text = _seed(mathlib_sample_dir, LOGIC)
     placed = place_lemmas(seed_text, [_restated(seed_text, "forall_swap", "forall_swap'")], DROPPED)
     placement = placed.placements[0]
-    assert placement.anchor == _declarations(seed_text)[-1].name == "lawful_beq_subsingleton"
-    assert "variable {α β : Sort*} {p : α → Prop}" in placement.text
+    assert (placement.anchor, placement.namespace, placement.section) == ("forall_swap", "", "Quantifiers")
+    assert placement.text == ("theorem forall_swap' {p : α → β → Prop} : (∀ x y, p x y) ↔ ∀ y x, p x y :=\n"
+                              "  ⟨fun f x y ↦ f y x, fun f x y ↦ f y x⟩")
     _check_read_back(seed_text, placed)
 
 
@@ -245,7 +246,7 @@ def test_a_lemma_with_no_place_in_the_file_goes_to_its_end_in_its_namespace(
     placement = placed.placements[0]
     assert placement.anchor is None and placement.full_name == "Folklore.Logic.forall_swap"
     assert placed.text.startswith(seed_text) and placed.text.endswith(placement.text + "\n")
-    assert placement.text.startswith("namespace Folklore.Logic\n\nsection\n\nopen Function\nvariable {α β : Sort*}")
+    assert placement.text.startswith("namespace Folklore.Logic\n\nsection\n\nvariable {α β : Sort*} {p : α → Prop}\n\n")
 
 
 @pytest.mark.parametrize("old, new", [("a\nb\n", "a\nb\nc\n"), ("a\nb", "a\nb\n\nc"), ("a", "a")])
@@ -267,3 +268,21 @@ def test_names_resolve_as_lean_reads_them_at_the_place_they_were_written() -> No
     assert resolve_name("inclusion", [""], [], known) is None
     # A field of a local (`s.max'`) may be a constant of the file: its tail is looked up too.
     assert constants_meant("(s.max' hs) -- max'_mem", ["Finset"], [], known) == ["Finset.max'"]
+
+
+def test_an_open_is_kept_only_with_the_namespaces_a_name_of_the_lemma_needs(mathlib_sample_dir: Path) -> None:
+    seed_text = _seed(mathlib_sample_dir, LOGIC)
+    plain = _restated(seed_text, "forall_swap", "forall_swap'", context=("open Classical Nat",))
+    # `some_spec₂` is declared in `namespace Classical` of the file: written unqualified, it needs `open Classical`.
+    proof = plain.proof.replace(":=\n  ⟨fun", ":= by\n  have := @some_spec₂\n  exact ⟨fun")
+    needing = Offer("needing", plain.statement, proof, "forall_swap''")
+    placed = place_lemmas(seed_text, [plain, needing], (*DROPPED, "open BigOperators"))
+    _check_read_back(seed_text, placed)
+    kept, opened = placed.placements
+    assert (kept.anchor, kept.section) == ("forall_swap", "Quantifiers")
+    # A lemma never comes before what it uses: this one follows its closest sibling after `Classical.some_spec₂`.
+    assert opened.anchor == "forall_and_left"
+    assert kept.text.startswith("theorem forall_swap' {p : α → β → Prop}")
+    assert opened.text.startswith("section\n\nvariable {α β : Sort*} {p : α → Prop}\nopen Classical\n\n"
+                                  "theorem forall_swap'' {p : α → β → Prop}")
+    assert opened.text.endswith("\n\nend") and opened.section == ""

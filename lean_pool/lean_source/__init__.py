@@ -30,7 +30,14 @@ from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, uns
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
 from lean_pool.lean_source.name_words import Atom, first_theorem, statement_parts, term_atoms
-from lean_pool.lean_source.placement_reading import constants_meant, namespace_prefixes, resolve_name
+from lean_pool.lean_source.placement_reading import (
+    constants_meant,
+    head_namespaces,
+    namespace_prefixes,
+    needed_opens,
+    resolve_name,
+    statement_features,
+)
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
@@ -61,6 +68,7 @@ __all__ = [
     "find_tokens",
     "first_theorem",
     "goal_theorem",
+    "head_namespaces",
     "identifiers",
     "is_name",
     "layout_free",
@@ -69,6 +77,7 @@ __all__ = [
     "lex",
     "namespace_of",
     "namespace_prefixes",
+    "needed_opens",
     "normalize_space",
     "notation_atoms",
     "opened_namespaces",
@@ -79,6 +88,7 @@ __all__ = [
     "scopes_at_end",
     "signature_type",
     "sorry_goal",
+    "statement_features",
     "statement_key",
     "statement_parts",
     "strip_comments",

@@ -6,9 +6,19 @@ Lean reads it: against the enclosing namespaces, innermost first, and the opened
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 
-from lean_pool.lean_source.tokens import code_tokens
+from lean_pool.lean_source.statements import BINDER_GROUP, bound_names, statement_binders
+from lean_pool.lean_source.tokens import code_tokens, normalize_space, outside_brackets
+
+# A function type's arrow: an argument of such a type is a function, not a value of its head type.
+_ARROW = "→"
+# A binder of a type variable (`{α : Type*}`): it says nothing of what a statement is about.
+_UNIVERSE_TYPE = re.compile(r":\s*(?:Type|Sort)\b")
+# Words a conclusion is written with that are Lean's syntax, not the constant it is about.
+_TERM_WORDS = frozenset({"fun", "λ", "let", "have", "show", "from", "by", "if", "then", "else", "match", "with", "do",
+                         "at", "in", "Type", "Sort", "Prop", "True", "False"})
 
 
 def namespace_prefixes(namespace: str) -> list[str]:
@@ -45,3 +55,113 @@ def constants_meant(text: str, namespaces: Sequence[str], opened: Sequence[str],
                 meant.setdefault(found)
                 break
     return list(meant)
+
+
+# Lean's notations for the number types, and the namespaces their lemmas are declared in.
+NUMBER_TYPES = {"ℕ": "Nat", "ℤ": "Int", "ℚ": "Rat", "ℝ": "Real", "ℂ": "Complex"}
+# Notation Mathlib declares `scoped` in a namespace: a text written with it needs that namespace open.
+SCOPED_NOTATION = {"Topology": ("𝓝", "𝓝[", "𝓤", "𝓝ˢ"), "Real": ("π",), "Nat": ("!",), "Filter": ("𝓟",),
+                   "ENNReal": ("ℝ≥0∞", "∞"), "NNReal": ("ℝ≥0",), "symmDiff": ("∆",)}
+# Symbols that say nothing of what a statement is about.
+_PUNCTUATION = frozenset({":", ",", ":=", "(", ")", "[", "]", "{", "}", "⦃", "⦄", "⟨", "⟩", "=>", "@", ".", "·", "_"})
+
+
+def _binder_types(groups: Sequence[str]) -> dict[str, str]:
+    """Binder name -> its type, for the typed groups of a signature."""
+    types: dict[str, str] = {}
+    for group in groups:
+        typed = BINDER_GROUP.match(group)
+        if typed:
+            for name in typed.group("names").split():
+                types[name] = group[typed.end() : -1].strip()
+    return types
+
+
+def _type_head(term: str, bound: Collection[str], known: Collection[str]) -> str:
+    """The constant a type is written with first (`Finset α` → `Finset`, `ℕ` → `Nat`, `s.Nonempty` with
+    `s : Finset α` → `Finset.Nonempty`), "" when it starts with no constant (`α`, `a ≤ b`, `P x`)."""
+    names = [token for token in code_tokens(term) if token.kind == "name"]
+    if not names or not term.lstrip().startswith(names[0].text) or _ARROW in outside_brackets(term):
+        return ""
+    first = names[0].plain
+    if first.split(".")[0] in bound or first in _TERM_WORDS:
+        return ""
+    return _known_suffix(NUMBER_TYPES.get(first, first), known)
+
+
+def _known_suffix(name: str, known: Collection[str]) -> str:
+    """The shortest known full name that `name` may be written for in some namespace, else `name` itself."""
+    if name in known:
+        return name
+    matches = [full for full in known if full.endswith("." + name)]
+    return min(matches, key=len) if matches else name
+
+
+def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
+    """The namespaces a lemma of this statement belongs in, as Mathlib's authors choose them, most telling first,
+    each once: the constant the type of each explicit argument or hypothesis starts with (dot notation: `h.card_pos`
+    for `h : s.Nonempty`, `Nat` for `m n : ℕ`); the namespace the conclusion's head constant is declared in (`s.card`
+    with `s : Finset α` → `Finset`; `triangle`, declared `Nat.triangle` in `known` → `Nat`); then the namespaces of
+    the types of the variables the conclusion is about."""
+    groups, rest = statement_binders(normalize_space(signature))
+    types = _binder_types(groups)
+    bound = set(bound_names(groups, rest)) | set(types)
+    found: dict[str, None] = {}
+    for group in groups:
+        typed = BINDER_GROUP.match(group)
+        if typed and typed.group("open") == "(":
+            found.setdefault(_type_head(group[typed.end() : -1], bound, known))
+    head = ""
+    variables: list[str] = []
+    for token in code_tokens(rest.removeprefix(":")):
+        if token.kind != "name":
+            continue
+        first, _, field = token.plain.partition(".")
+        if first in bound:
+            variables.append(first)
+            if field and not head and first in types:
+                head = f"{_type_head(types[first], bound, known)}.{field}"
+        elif not head and token.plain not in _TERM_WORDS:
+            head = _known_suffix(NUMBER_TYPES.get(token.plain, token.plain), known)
+    if "." in head:
+        found.setdefault(head.rsplit(".", 1)[0])
+    for variable in variables:
+        if variable in types:
+            found.setdefault(_type_head(types[variable], bound, known))
+    return [namespace for namespace in found if namespace]
+
+
+def statement_features(signature: str) -> frozenset[str]:
+    """What a statement is about, to tell its siblings: the constants it names (a field by its last part) and the
+    symbols it is written with, its bound variables, instance arguments and type variables left out."""
+    groups, rest = statement_binders(normalize_space(signature))
+    bound = set(bound_names(groups, rest)) | set(_binder_types(groups))
+    stated = [group for group in groups if not group.startswith("[") and not _UNIVERSE_TYPE.search(group)]
+    features = set()
+    for token in code_tokens(" ".join([*stated, rest])):
+        if token.kind == "name":
+            parts = token.plain.split(".")
+            if parts[0] not in bound or len(parts) > 1:
+                features.add(parts[-1])
+        elif token.kind == "symbol" and token.text not in _PUNCTUATION:
+            features.add(token.text)
+    return frozenset(features - bound)
+
+
+def needed_opens(texts: Sequence[str], offered: Sequence[str], namespaces: Sequence[str], opened: Sequence[str],
+                 known: Collection[str]) -> list[str]:
+    """Of the namespaces `offered` for opening, those the texts need where `namespaces` enclose them and `opened`
+    are open: a name written unqualified that means a `known` constant only with the namespace open, or a notation
+    Mathlib scopes in it."""
+    tokens = [token for text in texts for token in code_tokens(text)]
+    written = {token.plain for token in tokens if token.kind == "name"}
+    symbols = {token.text for token in tokens if token.kind != "name"} | written
+    needed = []
+    for namespace in offered:
+        if any(symbol in symbols for symbol in SCOPED_NOTATION.get(namespace, ())):
+            needed.append(namespace)
+            continue
+        if any(resolve_name(name, namespaces, opened, known) is None
+               and resolve_name(name, namespaces, [*opened, namespace], known) is not None for name in written):
+            needed.append(namespace)
+    return needed

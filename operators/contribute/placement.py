@@ -1,15 +1,17 @@
-"""Placing proved lemmas into the Mathlib file they were mined from, and the patch that does it (issue 44).
+"""Placing proved lemmas into the Mathlib file they were mined from, and the patch that does it (issues 44, 56).
 
-A lemma goes inside the namespace its statement was written in, right after the last declaration of the file it
-uses, with the context commands it relied on supplied by a wrapping `section` when the file does not have them in
-force there. Every line of the file stays as it was: a reviewer reads only the lemmas added.
+A lemma goes where Mathlib's authors would put it: in the namespace its statement or name gives it, else in the
+namespace of its statement's head constant when the file has one, else in that of its closest sibling; next to its
+siblings (the declarations most alike to it), never before a declaration it uses. The context commands it relied on
+come in a wrapping `section` when the file does not have them in force there, an `open` only with the namespaces a
+name or notation of the lemma needs. Every line of the file stays as it was: a reviewer reads only the lemmas added.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
 from lean_pool.lean_source import (
     DECLARATION_KINDS,
@@ -18,13 +20,16 @@ from lean_pool.lean_source import (
     Scope,
     body_start,
     constants_meant,
+    head_namespaces,
     identifiers,
     layout_free,
     namespace_of,
+    needed_opens,
     normalize_space,
     opened_namespaces,
     read_commands,
     scopes_at_end,
+    statement_features,
 )
 
 # Blocks stand apart from their neighbours by one blank line.
@@ -80,24 +85,27 @@ class _Lemma:
 
 @dataclass(frozen=True)
 class _Spot:
-    """Where a lemma goes: the seed declaration it follows (None: the end of the file), the scopes there, and the
-    offset of the seed text it is inserted at."""
+    """Where a lemma goes: the seed declaration it follows (None: the end of the file), the scopes there, the
+    offset of the seed text it is inserted at, and the context commands the lemma needs there that are not in force."""
 
     anchor: Command | None
     scopes: tuple[Scope, ...]
     at: int
+    missing: tuple[str, ...] = ()
 
 
 def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Sequence[str] = ()) -> PlacedFile:
-    """The seed file with each offered lemma placed after the last seed declaration it uses, inside its namespace,
-    with the context it needs: the change to Mathlib a run's results amount to, for one file."""
+    """The seed file with each offered lemma placed in its namespace next to its siblings, after the seed
+    declarations it uses, with the context it needs: the change to Mathlib a run's results amount to, for one file."""
     declarations = {command.name: command for command in read_commands(seed_text)
                     if command.kind in DECLARATION_KINDS and command.name}
+    features = {name: statement_features(command.signature) for name, command in declarations.items()}
     file_end = _Spot(None, scopes_at_end(seed_text), len(seed_text))
     placed = []
     for index, offer in enumerate(offers):
         lemma = _read_lemma(offer, dropped_context)
-        placed.append((_spot(lemma, declarations, file_end), index, lemma))
+        spot, lemma = _spot(lemma, declarations, features, file_end)
+        placed.append((replace(spot, missing=_missing_context(lemma, spot.scopes, declarations)), index, lemma))
     placed.sort(key=lambda item: (item[0].anchor is None, item[0].at, item[1]))
     return _assemble(seed_text, [(spot, lemma) for spot, _, lemma in placed])
 
@@ -160,23 +168,56 @@ def _context(statement: Command, proof: Command, dropped_context: Sequence[str])
     return tuple(kept.values())
 
 
-def _spot(lemma: _Lemma, declarations: dict[str, Command], file_end: _Spot) -> _Spot:
-    """After the last seed declaration the lemma uses; with none, after the last one in its namespace; with none,
-    at the end of the file."""
+def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, frozenset[str]],
+          file_end: _Spot) -> tuple[_Spot, _Lemma]:
+    """Where the lemma goes, and the lemma in the namespace it goes into: after the sibling most alike to it among
+    the declarations of that namespace that do not come before one it uses; with none, after the last it uses;
+    with none either, at the end of the file."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
     texts += [helper.text for helper in lemma.helpers]
     texts += [command.text for command in lemma.context if command.kind == "variable"]
     namespaces = [lemma.namespace, _parent(lemma.full_name), _parent(lemma.statement.name)]
     opened = [*opened_namespaces(lemma.offer.statement), *opened_namespaces(lemma.offer.proof)]
-    used = {name for text in texts for name in constants_meant(text, namespaces, opened, declarations)}
-    candidates = [declarations[name] for name in used]
-    if not candidates:
-        home = _parent(lemma.full_name)
-        candidates = [command for command in declarations.values() if _parent(command.name) == home]
-    if not candidates:
-        return file_end
-    anchor = max(candidates, key=lambda command: command.start)
-    return _Spot(anchor, anchor.scopes, anchor.end)
+    used = [declarations[name] for text in texts for name in constants_meant(text, namespaces, opened, declarations)]
+    floor = max((command.start for command in used), default=-1)
+    after = [command for command in declarations.values() if command.start >= floor]
+    alike = statement_features(lemma.statement.signature)
+
+    def likeness(command: Command) -> tuple[float, int]:
+        other = features[command.name]
+        return len(alike & other) / max(len(alike | other), 1), -command.start
+
+    home = _parent(lemma.full_name)
+    if not home:
+        home = _head_namespace(lemma, declarations.values())
+        if not home and after:
+            home = _parent(max(after, key=likeness).name)
+    lemma = replace(lemma, namespace=home, full_name=_joined(home, _last(lemma.full_name)))
+    siblings = [command for command in after if _parent(command.name) == home]
+    if not siblings:
+        siblings = [command for command in used if command.start == floor]
+    if not siblings:
+        return file_end, lemma
+    anchor = max(siblings, key=likeness)
+    return _Spot(anchor, anchor.scopes, anchor.end), lemma
+
+
+def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
+    """The namespace of the file that the lemma's statement is about (`head_namespaces`), "" when the file has
+    none of them: one the file declares in, or whose last parts they are (`Semiconj` for `Function.Semiconj`)."""
+    names = {command.name for command in declarations}
+    present: dict[str, int] = {}
+    for command in declarations:
+        parts = _parent(command.name).split(".") if _parent(command.name) else []
+        for count in range(1, len(parts) + 1):
+            present[".".join(parts[:count])] = present.get(".".join(parts[:count]), 0) + 1
+    for wanted in head_namespaces(lemma.statement.signature, names):
+        if wanted in present:
+            return wanted
+        ending = [namespace for namespace in present if namespace.endswith("." + wanted)]
+        if ending:
+            return max(ending, key=lambda namespace: present[namespace])
+    return ""
 
 
 def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
@@ -195,7 +236,7 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
         blocks = []
         written += len(opening)
         for spot, lemma in members:
-            block, keyword_line = _block(lemma, spot.scopes)
+            block, keyword_line = _block(lemma, spot)
             located.append((written, keyword_line, spot, lemma, block))
             blocks.append(block)
             written += len(block) + len(_BLANK_LINE)
@@ -206,7 +247,7 @@ def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
     placements = tuple(
         Placement(
             candidate_id=lemma.offer.candidate_id, full_name=lemma.full_name, namespace=_parent(lemma.full_name),
-            section=_section(spot.scopes, bool(_missing_context(lemma, spot.scopes))),
+            section=_section(spot.scopes, bool(spot.missing)),
             anchor=spot.anchor.name if spot.anchor is not None else None,
             line=text.count("\n", 0, start) + 1 + keyword_line, text=block,
         )
@@ -234,19 +275,18 @@ def _eof_separators(seed_text: str) -> tuple[str, str]:
     return ("\n" if seed_text.endswith("\n") else _BLANK_LINE), "\n"
 
 
-def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
-    """The text inserted for a lemma where `scopes` are open, and the line of its theorem's keyword in it (0 first): its
-    missing context in a `section`, its helpers, the theorem with its new name and proof, in a `namespace` when
-    it was written inside one the spot is not in. Trailing spaces go: Mathlib's linter refuses them."""
-    here = namespace_of(scopes)
+def _block(lemma: _Lemma, spot: _Spot) -> tuple[str, int]:
+    """The text inserted for a lemma at `spot`, and the line of its theorem's keyword in it (0 first): its missing
+    context in a `section`, its helpers, the theorem with its new name and proof, in a `namespace` when it goes
+    into one the spot is not in. Trailing spaces go: Mathlib's linter refuses them."""
+    here = namespace_of(spot.scopes)
     extension = _extension(lemma.namespace, here)
     inner = _joined(here, extension)
-    missing = _missing_context(lemma, scopes)
     opening = [f"namespace {extension}"] if extension else []
     closing = [f"end {extension}"] if extension else []
-    if missing:
+    if spot.missing:
         opening.append("section")
-        opening.append("\n".join(command.text for command in missing))
+        opening.append("\n".join(spot.missing))
         closing.insert(0, "end")
     helpers = [_renamed(helper.text, helper, helper.name, inner) for helper in lemma.helpers]
     head = lemma.statement.text[: body_start(lemma.statement)]
@@ -259,14 +299,37 @@ def _block(lemma: _Lemma, scopes: tuple[Scope, ...]) -> tuple[str, int]:
     return "\n".join(line.rstrip() for line in block.split("\n")), keyword_line
 
 
-def _missing_context(lemma: _Lemma, scopes: tuple[Scope, ...]) -> list[Command]:
-    """The lemma's context commands not in force where `scopes` are open: same text up to layout, or for an `open`,
-    namespaces all opened there already."""
+def _missing_context(lemma: _Lemma, scopes: tuple[Scope, ...], declarations: Collection[str]) -> tuple[str, ...]:
+    """The lemma's context commands not in force where `scopes` are open (same text up to layout), as written there:
+    an `open` with only the namespaces not opened there already that a name or notation of the lemma needs
+    (`needed_opens`), none at all when it needs none."""
     in_force = [command for scope in scopes for command in scope.context]
     texts = {layout_free(command.text) for command in in_force}
-    opened = set(opened_namespaces("\n".join(command.text for command in in_force if command.kind == "open")))
-    return [command for command in lemma.context if layout_free(command.text) not in texts
-            and not (command.kind == "open" and set(opened_namespaces(command.text)) <= opened)]
+    opened = opened_namespaces("\n".join(command.text for command in in_force if command.kind == "open"))
+    enclosing = [lemma.namespace or namespace_of(scopes)]
+    used = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :], *(h.text for h in lemma.helpers)]
+    missing: list[str] = []
+    for command in lemma.context:
+        if layout_free(command.text) in texts:
+            continue
+        if command.kind != "open":
+            missing.append(command.text)
+            continue
+        offered = [namespace for namespace in opened_namespaces(command.text) if namespace not in opened]
+        needed = needed_opens(used, offered, enclosing, opened, declarations)
+        if needed:
+            missing.append(_opening(command.text, needed))
+            opened += needed
+    return tuple(missing)
+
+
+def _opening(text: str, needed: list[str]) -> str:
+    """An `open` command cut down to the `needed` namespaces; one that hides, renames or lists names stays whole."""
+    words = text.split()
+    if any(word in ("hiding", "renaming") or word.startswith("(") for word in words):
+        return text
+    keyword = "open scoped" if "scoped" in words else "open"
+    return f"{keyword} {' '.join(needed)}"
 
 
 def _renamed(text: str, command: Command, full_name: str, namespace: str) -> str:
@@ -302,6 +365,10 @@ def _section(scopes: tuple[Scope, ...], wrapped: bool) -> str:
         return ""
     sections = [scope.name for scope in scopes if scope.kind == "section"]
     return sections[-1] if sections else ""
+
+
+def _last(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def _parent(name: str) -> str:
