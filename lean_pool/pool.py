@@ -37,6 +37,8 @@ from lean_pool.session_check import CheckMode, CheckResult, check_on_session
 # Lean node is started with `--resources='{"lean": 1}'`), so a worker takes a sliver of it: a node labelled with 1 could
 # hold 1000 workers, and its CPUs and memory bound them long before the label does.
 NODE_LABEL_SHARE = 0.001
+# The mode a replay of an accepted file is counted under beside the checks (`drain_checks`).
+REPLAY_MODE = "replay"
 
 
 @ray.remote
@@ -70,6 +72,8 @@ class LeanWorker:
                                           depth=int(lean_cfg["checks_in_flight_per_repl"]))
         self._counts: Counter[str] = Counter()
         self._replay_counts: Counter[str] = Counter()
+        # (mode, status, seconds) of every check and replay since the job's metrics last took them (`drain_checks`).
+        self._finished: list[tuple[str, str, float]] = []
 
     async def check(self, snippet: str, timeout: float | None, mode: CheckMode, names: list[str] | None,
                     statement: str | None, priority: int = 0) -> CheckResult:
@@ -83,6 +87,7 @@ class LeanWorker:
                                             mode=mode, names=names, statement=statement, provenance=self._provenance)
         finally:
             self._counts[result.status] += 1
+            self._finished.append((mode, result.status, result.seconds))
             self._scheduler.release(
                 slot,
                 None if result.infra_failure else header,
@@ -99,7 +104,13 @@ class LeanWorker:
         async with self._replay_slots:
             result = await self._replayer.replay(snippet, statement=statement, names=names)
         self._replay_counts[result.verdict] += 1
+        self._finished.append((REPLAY_MODE, result.verdict, result.seconds))
         return result
+
+    def drain_checks(self) -> list[tuple[str, str, float]]:
+        """The (mode, status, seconds) of the checks and replays finished since the last call, handed over once."""
+        finished, self._finished = self._finished, []
+        return finished
 
     async def warm(self, header: str) -> bool:
         """Import `header` ahead of time on a REPL the scheduler hands out as it would to a check (an idle one
@@ -284,6 +295,12 @@ class LeanPool:
 
     def stats(self) -> dict[str, Any]:
         return summed_stats(ray.get([worker.stats.remote() for worker in self._workers]))
+
+    def drain_checks(self) -> list[tuple[str, str, float]]:
+        """Every worker's checks and replays finished since the last call (`LeanWorker.drain_checks`)."""
+        drained: list[list[tuple[str, str, float]]] = ray.get([worker.drain_checks.remote()
+                                                                for worker in self._workers])
+        return [check for finished in drained for check in finished]
 
     def shutdown(self) -> None:
         """Stop every REPL process and the pool's workers: each closes its REPLs, then it is killed (REPLs die with

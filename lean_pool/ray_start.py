@@ -75,18 +75,28 @@ M_ARENA_MAX = -8
 JOIN_HINT = "start one with `ray start --head` on its head node, or leave ray.address unset to start a local Ray"
 
 
+# The `ray:` settings of a Ray the job starts itself that a cluster's nodes declare at `ray start` instead, and what
+# the note on joining one calls them.
+CLUSTER_DECLARED = {"num_cpus": "CPUs", "metrics_export_port": "metrics port (ray start --metrics-export-port)"}
+
+
 def ray_init_options(ray_cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """`init_ray_logging_to` keyword arguments from a job's `ray:` section, and a note for the user when a setting was
     left out.
 
-    `ray.num_cpus` sizes a Ray the job starts itself; a cluster's nodes declare their own CPUs, and Ray refuses the
-    argument when joining one. So a preset that sets it (the demo) still runs on a cluster, and says so. Joining a
-    cluster waits at most `ray.connect_timeout_s`."""
-    address, num_cpus = ray_cfg.get("address"), ray_cfg.get("num_cpus")
+    `ray.num_cpus` sizes a Ray the job starts itself, and `ray.metrics_export_port` is where its metrics agent serves
+    Prometheus; a cluster's nodes declare their own CPUs and ports at `ray start`, and Ray refuses the CPUs when
+    joining one. So a preset that sets them (the demo) still runs on a cluster, and says so. Joining a cluster waits
+    at most `ray.connect_timeout_s`."""
+    address, port = ray_cfg.get("address"), ray_cfg.get("metrics_export_port")
     if address is None:
-        return {"num_cpus": num_cpus}, None
-    note = None if num_cpus is None else (f"note: ray.num_cpus={num_cpus} is ignored: joining the Ray cluster at "
-                                          f"{address}, whose nodes declare their own CPUs")
+        return {"num_cpus": ray_cfg.get("num_cpus"),
+                **({} if port is None else {"_metrics_export_port": int(port)})}, None
+    ignored = {key: value for key in CLUSTER_DECLARED if (value := ray_cfg.get(key)) is not None}
+    note = None if not ignored else (
+        f"note: {' and '.join(f'ray.{key}={value}' for key, value in ignored.items())} "
+        f"{'is' if len(ignored) == 1 else 'are'} ignored: joining the Ray cluster at {address}, whose nodes declare "
+        f"their own {' and '.join(CLUSTER_DECLARED[key] for key in ignored)}")
     timeout = ray_cfg.get("connect_timeout_s")
     return {"address": address, **({} if timeout is None else {"connect_timeout_s": float(timeout)})}, note
 

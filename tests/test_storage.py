@@ -92,6 +92,12 @@ def test_a_local_ray_setting_is_left_out_when_joining_a_cluster():
     assert note == ("note: ray.num_cpus=5 is ignored: joining the Ray cluster at auto, whose nodes declare their own "
                     "CPUs")
     assert ray_init_options({"address": "auto", "num_cpus": None}) == ({"address": "auto"}, None)
+    assert ray_init_options({"address": None, "num_cpus": 5, "metrics_export_port": 8080}) == (
+        {"num_cpus": 5, "_metrics_export_port": 8080}, None)
+    options, note = ray_init_options({"address": "auto", "num_cpus": None, "metrics_export_port": 8080})
+    assert options == {"address": "auto"}
+    assert note == ("note: ray.metrics_export_port=8080 is ignored: joining the Ray cluster at auto, whose nodes "
+                    "declare their own metrics port (ray start --metrics-export-port)")
 
 
 def test_an_unreadable_uri_is_a_storage_error():

@@ -183,6 +183,8 @@ class Ray:
     driver_malloc_arenas: int = setting("glibc malloc arenas of the driver process", at_least=1)
     no_progress_timeout_s: float = setting("seconds with no operator moving before Ray Data fails the wave "
                                            "(-1: never)", at_least=-1)
+    metrics_export_port: int | None = setting("port of a local Ray's Prometheus metrics endpoint (null: one Ray picks; "
+                                              "a cluster sets it at `ray start`)", at_least=1, at_most=65535)
     num_cpus: int | None = setting("logical CPUs of a local Ray (null: Ray's own count)", at_least=1)
     seeds_per_wave: int = setting("seeds per wave, each wave one Ray Data plan (smaller holds less memory)",
                                   at_least=1)

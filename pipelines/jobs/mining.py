@@ -23,6 +23,7 @@ from lean_pool.lean_source import without_imports
 from operators.discover import DISCOVERY_SCHEMA, RETRIED_STATUSES, SEED_WORK_SCHEMA
 from operators.discover import STAGE as DISCOVER_STAGE
 from operators.llm.cache import stored_answers
+from operators.pipeline import call_roles
 from operators.rows.candidates import ERROR_INFRA, PROVED, SEED, unit_id
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.rows.seeds import domain_of, seed_id
@@ -51,6 +52,7 @@ from pipelines.reporting.summary import (
 from pipelines.runtime import arrow_wire
 from pipelines.runtime.cli import SetupError, WorkWritten, compose_config
 from pipelines.runtime.job import Job, started
+from pipelines.runtime.metrics import RunMetrics, Sources
 from pipelines.runtime.outputs import refuse_run_inside
 from pipelines.runtime.run_dir import RunDir
 from pipelines.runtime.run_progress import ProgressRecord
@@ -80,12 +82,29 @@ class MiningJob(Job):
     PLAN_TABLE = "candidates"
     INPUTS = frozenset({SEED_TO_DISCOVER})
     progress: ProgressRecord
+    metrics: RunMetrics
 
     def _start(self) -> Self:
         """Start the run as every job does, then record in its directory that this start began (`progress.json`)."""
         job = super()._start()
         self.progress = ProgressRecord(self.run, self.lease.holder.host, self.lease.holder.pid)
+        self.metrics = RunMetrics(Sources(board=lambda: ray.get(self.board.snapshot.remote()), usage=self.usage,
+                                          pool=lambda: self._pool, progress=lambda: self.progress.progress,
+                                          roles=call_roles(self.pipeline.stages, list(self.cfg.llm.provers))),
+                                  llm_capacity=endpoint_concurrency(self.cfg))
         return job
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.metrics.stop()
+        finally:
+            super().__exit__(*exc)
+
+    @property
+    def metrics_held(self) -> bool:
+        """Whether the job's last metrics must reach a metrics agent before the job ends: one scraped on the port
+        of the job's own Ray (`ray.metrics_export_port`), or a cluster's, which outlives the job."""
+        return self.cfg.ray.get("metrics_export_port") is not None or self.cfg.ray.address is not None
 
     def find_inputs(self) -> None:
         """The seed files to mine; none is a `SetupError`, and so is a run directory in the seeds tree."""
@@ -180,6 +199,11 @@ class MiningJob(Job):
         return join(root if is_uri(root) else self.seed_root, relative)
 
 
+def endpoint_concurrency(cfg: DictConfig) -> int:
+    """Requests the run's LLM endpoints take at once, summed over them (what the endpoint busy fraction is over)."""
+    return max(sum(int(endpoint.get("concurrency") or 0) for endpoint in cfg.llm.endpoints.values()), 1)
+
+
 def seed_blocks(items: list[dict[str, Any]], schema: pa.Schema) -> Dataset:
     """A dataset of `items` with one block per seed, so a seed is never split between two calls of a stage. The
     blocks' metadata is read here (`from_arrow` would start a Ray task per seed to read it, and worker processes to
@@ -193,6 +217,7 @@ def run_wave(job: MiningJob, wave: SeedWave, waves: int, part: str = "") -> None
     later seeds are still being discovered. An older wave's Lean checks go first, so waves end one after another. Its
     last line says how long it ran and what the driver holds after it."""
     started = time.monotonic()
+    job.progress.wave_started(part)
     sources = []
     if wave.to_discover:
         discover = discover_step(job)
@@ -300,6 +325,7 @@ def closing_block(job: MiningJob) -> list[str]:
     if len(tables.origins) > 1:
         counts["candidates by round and origin"] = tables.origins
     hint = report_hint(job.run.uri) if tables.rows["candidates"] else None
+    job.metrics.close(hold=job.metrics_held)
     job.progress.finished({"candidates": counts["candidates"], "seeds": counts["seeds"]})
     return closing_lines(Closing(job.run.uri, written, counts, cost=job.cost_lines(tables.cost),
                                  simulated=job.simulated, next_step=hint))

@@ -28,6 +28,7 @@ class Pass:
     part: str
     waves: int
     seeds: int
+    waves_started: int = 0
     waves_done: int = 0
     seeds_done: int = 0
 
@@ -53,6 +54,10 @@ class Progress:
         return sum(one.waves_done for one in self.passes)
 
     @property
+    def waves_in_flight(self) -> int:
+        return sum(one.waves_started - one.waves_done for one in self.passes)
+
+    @property
     def seeds(self) -> int:
         return sum(one.seeds for one in self.passes)
 
@@ -65,8 +70,8 @@ def parse_progress(body: bytes) -> Progress | None:
     """The progress a `progress.json` holds, None when it is not one this code wrote."""
     try:
         fields = json.loads(body.decode())
-        passes = [Pass(str(one["part"]), int(one["waves"]), int(one["seeds"]), int(one["waves_done"]),
-                       int(one["seeds_done"])) for one in fields["passes"]]
+        passes = [Pass(str(one["part"]), int(one["waves"]), int(one["seeds"]), int(one["waves_started"]),
+                       int(one["waves_done"]), int(one["seeds_done"])) for one in fields["passes"]]
         closing = fields.get("closing")
         return Progress(str(fields["started_at"]), str(fields["host"]), int(fields["pid"]), passes,
                         fields.get("finished_at"),
@@ -103,10 +108,21 @@ class ProgressRecord:
             self._progress.passes.append(Pass(part, waves, seeds))
             self._write()
 
+    @property
+    def progress(self) -> Progress:
+        """What the record says now (the job's metrics read the waves from it)."""
+        return self._progress
+
+    def wave_started(self, part: str) -> None:
+        """A wave of pass `part` starts."""
+        with self._lock:
+            self._pass(part).waves_started += 1
+            self._write()
+
     def wave_done(self, part: str, seeds: int) -> None:
         """A wave of pass `part` wrote its last candidate."""
         with self._lock:
-            one = next(one for one in reversed(self._progress.passes) if one.part == part)
+            one = self._pass(part)
             one.waves_done += 1
             one.seeds_done += seeds
             self._write()
@@ -117,6 +133,9 @@ class ProgressRecord:
             self._progress.finished_at = now_iso()
             self._progress.closing = {heading: dict(counts) for heading, counts in closing.items()}
             self._write()
+
+    def _pass(self, part: str) -> Pass:
+        return next(one for one in reversed(self._progress.passes) if one.part == part)
 
     def _write(self) -> None:
         body = json.dumps(asdict(self._progress), indent=2).encode()
