@@ -85,9 +85,14 @@ class MiningJob(Job):
     metrics: RunMetrics
 
     def _start(self) -> Self:
-        """Start the run as every job does, then record in its directory that this start began (`progress.json`)."""
+        """Start the run as every job does, then record in its directory that this start began (`progress.json`) and
+        start recording its metrics."""
         job = super()._start()
-        self.progress = ProgressRecord(self.run, self.lease.holder.host, self.lease.holder.pid)
+        try:
+            self.progress = ProgressRecord(self.run, self.lease.holder.host, self.lease.holder.pid)
+        except BaseException:
+            super().__exit__()  # what the start started stops with it, as after any failure of the run
+            raise
         self.metrics = RunMetrics(Sources(board=lambda: ray.get(self.board.snapshot.remote()), usage=self.usage,
                                           pool=lambda: self._pool, progress=lambda: self.progress.progress,
                                           roles=call_roles(self.pipeline.stages, list(self.cfg.llm.provers))),
