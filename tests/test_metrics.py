@@ -28,6 +28,8 @@ POLL_S = 0.3
 REPORT_INTERVAL_MS = "500"
 SERIES = re.compile(r'^ray_(folklore_\w+?)(?:_total)?\{(.*)\} (\S+)$')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+# The labels Folklore's series carry (Ray adds its own: the session, the node, the worker).
+FOLKLORE_LABELS = {"stage", "status", "role", "kind", "mode", "result", "state", "resource", "le"}
 
 
 def free_port() -> int:
@@ -48,7 +50,7 @@ def scrape(port: int) -> dict[str, Counter[tuple[tuple[str, str], ...]]]:
         found = SERIES.match(line)
         if found:
             labels = tuple(sorted((key, value) for key, value in LABEL.findall(found[2])
-                                  if key in {"stage", "status", "role", "kind", "mode", "result", "state", "le"}))
+                                  if key in FOLKLORE_LABELS))
             series.setdefault(found[1], Counter())[labels] += float(found[3])
     return series
 
