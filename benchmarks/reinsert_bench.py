@@ -16,7 +16,6 @@ import argparse
 import random
 import subprocess
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -136,8 +135,8 @@ def settings() -> tuple[NamingRules, tuple[str, ...], str]:
 def reinserted(taken: Taken) -> Outcome:
     """The theorem offered back through placement, naming and the patch, as contribute does it."""
     rules, dropped, environment = settings()
-    located = place_lemmas(taken.stripped, [offered(taken, environment, PLACEHOLDER)], dropped).placements[0]
     mined = offered(taken, environment, PLACEHOLDER)
+    located = place_lemmas(taken.stripped, [mined], dropped).placements[0]
     relative = suggested_name(mined.statement, rules, located.namespace)
     name = f"{located.namespace}.{relative}" if located.namespace else relative
     result = place_lemmas(taken.stripped, [offered(taken, environment, name)], dropped)
@@ -176,8 +175,6 @@ def main() -> None:
     show(f"placed more than {NEAR} declarations away", [o for o in outcomes if o.distance > NEAR])
     show("patches not applied", [o for o in outcomes if not o.applied])
     show("opens added", [o for o in outcomes if o.opens_added])
-    opened = Counter(o.taken.path for o in outcomes if o.opens_added)
-    print(f"files with opens added: {dict(opened.most_common(EXAMPLES))}")
     in_namespace = sum(o.namespace == o.taken.namespace for o in outcomes) / count
     near = sum(o.distance <= NEAR for o in outcomes) / count
     exact = sum(o.full_name == o.taken.theorem.name for o in outcomes) / count

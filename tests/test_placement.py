@@ -16,6 +16,7 @@ from lean_pool.lean_source import (
     body_start,
     constants_meant,
     namespace_of,
+    needed_opens,
     read_commands,
     resolve_name,
 )
@@ -286,3 +287,10 @@ def test_an_open_is_kept_only_with_the_namespaces_a_name_of_the_lemma_needs(math
     assert opened.text.startswith("section\n\nvariable {α β : Sort*} {p : α → Prop}\nopen Classical\n\n"
                                   "theorem forall_swap'' {p : α → β → Prop}")
     assert opened.text.endswith("\n\nend") and opened.section == ""
+
+
+def test_a_scoped_notation_needs_its_namespace_open_outside_it_and_a_variable_spelled_like_it_does_not() -> None:
+    assert needed_opens(["(x : ℝ) : x < π", "by simp"], ["Real", "Nat", "Topology"], [""], [], set()) == ["Real"]
+    assert needed_opens(["(n : ℕ) : 0 < n !", "by positivity"], ["Real", "Nat"], [""], [], set()) == ["Nat"]
+    assert needed_opens(["(n : ℕ) : 0 < n !", "by positivity"], ["Real", "Nat"], ["Nat"], [], set()) == []
+    assert needed_opens(["{π : ι → Type*} (x : π 0) : x = x", "rfl"], ["Real"], [""], [], set()) == []

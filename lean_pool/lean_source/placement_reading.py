@@ -150,15 +150,19 @@ def statement_features(signature: str) -> frozenset[str]:
 
 def needed_opens(texts: Sequence[str], offered: Sequence[str], namespaces: Sequence[str], opened: Sequence[str],
                  known: Collection[str]) -> list[str]:
-    """Of the namespaces `offered` for opening, those the texts need where `namespaces` enclose them and `opened`
-    are open: a name written unqualified that means a `known` constant only with the namespace open, or a notation
-    Mathlib scopes in it."""
+    """Of the namespaces `offered` for opening, those the texts (a signature first) need where `namespaces` enclose
+    them and `opened` are open: a name written unqualified that means a `known` constant only with the namespace
+    open, or a notation Mathlib scopes in it (a bound variable of the signature spelled like one, `π`, is none; inside
+    the namespace its scoped notation is in force already)."""
+    groups, rest = statement_binders(normalize_space(texts[0])) if texts else ([], "")
+    bound = set(bound_names(groups, rest)) | set(_binder_types(groups))
     tokens = [token for text in texts for token in code_tokens(text)]
     written = {token.plain for token in tokens if token.kind == "name"}
-    symbols = {token.text for token in tokens if token.kind != "name"} | written
+    symbols = {token.text for token in tokens if token.kind != "name"} | (written - bound)
+    enclosing = {prefix for namespace in namespaces for prefix in namespace_prefixes(namespace)}
     needed = []
     for namespace in offered:
-        if any(symbol in symbols for symbol in SCOPED_NOTATION.get(namespace, ())):
+        if any(symbol in symbols for symbol in SCOPED_NOTATION.get(namespace, ())) and namespace not in enclosing:
             needed.append(namespace)
             continue
         if any(resolve_name(name, namespaces, opened, known) is None
