@@ -2,8 +2,12 @@
 
 `python benchmarks/naming_bench.py [--mathlib-dir DIR] [--include PREFIX ...]` reads every theorem of the `.lean`
 files under DIR (those whose path relative to DIR starts with one of the prefixes, when given) and judges each
-statement twice: with its own written name in the namespace it is declared in (it should pass), and with the written
-name of a theorem of another file (it should fail). The last line prints both shares and the theorem count.
+statement, in the namespace it is declared in, with its own written name (it should pass) and with hard negatives
+(each should fail): the name of a theorem of another file (swapped), its own words in reverse order (reordered;
+names whose reverse is themselves are left out), two property words of the convention (property words), and the
+name of another theorem of the same file (same file; names whose words are the same set are left out). Beside the
+checker, a plain-substring matcher (a name passes when each of its words is written in the statement) judges the
+swapped names, so the gap shows. The last line prints the shares and the theorem count.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from lean_pool.lean_source import THEOREM_KINDS, namespace_of, read_commands
+from lean_pool.lean_source import THEOREM_KINDS, first_theorem, namespace_of, read_commands
 from operators.contribute.naming import NameCheck, NamingRules, check_name, naming_rules
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,17 +66,52 @@ def read_theorems(mathlib: Path, prefixes: list[str]) -> list[Theorem]:
     return theorems
 
 
-def swapped_names(theorems: list[Theorem]) -> list[str]:
-    """For each theorem, the written name of a theorem of another file, by a seeded shuffle (re-drawn when the
-    file is the same)."""
+@dataclass(frozen=True)
+class Negatives:
+    """The wrong names one theorem is judged with; None where its kind does not apply to it."""
+
+    swapped: str
+    reordered: str | None
+    property_words: str
+    same_file: str | None
+
+
+def _words(name: str) -> list[str]:
+    return name.split(".")[-1].split("_")
+
+
+def reordered_name(name: str) -> str | None:
+    """The name with the words of its last part in reverse order, or None when that is the name itself."""
+    *space, last = name.split(".")
+    reverse = ".".join([*space, "_".join(reversed(last.split("_")))])
+    return None if reverse == name else reverse
+
+
+def negatives(theorems: list[Theorem], property_words: list[str]) -> list[Negatives]:
+    """For each theorem, by a seeded draw: a name from another file, its own words reversed, two distinct property
+    words, and a name from its own file whose words differ from its own (None when the file has no such name)."""
     rng = random.Random(SEED)
-    names = []
+    by_file: dict[str, list[str]] = {}
+    for theorem in theorems:
+        by_file.setdefault(theorem.path, []).append(theorem.name)
+    drawn = []
     for theorem in theorems:
         other = rng.choice(theorems)
         while other.path == theorem.path:
             other = rng.choice(theorems)
-        names.append(other.name)
-    return names
+        siblings = [n for n in by_file[theorem.path] if set(_words(n)) != set(_words(theorem.name))]
+        drawn.append(Negatives(swapped=other.name, reordered=reordered_name(theorem.name),
+                               property_words="_".join(rng.sample(property_words, 2)),
+                               same_file=rng.choice(siblings) if siblings else None))
+    return drawn
+
+
+def substring_accepts(statement: str, name: str) -> bool:
+    """The baseline: a name passes when one of its words (but `of`, of two letters or more) is written, in any case,
+    in what the checker reads of the statement: the theorem's signature, without its own name, and the variables
+    in force."""
+    text = " ".join(first_theorem(statement)).lower()
+    return any(word.lower() in text for word in _words(name) if len(word) >= 2 and word != "of")
 
 
 def show_misses(title: str, misses: list[tuple[Theorem, str, NameCheck]]) -> None:
@@ -92,12 +131,39 @@ def mathlib_rules() -> NamingRules:
     return naming_rules(OmegaConf.to_container(OmegaConf.load(RULES_FILE)))
 
 
-def judge(pair: tuple[Theorem, str]) -> tuple[NameCheck, NameCheck]:
-    """The verdicts on a theorem's own name and on the swapped one (run in a worker process)."""
-    theorem, swapped = pair
+@dataclass(frozen=True)
+class Verdicts:
+    """The checker's verdicts on one theorem's own name and its negatives (None where a negative does not apply),
+    and the baseline's on the swapped name."""
+
+    real: NameCheck
+    baseline_real: bool
+    swapped: NameCheck
+    reordered: NameCheck | None
+    property_words: NameCheck
+    same_file: NameCheck | None
+    baseline_swapped: bool
+
+
+def judge(pair: tuple[Theorem, Negatives]) -> Verdicts:
+    """The verdicts on a theorem's own name and on its negatives (run in a worker process)."""
+    theorem, wrong = pair
     rules = mathlib_rules()
-    return (check_name(theorem.statement, theorem.name, rules, theorem.namespace),
-            check_name(theorem.statement, swapped, rules, theorem.namespace))
+
+    def check(name: str | None) -> NameCheck | None:
+        return None if name is None else check_name(theorem.statement, name, rules, theorem.namespace)
+
+    return Verdicts(real=check_name(theorem.statement, theorem.name, rules, theorem.namespace),
+                    baseline_real=substring_accepts(theorem.statement, theorem.name),
+                    swapped=check_name(theorem.statement, wrong.swapped, rules, theorem.namespace),
+                    reordered=check(wrong.reordered), property_words=check_name(theorem.statement,
+                    wrong.property_words, rules, theorem.namespace), same_file=check(wrong.same_file),
+                    baseline_swapped=substring_accepts(theorem.statement, wrong.swapped))
+
+
+def flagged(misses: list[tuple[Theorem, str, NameCheck]], judged: int) -> float:
+    """The share of `judged` wrong names the checker refused, given those it let pass."""
+    return 1 - len(misses) / max(judged, 1)
 
 
 def main() -> None:
@@ -108,19 +174,29 @@ def main() -> None:
     if not args.mathlib_dir.is_dir():
         parser.error(f"no Mathlib checkout at {args.mathlib_dir} (pass --mathlib-dir)")
     theorems = read_theorems(args.mathlib_dir, args.include)
-    pairs = list(zip(theorems, swapped_names(theorems)))
+    rules = mathlib_rules()
+    pairs = list(zip(theorems, negatives(theorems, sorted(rules.property_words - rules.leading_property_words))))
     with Pool(os.cpu_count()) as pool:
         verdicts = pool.map(judge, pairs, chunksize=CHUNK)
-    real_misses = [(theorem, theorem.name, real) for (theorem, _), (real, _) in zip(pairs, verdicts) if not real.ok]
-    swapped_passes = [(theorem, swapped, other) for (theorem, swapped), (_, other) in zip(pairs, verdicts) if other.ok]
     count = len(theorems)
     print(f"files={len({t.path for t in theorems})} theorems={count}")
+    real_misses = [(theorem, theorem.name, v.real) for (theorem, _), v in zip(pairs, verdicts) if not v.real.ok]
     show_misses("real names rejected", real_misses)
-    show_misses("swapped names accepted", swapped_passes)
+    shares = {}
+    for kind in ("swapped", "reordered", "property_words", "same_file"):
+        judged = [(theorem, getattr(wrong, kind), getattr(v, kind)) for (theorem, wrong), v in zip(pairs, verdicts)
+                  if getattr(v, kind) is not None]
+        passed = [(theorem, name, check) for theorem, name, check in judged if check.ok]
+        show_misses(f"{kind} names accepted (of {len(judged)})", passed)
+        shares[kind] = flagged(passed, len(judged))
+    baseline = 1 - sum(v.baseline_swapped for v in verdicts) / max(count, 1)
+    print(f"baseline (a name passes when one of its words is written in the statement): "
+          f"real_names_accepted={sum(v.baseline_real for v in verdicts) / max(count, 1):.3f} "
+          f"swapped_names_flagged={baseline:.3f}")
     accepted = 1 - len(real_misses) / max(count, 1)
-    flagged = 1 - len(swapped_passes) / max(count, 1)
-    print(f"real_names_accepted={accepted:.3f} swapped_names_flagged={flagged:.3f} theorems={count}")
-
+    print(f"real_names_accepted={accepted:.3f} swapped_names_flagged={shares['swapped']:.3f} "
+          f"reordered_flagged={shares['reordered']:.3f} property_words_flagged={shares['property_words']:.3f} "
+          f"same_file_flagged={shares['same_file']:.3f} baseline_swapped_flagged={baseline:.3f} theorems={count}")
 
 if __name__ == "__main__":
     main()

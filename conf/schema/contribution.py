@@ -60,6 +60,8 @@ class Conclusion:
     iff_symbol: str = setting("the connective (`↔`) of a conclusion named with `iff_word` or after its left side")
     iff_word: str = setting("the word a name of an `iff_symbol` conclusion says unless it follows the left side")
     prefixes: list[str] = setting("binders that, starting the conclusion, are its head whatever follows (∀, ∃)")
+    omitted_words: list[str] = setting("conclusion words a name may leave out (`eq`); a head with one is named after "
+                                       "its left side")
 
 
 @section
@@ -79,6 +81,8 @@ class Suggestion:
     max_hypothesis_words: int = setting("words a suggested name spends on each hypothesis, at most", at_least=1)
     min_constant_length: int = setting("characters a constant's name has at least; shorter ones are taken for "
                                        "variables (`a`, `p`)", at_least=1)
+    comm_word: str = setting("the word after an equation's left side when its sides differ by swapped variables")
+    assoc_word: str = setting("the word after an equation's left side when its sides differ by brackets alone")
 
 
 @section
@@ -95,6 +99,12 @@ class Naming:
 
     conclusion: Conclusion = setting("how the conclusion's head is found, and what a name of an `↔` must say")
     property_words: list[str] = setting("words any name may use: properties (comm, assoc), sides, connecting words")
+    leading_property_words: list[str] = setting("property words that may open a name (`symm`, `ext`); the others "
+                                                "only follow the words they qualify")
+    postfix_symbols: list[str] = setting("postfix symbols whose word a name may say where their operand starts")
+    ascription_symbols: list[str] = setting("symbols of a type ascription: their word is said where its bracket opens")
+    trailing_predicates: list[str] = setting("predicates a name says after the term they apply to (`Injective`)")
+    free_namespaces: list[str] = setting("namespaces of a dotted name that need not name anything of the statement")
     special_forms: list[SpecialForm] = setting("runs of atoms Mathlib names as a whole (`0 <` is `pos`)")
     suggestion: Suggestion = setting("how long a name the checker builds itself may be")
     symbols: dict[str, list[str]] = setting("a symbol as written in Lean -> the words a name may use for it")

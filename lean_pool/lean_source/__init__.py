@@ -29,7 +29,16 @@ from lean_pool.lean_source.commands import (
 from lean_pool.lean_source.goals import goal_theorem, read_goal, sorry_goal, unsolved_goals
 from lean_pool.lean_source.imports import leading_imports, without_imports, without_repeated
 from lean_pool.lean_source.lexer import code_only, lex, strip_comments
-from lean_pool.lean_source.name_words import Atom, first_theorem, statement_parts, term_atoms
+from lean_pool.lean_source.name_words import (
+    Atom,
+    argument_end,
+    bound_variables,
+    enclosing_start,
+    first_theorem,
+    operand_start,
+    statement_parts,
+    term_atoms,
+)
 from lean_pool.lean_source.placement_reading import (
     constants_meant,
     head_namespaces,
@@ -60,12 +69,15 @@ __all__ = [
     "Command",
     "Scope",
     "Token",
+    "argument_end",
+    "enclosing_start",
     "body_start",
     "canonical_statement",
     "code_only",
     "code_tokens",
     "constants_meant",
     "find_tokens",
+    "bound_variables",
     "first_theorem",
     "goal_theorem",
     "head_namespaces",
@@ -92,6 +104,7 @@ __all__ = [
     "statement_key",
     "statement_parts",
     "strip_comments",
+    "operand_start",
     "term_atoms",
     "unread_command_lines",
     "unsolved_goals",

@@ -7,12 +7,21 @@ symbol, `s.card` one name, `ᶜ` a symbol even glued to a field) in the one plac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
 from lean_pool.lean_source.commands import THEOREM_KINDS, read_commands
-from lean_pool.lean_source.statements import BINDER_GROUP, statement_binders
+from lean_pool.lean_source.statements import (
+    _QUANTIFIED,
+    BINDER_GROUP,
+    IDENT,
+    SAME_TOKEN,
+    bound_names,
+    leading_binders,
+    statement_binders,
+)
 from lean_pool.lean_source.tokens import CLOSERS, OPENERS, code_tokens, normalize_space, plain_name
 
 
@@ -104,6 +113,62 @@ def _name_atoms(name: str, symbols: Collection[str], depth: int) -> list[Atom]:
     if piece.strip("."):
         atoms.append(Atom(piece.strip("."), "name", depth))
     return atoms
+
+
+# Binder notations `bound_names` does not read: set-builder `{x | p x}`, indexed suprema and infima, filters'
+# `∀ᶠ x in l`.
+_MORE_BINDERS = re.compile(rf"(?:\{{\s*|[⨆⨅]\s*|[∀∃]ᶠ\s*)(?P<names>(?:{IDENT}\s*)+?)\s*(?=[|:,]|in\b|[∈∉⊆⊂<>≤≥≠])")
+
+
+# What stands before a bracketed binder of a type: a binder notation, then perhaps more bracketed binders.
+_BINDER_BEFORE = re.compile(r"(?:∀|∃!?|fun|[⨆⨅∑∏⋃⋂])\s*(?:[({⦃\[][^(){}⦃⦄\[\]]*[)}⦄\]]\s*)*$")
+
+
+def bound_variables(signature: str, variables: str = "") -> frozenset[str]:
+    """The names a statement and the `variable` binders in force bind: a theorem's name never describes these. A
+    bracketed `(x : T)` inside the type binds only after a binder notation (`∀ (x : T),`); elsewhere it is a type
+    ascription (`(univ : Set α)`) of a constant."""
+    bound: set[str] = set()
+    for text in (signature, variables):
+        for spelling, token in SAME_TOKEN:
+            text = text.replace(spelling, token)
+        groups, rest = leading_binders(text)
+        bound.update(bound_names(groups, " ".join(groups)))
+        bound.update(name for m in _QUANTIFIED.finditer(rest) for name in m.group("names").split())
+        bound.update(name for m in BINDER_GROUP.finditer(rest) if _BINDER_BEFORE.search(rest[: m.start()])
+                     for name in m.group("names").split())
+        bound.update(name for m in _MORE_BINDERS.finditer(rest) for name in m.group("names").split())
+    return frozenset(bound - {"_"})
+
+
+def operand_start(atoms: list[Atom], at: int) -> int:
+    """Where the operand of the postfix symbol or `.field` at index `at` starts: the bracket that opens it when it
+    follows a bracketed term (`(a * b)⁻¹`, `(insert a s).card`), else the atom right before it."""
+    depth = atoms[at].depth
+    start = at - 1
+    while start > 0 and atoms[start].depth > depth:
+        start -= 1
+    return max(start, 0)
+
+
+def enclosing_start(atoms: list[Atom], at: int) -> int:
+    """The index of the bracket enclosing atom `at` (`(` of `(⊤ : Set α)` for its `:`), or 0 at the top level."""
+    depth = atoms[at].depth
+    start = at
+    while start > 0 and atoms[start].depth >= depth:
+        start -= 1
+    return start
+
+
+def argument_end(atoms: list[Atom], at: int) -> int:
+    """The last index of what follows atom `at` at its bracket depth or deeper before a looser symbol: the
+    arguments a function or predicate written at `at` is applied to (`Injective (f ∘ g)`)."""
+    depth = atoms[at].depth
+    end = at
+    while end + 1 < len(atoms) and (atoms[end + 1].depth > depth or atoms[end + 1].kind != "symbol"
+                                    or atoms[end + 1].text in OPENERS):
+        end += 1
+    return end
 
 
 @lru_cache(maxsize=1)

@@ -1,18 +1,25 @@
-"""Theorem names judged by Mathlib's naming convention: a name passes when each of its words is explained by the
-statement (a symbol of its conclusion or hypotheses by the dictionary, a constant it names, a special form, a
-property word), it is snake_case, it does not repeat its namespace, and an `↔` conclusion named without `iff` is
-named after its left side. Every rule comes from the `naming:` config (conf/naming/mathlib.yaml)."""
+"""Theorem names judged and written by Mathlib's naming convention: a name describes the conclusion first, its
+words in the order the conclusion writes their symbols, then `of` and the hypotheses. A name passes when each word
+is explained by the statement (a symbol by the dictionary, a constant it names, a special form, a property word; a
+bound variable explains nothing), a word before `of` names the conclusion, the words keep the symbols' order, it is
+not made of property words alone, its namespace parts name something of the statement, it is snake_case, it does
+not repeat its namespace, and an `↔` conclusion named without `iff` is named after its left side. Every rule comes
+from the `naming:` config (conf/naming/mathlib.yaml)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lean_pool.lean_source import (
     Atom,
+    argument_end,
+    bound_variables,
+    enclosing_start,
     first_theorem,
+    operand_start,
     referenced_constants,
     statement_parts,
     term_atoms,
@@ -20,6 +27,7 @@ from lean_pool.lean_source import (
 
 _ANY_ATOM = "_"
 _OF = "of"
+_FIELD = "."
 # The word a suggestion stands on when the conclusion offers none (a property word of every convention).
 _OF_FALLBACK = "eq"
 _WORD_SEPARATOR = "_"
@@ -44,6 +52,7 @@ class NamingRules:
     symbols: Mapping[str, tuple[str, ...]]
     special_forms: tuple[SpecialForm, ...]
     property_words: frozenset[str]
+    leading_property_words: frozenset[str]
     word_aliases: Mapping[str, tuple[str, ...]]
     tolerance_min_words: int
     tolerated_unexplained: int
@@ -51,6 +60,13 @@ class NamingRules:
     iff_word: str
     head_order: tuple[str, ...]
     prefixes: frozenset[str]
+    omitted_words: frozenset[str]
+    postfix_symbols: frozenset[str]
+    ascription_symbols: frozenset[str]
+    trailing_predicates: frozenset[str]
+    free_namespaces: frozenset[str]
+    comm_word: str
+    assoc_word: str
     max_conclusion_words: int
     max_hypothesis_words: int
     max_hypotheses: int
@@ -65,6 +81,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         special_forms=tuple(SpecialForm(tuple(map(str, form["tokens"])), tuple(map(str, form["words"])))
                             for form in section["special_forms"]),
         property_words=frozenset(map(str, section["property_words"])),
+        leading_property_words=frozenset(map(str, section["leading_property_words"])),
         word_aliases={str(word): tuple(map(str, others)) for word, others in section["word_aliases"].items()},
         tolerance_min_words=int(tolerance["min_words"]),
         tolerated_unexplained=int(tolerance["unexplained_words"]),
@@ -72,6 +89,13 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         iff_word=str(conclusion["iff_word"]),
         head_order=tuple(map(str, conclusion["head_order"])),
         prefixes=frozenset(map(str, conclusion["prefixes"])),
+        omitted_words=frozenset(map(str, conclusion["omitted_words"])),
+        postfix_symbols=frozenset(map(str, section["postfix_symbols"])),
+        ascription_symbols=frozenset(map(str, section["ascription_symbols"])),
+        trailing_predicates=frozenset(map(str, section["trailing_predicates"])),
+        free_namespaces=frozenset(map(str, section["free_namespaces"])),
+        comm_word=str(suggestion["comm_word"]),
+        assoc_word=str(suggestion["assoc_word"]),
         max_conclusion_words=int(suggestion["max_conclusion_words"]),
         max_hypothesis_words=int(suggestion["max_hypothesis_words"]),
         max_hypotheses=int(suggestion["max_hypotheses"]),
@@ -87,17 +111,37 @@ class NameCheck:
     reasons: tuple[str, ...]
 
 
+@dataclass
+class _Words:
+    """The words one term explains: each with the atom positions it describes (a word said after a postfix symbol
+    or field may also stand where its operand starts), and the words of special forms, which stand anywhere."""
+
+    placed: dict[str, set[int]] = field(default_factory=dict)
+    floating: set[str] = field(default_factory=set)
+
+    def all(self) -> set[str]:
+        return set(self.placed) | self.floating
+
+    def place(self, words: Iterable[str], positions: set[int]) -> None:
+        for word in words:
+            self.placed.setdefault(word, set()).update(positions)
+
+
 @dataclass(frozen=True)
 class _Reading:
-    """What a statement offers a name: the atoms of its hypotheses and conclusion, the conclusion's head connective
-    and, for an `↔`, the atoms of its left side."""
+    """What a statement offers a name: the atoms of its hypotheses and conclusion, the words each explains, the
+    conclusion's head connective and, for an `↔`, the atoms of its left side."""
 
     hypotheses: tuple[tuple[Atom, ...], ...]
     conclusion: tuple[Atom, ...]
     head: str
-    left_side: tuple[Atom, ...]
+    head_at: int
     context: tuple[Atom, ...]
+    variables: frozenset[str]
     constants: frozenset[str]
+    hypothesis_words: tuple[_Words, ...]
+    conclusion_words: _Words
+    context_words: _Words
 
 
 def _head(atoms: tuple[Atom, ...], rules: NamingRules) -> tuple[str, int]:
@@ -113,21 +157,6 @@ def _head(atoms: tuple[Atom, ...], rules: NamingRules) -> tuple[str, int]:
     return "", -1
 
 
-def _read(statement: str, rules: NamingRules) -> _Reading:
-    signature, variables = first_theorem(statement)
-    hypotheses, conclusion = statement_parts(signature)
-    conclusion_atoms = tuple(term_atoms(conclusion, rules.symbols))
-    head, at = _head(conclusion_atoms, rules)
-    return _Reading(
-        hypotheses=tuple(tuple(term_atoms(h, rules.symbols)) for h in hypotheses),
-        conclusion=conclusion_atoms,
-        head=head,
-        left_side=conclusion_atoms[:at] if head == rules.iff_symbol else conclusion_atoms,
-        context=tuple(term_atoms(variables, rules.symbols)),
-        constants=frozenset(referenced_constants(signature)),
-    )
-
-
 def _lower_camel(part: str) -> str:
     return part[:1].lower() + part[1:]
 
@@ -135,40 +164,146 @@ def _lower_camel(part: str) -> str:
 def _name_words(part: str) -> set[str]:
     """The words a name part lets a theorem name use: itself, its lowerCamel form (`IsUnit` → `isUnit`), and its
     snake or camel pieces (`le_refl` → `le`, `refl`; `IsLeast` → `is`, `least`)."""
-    words = {part, _lower_camel(part)}
+    words = {part, _lower_camel(part), part.lower(), _plain_word(part), _lower_camel(_plain_word(part))}
     for piece in part.split(_WORD_SEPARATOR):
         words.update({piece, _lower_camel(piece)})
         words.update(hump.lower() for hump in _CAMEL_HUMP.findall(piece))
     return {word for word in words if word}
 
 
-def _atom_words(atoms: Iterable[Atom], rules: NamingRules) -> set[str]:
-    """Every word the atoms explain: dictionary words of symbols and numerals, words of names and of the special
-    forms their runs contain."""
-    atoms = list(atoms)
-    words: set[str] = set()
-    for atom in atoms:
-        words.update(rules.symbols.get(atom.text, ()))
+def _form_matches(form: SpecialForm, texts: list[str]) -> list[int]:
+    size = len(form.atoms)
+    return [i for i in range(len(texts) - size + 1)
+            if all(want in (_ANY_ATOM, got) for want, got in zip(form.atoms, texts[i : i + size]))]
+
+
+def _term_words(atoms: list[Atom], rules: NamingRules, variables: frozenset[str]) -> _Words:
+    """Every word a term explains, with where: dictionary words of symbols and numerals, words of the constants
+    and fields it names (a bound variable names nothing), and the words of the special forms its runs contain."""
+    words = _Words()
+    for i, atom in enumerate(atoms):
+        positions = {i}
+        if atom.text in rules.ascription_symbols:
+            positions = {enclosing_start(atoms, i)}
+        elif atom.text in rules.postfix_symbols or (atom.kind == "name" and i and atoms[i - 1].text == _FIELD):
+            positions.add(operand_start(atoms, i - 1 if atom.kind == "name" else i))
+        elif atom.kind == "name" and atom.text in rules.trailing_predicates:
+            positions = {argument_end(atoms, i)}
+        words.place(rules.symbols.get(atom.text, ()), positions)
         if atom.kind == "number":
-            words.add(atom.text)
+            words.place([atom.text], positions)
         elif atom.kind == "name":
-            for part in atom.text.split("."):
-                words |= _name_words(part)
+            parts = atom.text.split(".")
+            if parts[0] in variables:
+                parts = parts[1:]
+            for part in parts:
+                words.place(_name_words(part), positions)
     texts = [atom.text for atom in atoms]
     for form in rules.special_forms:
-        size = len(form.atoms)
-        if any(all(want in (_ANY_ATOM, got) for want, got in zip(form.atoms, texts[i : i + size]))
-               for i in range(len(texts) - size + 1)):
-            words.update(form.words)
+        for start in _form_matches(form, texts):
+            end = start + len(form.atoms) - 1
+            said_after = form.atoms[0][:1].isdigit()
+            words.place(form.words, set(range(start, _side_end(atoms, end, rules) + 1)) if said_after else {start})
     return words
+
+
+def _side_end(atoms: list[Atom], at: int, rules: NamingRules) -> int:
+    """The last index of the side of a relation that starts after atom `at`: up to the next connective of
+    `head_order` at the same bracket depth (`0 < n + 1` reaches to the `1`)."""
+    depth, end = atoms[at].depth, at
+    while end + 1 < len(atoms) and not (atoms[end + 1].depth <= depth and atoms[end + 1].text in rules.head_order):
+        end += 1
+    return end
+
+
+def _read(statement: str, rules: NamingRules) -> _Reading:
+    signature, variable_binders = first_theorem(statement)
+    variables = bound_variables(signature, variable_binders)
+    hypotheses, conclusion = statement_parts(signature)
+    hypothesis_atoms = tuple(tuple(term_atoms(h, rules.symbols)) for h in hypotheses)
+    conclusion_atoms = tuple(term_atoms(conclusion, rules.symbols))
+    context = tuple(atom for binder_type in statement_parts(variable_binders)[0]
+                    for atom in term_atoms(binder_type, rules.symbols))
+    head, at = _head(conclusion_atoms, rules)
+    return _Reading(
+        hypotheses=hypothesis_atoms,
+        conclusion=conclusion_atoms,
+        head=head,
+        head_at=at,
+        context=context,
+        variables=variables,
+        constants=frozenset(referenced_constants(signature)),
+        hypothesis_words=tuple(_term_words(list(h), rules, variables) for h in hypothesis_atoms),
+        conclusion_words=_term_words(list(conclusion_atoms), rules, variables),
+        context_words=_term_words(list(context), rules, variables),
+    )
 
 
 def _plain_word(word: str) -> str:
     return word.rstrip(_VARIANT_MARKS)
 
 
+def _meanings(word: str, rules: NamingRules) -> tuple[str, ...]:
+    """The vocabulary entries that explain `word`: itself, its lowerCamel form, and the words it is an alias of."""
+    return tuple(w for alias in (word, *rules.word_aliases.get(word, ())) for w in (alias, _lower_camel(alias)))
+
+
 def _explained(word: str, vocabulary: set[str], rules: NamingRules) -> bool:
-    return any(w in vocabulary or _lower_camel(w) in vocabulary for w in (word, *rules.word_aliases.get(word, ())))
+    return any(w in vocabulary for w in _meanings(word, rules))
+
+
+def _positions(word: str, words: _Words, rules: NamingRules) -> set[int]:
+    return set().union(*(words.placed.get(w, set()) for w in _meanings(word, rules)))
+
+
+def _order_break(segment: list[str], words: _Words, rules: NamingRules) -> tuple[str, str] | None:
+    """The first pair of words (earlier, later) of `segment` whose symbols the term writes the other way round;
+    words the term does not place (property words, words of other terms) and words said again (`coe_subset_coe`,
+    where the second cast is implicit) are not ordered."""
+    at, previous, placed = -1, "", set()
+    for word in segment:
+        positions = _positions(word, words, rules)
+        if not positions or word in placed:
+            continue
+        placed.add(word)
+        later = [p for p in positions if p >= at]
+        if not later:
+            return previous, word
+        at, previous = min(later), word
+    return None
+
+
+def _conclusion_order_break(segment: list[str], reading: _Reading, rules: NamingRules) -> tuple[str, str] | None:
+    """`_order_break` on the conclusion: an equation or `↔` whose name says its head word (`eq`, `iff`) has the
+    words before it from the left side and those after from the right; one whose name does not is named after its
+    left side."""
+    if reading.head != rules.iff_symbol and not rules.omitted_words.intersection(rules.symbols.get(reading.head, ())):
+        return _order_break(segment, reading.conclusion_words, rules)
+    left = _term_words(list(reading.conclusion[: reading.head_at]), rules, reading.variables)
+    right = _term_words(list(reading.conclusion[reading.head_at + 1 :]), rules, reading.variables)
+    head_words = set(rules.symbols.get(reading.head, ()))
+    split = next((i for i, word in enumerate(segment) if word in head_words), len(segment))
+    return _order_break(segment[:split], left, rules) or _order_break(segment[split + 1 :], right, rules)
+
+
+def _segments(words: list[str]) -> list[list[str]]:
+    """The name's words cut at each `of`: the conclusion's part first, then one part per named hypothesis."""
+    parts: list[list[str]] = [[]]
+    for word in words:
+        if word == _OF:
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    return parts
+
+
+def _namespace_reason(space: list[str], reading: _Reading, vocabulary: set[str], rules: NamingRules) -> str | None:
+    """Why the namespace parts written in a dotted name fit no part of the statement, or None when one does."""
+    if not space or any(part in rules.free_namespaces for part in space):
+        return None
+    if any(_explained(word, vocabulary, rules) for part in space for word in {part, part.lower(), _lower_camel(part)}):
+        return None
+    return f"the namespace `{'.'.join(space)}` names nothing in the statement"
 
 
 def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "") -> NameCheck:
@@ -177,9 +312,11 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
     reading = _read(statement, rules)
     *name_space, last = name.split(".")
     words = [_plain_word(word) for word in last.split(_WORD_SEPARATOR)]
-    terms = [*reading.hypotheses, reading.conclusion, reading.context]
-    vocabulary = set().union(*(_atom_words(term, rules) for term in terms)) | rules.property_words
-    case_kept = {part for term in terms for atom in term if atom.kind == "name" for part in atom.text.split(".")}
+    statement_words = set().union(reading.conclusion_words.all(), reading.context_words.all(),
+                                  *(h.all() for h in reading.hypothesis_words))
+    vocabulary = statement_words | rules.property_words | {_OF}
+    case_kept = {part for term in (*reading.hypotheses, reading.conclusion, reading.context) for atom in term
+                 if atom.kind == "name" for part in atom.text.split(".")}
     reasons: list[str] = []
     if not all(words):
         reasons.append(f"`{last}` has an empty word: words are joined by single underscores")
@@ -192,54 +329,170 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
     tolerated = rules.tolerated_unexplained if len(words) >= rules.tolerance_min_words else 0
     if len(unexplained) > tolerated:
         reasons.extend(f"`{word}` names nothing in the statement" for word in unexplained)
-    spaces = [part for part in [*namespace.split("."), *name_space] if part]
+    reasons.extend(_convention_reasons(words, name_space, namespace, reading, statement_words, rules))
+    return NameCheck(not reasons, tuple(reasons))
+
+
+def _convention_reasons(words: list[str], name_space: list[str], namespace: str, reading: _Reading,
+                        statement_words: set[str], rules: NamingRules) -> list[str]:
+    """The rules on how the words stand: the conclusion named first and in order, hypotheses after `of` in their
+    order, not property words alone, the namespace parts, and the `↔` rule."""
+    reasons: list[str] = []
+    content = [w for w in words if w and w != _OF]
+    enclosing = [part for part in namespace.split(".") if part]
+    spaces = [*enclosing, *name_space]
+    space_words = {w for part in spaces for w in (part, part.lower(), _lower_camel(part))}
+    own = [w for w in content if _explained(w, statement_words, rules)]
+    space_named = any(_explained(w, statement_words, rules) for w in space_words)
+    only_properties = content and not own and all(w in rules.property_words for w in content)
+    if only_properties and (len(content) > 1 or not space_named):
+        listed = ", ".join(f"`{w}`" for w in content)
+        reasons.append(f"the name is made of property words alone ({listed}): it must name the conclusion's "
+                       "symbols or constants too")
+    segments = _segments([w for w in words if w])
+    conclusion = reading.conclusion_words
+    offered = {w for w in conclusion.all() if w not in rules.omitted_words}
+    names_head = any(_explained(w, conclusion.all(), rules) for w in [*segments[0], *space_words])
+    if own and offered and not names_head:
+        listed = ", ".join(f"`{w}`" for w in sorted(offered)[:6])
+        reasons.append(f"no word before `{_OF}` names the conclusion (it offers {listed}); hypotheses come after "
+                       f"`{_OF}`")
+    broken = _conclusion_order_break(segments[0], reading, rules)
+    if broken:
+        reasons.append(f"`{broken[1]}` comes after `{broken[0]}` in the name but before it in the conclusion: "
+                       "words follow the order of the symbols")
+    premises = set().union(reading.context_words.all(), *(h.all() for h in reading.hypothesis_words))
+    for word in dict.fromkeys(w for segment in segments[1:] if segments[0] for w in segment):
+        if _explained(word, conclusion.all(), rules) and not _explained(word, premises | rules.property_words, rules):
+            reasons.append(f"`{word}` stands after `{_OF}` but names the conclusion, not a hypothesis")
+    if reading.head == rules.iff_symbol and len(segments[0]) > 1 and segments[0][0] == rules.iff_word:
+        reasons.append(f"the name starts with `{rules.iff_word}`: the left side of the `{rules.iff_symbol}` is "
+                       "named first")
+    for segment in segments[1:]:
+        terms = [h for h in reading.hypothesis_words if sum(bool(_positions(w, h, rules)) for w in segment) > 1]
+        if terms and all(_order_break(segment, h, rules) for h in terms):
+            earlier, later = _order_break(segment, terms[0], rules) or ("", "")
+            reasons.append(f"`{later}` comes after `{earlier}` in the name but before it in the hypothesis: "
+                           "words follow the order of the symbols")
+    if (len(segments[0]) > 1 and segments[0][0] in rules.property_words
+            and segments[0][0] not in rules.leading_property_words
+            and not _explained(segments[0][0], statement_words, rules)):
+        reasons.append(f"`{segments[0][0]}` is a property word: it follows the words it qualifies "
+                       "(`add_comm`, not `comm_add`), it does not open a name")
+    space_reason = _namespace_reason(name_space, reading, statement_words, rules)
+    if space_reason:
+        reasons.append(space_reason)
     if spaces and words and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()}:
         reasons.append(f"the name repeats its namespace `{spaces[-1]}`")
     if reading.head == rules.iff_symbol and rules.iff_word not in words:
-        before_of = words[: words.index(_OF)] if _OF in words else words
-        left = _atom_words(reading.left_side, rules) | rules.property_words
-        right_only = [w for w in before_of if w and _explained(w, vocabulary, rules) and not _explained(w, left, rules)]
+        left = _term_words(list(reading.conclusion[: reading.head_at]), rules, reading.variables).all()
+        right_only = [w for w in segments[0] if _explained(w, conclusion.all(), rules)
+                      and not _explained(w, left | rules.property_words, rules)]
         if right_only:
             listed = ", ".join(f"`{w}`" for w in right_only)
             reasons.append(f"the conclusion is an `{rules.iff_symbol}` but the name has no `{rules.iff_word}`, "
                            f"and {listed} describe(s) its right side, not its left")
-    return NameCheck(not reasons, tuple(reasons))
+    return reasons
 
 
-def _describe(atoms: Iterable[Atom], reading: _Reading, rules: NamingRules, limit: int) -> list[str]:
-    """Up to `limit` words for a term, in the order it is written: each symbol's first dictionary word (`=` left
-    out, as Mathlib does), numerals by name, and the constants it names in lowerCamel form (shorter names are taken
-    for variables of the section)."""
+def _form_at(texts: list[str], i: int, rules: NamingRules) -> tuple[SpecialForm, bool] | None:
+    """The special form about a relation starting at atom `i` (`0 <`, `≤ 0`), and whether its word is said after
+    the operand that follows it (a form that opens with a numeral: `0 < a * b` is `mul_pos`)."""
+    for form in rules.special_forms:
+        size = len(form.atoms)
+        if (any(a in rules.head_order for a in form.atoms)
+                and all(want in (_ANY_ATOM, got) for want, got in zip(form.atoms, texts[i : i + size]))
+                and len(texts[i : i + size]) == size):
+            return form, form.atoms[0] not in rules.symbols or form.atoms[0][:1].isdigit()
+    return None
+
+
+def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bool = True) -> list[str]:
+    """The words of a term in the order Mathlib says them: each symbol's first dictionary word (`=` left out),
+    numerals by name, constants in lowerCamel form, and relations against zero by their special form (`pos`,
+    `nonneg`, `neg`, `nonpos`), said after the operand when written before it."""
+    texts = [atom.text for atom in atoms]
     words: list[str] = []
-    for atom in atoms:
-        if atom.text == "=":
+    after: list[str] = []
+    i = 0
+    while i < len(atoms):
+        found = _form_at(texts, i, rules)
+        if found:
+            form, later = found
+            (after if later else words).extend(form.words)
+            i += len(form.atoms)
             continue
-        if atom.text in rules.symbols:
-            candidates = rules.symbols[atom.text][:1]
-        elif atom.kind == "name":
-            head, *fields = atom.text.split(".")
-            named = [atom.text] if head in reading.constants or atom.text in reading.constants else fields
-            candidates = tuple(_lower_camel(_plain_word(name.split(".")[-1])) for name in named[-1:]
-                               if len(_plain_word(name.split(".")[-1])) >= rules.min_constant_length)
-        else:
-            candidates = ()
-        for word in candidates:
-            if _SNAKE_WORD.fullmatch(word) and (not words or words[-1] != word):
-                words.append(word)
-    return words[:limit]
+        trailing = atoms[i].text in rules.trailing_predicates
+        (after if trailing else words).extend(_atom_name(atoms[i], reading, rules, omit))
+        i += 1
+    described: list[str] = []
+    for word in [*words, *after]:
+        if _SNAKE_WORD.fullmatch(word) and (not described or described[-1] != word):
+            described.append(word)
+    return described
+
+
+def _atom_name(atom: Atom, reading: _Reading, rules: NamingRules, omit: bool) -> list[str]:
+    omitted = omit and rules.symbols.get(atom.text, ("",))[0] in rules.omitted_words
+    if atom.text in rules.ascription_symbols or omitted:
+        return []
+    if atom.text in rules.symbols:
+        return list(rules.symbols[atom.text][:1])
+    if atom.kind != "name":
+        return []
+    parts = atom.text.split(".")
+    if parts[0] in reading.variables:
+        parts = parts[1:]
+    part = _plain_word(parts[-1]) if parts else ""
+    return [_lower_camel(part)] if len(part) >= rules.min_constant_length else []
+
+
+def _variable_order(atoms: Iterable[Atom], reading: _Reading) -> list[str]:
+    return [atom.text for atom in atoms if atom.kind == "name" and atom.text in reading.variables]
+
+
+def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
+    """The conclusion's words: an equation or `↔` is named after its left side (its right side when the left
+    offers no word), with `comm` when both sides say the same with the variables swapped and `assoc` when they
+    differ only in brackets; any other conclusion is named whole, in order."""
+    atoms = list(reading.conclusion)
+    equation = reading.head == rules.iff_symbol or rules.omitted_words.intersection(rules.symbols.get(reading.head, ()))
+    if not equation:
+        return _describe(atoms, reading, rules)
+    left, right = atoms[: reading.head_at], atoms[reading.head_at + 1 :]
+    left_words, right_words = _describe(left, reading, rules), _describe(right, reading, rules)
+    if left_words and left_words == right_words:
+        if _variable_order(left, reading) != _variable_order(right, reading):
+            return [*left_words, rules.comm_word]
+        if [a.depth for a in left] != [a.depth for a in right]:
+            return [*left_words, rules.assoc_word]
+    if left_words:
+        return left_words
+    if reading.head == rules.iff_symbol:
+        return [*(_describe(left, reading, rules, omit=False) or [_OF_FALLBACK]), rules.iff_word, *right_words]
+    return [_OF_FALLBACK, *right_words]
+
+
+def _side_condition(words: list[str], rules: NamingRules) -> bool:
+    """A hypothesis Mathlib leaves out of a name: one only a special form describes (`0 < a`, `a ≤ 0`)."""
+    forms = {w for form in rules.special_forms for w in form.words}
+    return bool(words) and all(w in forms for w in words)
 
 
 def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> str:
-    """A name built from the dictionary alone (the conclusion's words, then `of` and the words of its first
-    hypotheses), deterministic and accepted by `check_name` whenever the statement offers words: the fallback
-    when a proposed name fails."""
+    """The name Mathlib would give the first theorem of `statement` inside `namespace`, from its structure: the
+    conclusion's words in the order of its symbols (an equation by its left side, `comm`/`assoc` when its sides
+    agree), then `of` and the words of the hypotheses that are not mere sign conditions."""
     reading = _read(statement, rules)
-    words = _describe(reading.conclusion, reading, rules, rules.max_conclusion_words)
-    propositions = [h for h in reading.hypotheses if any(atom.text in rules.head_order for atom in h)]
-    for hypothesis in propositions[: rules.max_hypotheses]:
-        described = _describe(hypothesis, reading, rules, rules.max_hypothesis_words)
-        if described:
+    words = _conclusion_name(reading, rules)[: rules.max_conclusion_words]
+    named = 0
+    for hypothesis in reading.hypotheses:
+        if named >= rules.max_hypotheses or not any(atom.text in rules.head_order for atom in hypothesis):
+            continue
+        described = _describe(list(hypothesis), reading, rules)[: rules.max_hypothesis_words]
+        if described and not _side_condition(described, rules):
             words += [_OF, *described]
+            named += 1
     spaces = [part for part in namespace.split(".") if part]
     while words and spaces and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()}:
         words.pop(0)
@@ -256,10 +509,13 @@ def rules_text(rules: NamingRules) -> str:
         "Name the theorem the way Mathlib does:",
         "- snake_case words joined by `_`; a constant keeps its lowerCamelCase form (`isUnit`, `toFinset`) or its "
         "written case (`Icc`).",
-        "- Describe the conclusion's symbols in the order they are written, by the dictionary below; `=` is usually "
-        "left out.",
+        "- Describe the conclusion first, its symbols in the order they are written, by the dictionary below; `=` "
+        "is usually left out, and an equation is often named after its left side alone (`add_zero : a + 0 = a`).",
         f"- A conclusion with `{rules.iff_symbol}` says `{rules.iff_word}`, or is named after its left side alone.",
-        f"- Hypotheses come after `{_OF}` (`le_of_lt : a < b → a ≤ b`).",
+        f"- Hypotheses come after `{_OF}`, each in its own order (`le_of_lt : a < b → a ≤ b`).",
+        "- `0 < a` is `pos`, `0 ≤ a` `nonneg`, `a ≠ 0` `ne_zero`, said after the term (`mul_pos : 0 < a * b`).",
+        "- Variables are never words; property words (`comm`, `assoc`, `left`, `right`, `cancel`) follow the words "
+        "they qualify and never make a name alone.",
         "- Do not repeat the namespace (`Nat.succ_le`, not `Nat.nat_succ_le`).",
         "- Every word must name a symbol, a constant or a field of the statement, or be one of these property "
         f"words: {', '.join(sorted(rules.property_words))}.",
