@@ -23,7 +23,7 @@ from lean_pool.session_check import CheckResult
 from lean_pool.verdict import precheck
 from operators.contribute.description import file_description
 from operators.contribute.name import kept, relative_name, renamed
-from operators.contribute.naming import check_name, naming_rules
+from operators.contribute.naming import check_name, naming_rules, rules_text
 from operators.contribute.patches import (
     changed_declarations,
     claim_names,
@@ -34,6 +34,7 @@ from operators.contribute.patches import (
 )
 from operators.contribute.placement import unified_diff
 from operators.contribute.shorten import ShortenOperator, ShortenSettings, candidate_tactics, mined_proof
+from operators.llm import prompts
 from operators.llm.answers import proposed_name
 from operators.llm.calls import LLMResult
 from operators.llm.sim.scripts import name_reply
@@ -129,6 +130,17 @@ def test_an_llm_call_without_an_answer_is_infrastructure_not_a_bad_name(rules):
     row = kept(pending(ADD_COMM, "clamp_sim_916304_1"), rules)
     failed = renamed(row, LLMResult(text=None, error_kind="timeout", error="no answer in 60 s"), rules)
     assert failed["status"] == ERROR_INFRA and "timeout" in failed["reason"]
+
+
+def test_the_renaming_prompt_carries_the_checkers_reasons(cfg, rules):
+    row = kept(pending(ADD_COMM, "clamp_sim_916304_1"), rules)
+    templates = OmegaConf.to_container(cfg.prompts, resolve=True)
+    messages = prompts.name_messages(templates, row["statement"], row["namespace"], row["old_name"],
+                                     row["name_reasons"], rules_text(rules))
+    asked = messages[-1]["content"]
+    assert row["name_reasons"] == ["`clamp` names nothing in the statement", "`sim` names nothing in the statement",
+                                   "`916304` names nothing in the statement", "`1` names nothing in the statement"]
+    assert all(reason in asked for reason in row["name_reasons"])
 
 
 def test_the_sim_proposes_the_mined_name_without_its_tag():

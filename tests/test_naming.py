@@ -145,3 +145,75 @@ def test_rules_text_states_the_convention(rules):
     assert "snake_case" in text
     assert "≤ le/ge" in text
     assert "`of`" in text
+
+
+ADD_COMM = "theorem x (a b : ℕ) (h : 0 < a) : a + b = b + a := sorry"
+LE_OF_LT = "theorem x {a b : ℕ} : a < b → a ≤ b := sorry"
+ONLY_PROPERTIES = "the name is made of property words alone"
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("aux", f"{ONLY_PROPERTIES} (`aux`): it must name the conclusion's symbols or constants too"),
+    ("spec", f"{ONLY_PROPERTIES} (`spec`): it must name the conclusion's symbols or constants too"),
+    ("a_b", "`a` names nothing in the statement"),
+    ("pos_of_lt", "no word before `of` names the conclusion (it offers `add`); hypotheses come after `of`"),
+    ("add_mul", "`mul` names nothing in the statement"),
+])
+def test_names_the_old_checker_took_for_add_comm_are_refused(rules, name, reason):
+    check = check_name(ADD_COMM, name, rules)
+    assert not check.ok and reason in check.reasons
+    assert check_name(ADD_COMM, "add_comm", rules).ok
+
+
+def test_a_hypothesis_named_as_the_conclusion_is_refused(rules):
+    assert check_name(LE_OF_LT, "le_of_lt", rules).ok
+    assert check_name(LE_OF_LT, "lt_of_le", rules).reasons == (
+        "no word before `of` names the conclusion (it offers `ge`, `le`); hypotheses come after `of`",
+        "`le` stands after `of` but names the conclusion, not a hypothesis")
+    assert check_name(LE_OF_LT, "lt_iff_le", rules).reasons == ("`iff` names nothing in the statement",)
+
+
+def test_reordered_words_are_refused(rules):
+    zero = "theorem x (a : ℕ) : a + 0 = a := sorry"
+    assert check_name(zero, "add_zero", rules).ok
+    assert check_name(zero, "zero_add", rules).reasons == (
+        "`add` comes after `zero` in the name but before it in the conclusion: words follow the order of the symbols",)
+    assert check_name(ADD_COMM, "comm_add", rules).reasons == (
+        "`comm` is a property word: it follows the words it qualifies (`add_comm`, not `comm_add`), it does not open "
+        "a name",)
+    not_le = "theorem x {a b : ℕ} : ¬a ≤ b ↔ b < a := sorry"
+    assert check_name(not_le, "not_le", rules).ok
+    assert not check_name(not_le, "le_not", rules).ok
+    assert check_name(not_le, "iff_not_le", rules).reasons == (
+        "the name starts with `iff`: the left side of the `↔` is named first",)
+
+
+def test_property_words_alone_are_refused(rules):
+    check = check_name(ADD_COMM, "comm_assoc", rules)
+    reason = f"{ONLY_PROPERTIES} (`comm`, `assoc`): it must name the conclusion's symbols or constants too"
+    assert not check.ok and reason in check.reasons
+
+
+def test_a_name_from_the_same_file_is_refused(partial_order, rules):
+    statement, namespace = partial_order["le_of_lt"]
+    assert check_name(statement, "lt_of_le_of_lt", rules, namespace).reasons == (
+        "no word before `of` names the conclusion (it offers `ge`, `le`); hypotheses come after `of`",
+        "`le` stands after `of` but names the conclusion, not a hypothesis")
+
+
+def test_the_namespace_of_a_dotted_name_is_judged(rules):
+    assert check_name(LE_OF_LT, "LT.lt.le", rules).ok
+    reasons = check_name(ADD_COMM, "Foo.add_comm", rules).reasons
+    assert reasons == ("the namespace `Foo` names nothing in the statement",)
+
+
+@pytest.mark.parametrize(("statement", "namespace", "name"), [
+    ("theorem x (a b : ℕ) : a + b = b + a := sorry", "", "add_comm"),
+    ("theorem x (a b c : ℕ) : a + b + c = a + (b + c) := sorry", "", "add_assoc"),
+    ("theorem x (a : ℕ) : a + 0 = a := sorry", "", "add_zero"),
+    ("theorem x {a b : ℤ} (ha : 0 < a) (hb : 0 < b) : 0 < a * b := sorry", "", "mul_pos"),
+    ("theorem x (m n : ℕ) (h : m ≤ n) : m < n + 1 := sorry", "Nat", "lt_add_one_of_le"),
+    ("theorem x {a b : ℕ} (h : a < b) : a ≤ b := sorry", "", "le_of_lt"),
+])
+def test_suggested_names_are_mathlibs(rules, statement, namespace, name):
+    assert suggested_name(statement, rules, namespace) == name
