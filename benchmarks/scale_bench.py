@@ -59,6 +59,7 @@ ZERO_LATENCY = ["llm.sim.latency.median_s=0", "lean.sim.import_s=0", "lean.sim.c
 MIB = 2**20
 LOOP_STEPS = 10_000_000  # the Python loop whose time stands for a core's speed
 RSS_POLL_S = 0.05
+CPU_SHOWN_PER_CANDIDATE = 0.001  # the process kinds whose CPU per candidate is printed
 PLAN_PROCESS_POLL_EVERY = 10  # polls of the driver's RSS per look for the processes executing plans
 # The title Ray gives a worker while it executes a plan (`pipelines.runtime.wiring.write` runs each plan in one of its
 # own).
@@ -91,15 +92,37 @@ class TreeCpu:
     def __init__(self, root: psutil.Process) -> None:
         self.root = root
         self._last: dict[tuple[int, float], float] = {}
+        self._kinds: dict[tuple[int, float], str] = {}
 
     def read(self) -> float:
         for process in [self.root, *self.root.children(recursive=True)]:
             try:
+                key = (process.pid, process.create_time())
                 times = process.cpu_times()
-                self._last[(process.pid, process.create_time())] = times.user + times.system
+                self._kinds[key] = process_kind(process)  # the last title: a Ray worker takes its task's once it runs
+                self._last[key] = times.user + times.system
             except psutil.Error:
                 continue
         return sum(self._last.values())
+
+    def by_kind(self) -> dict[str, float]:
+        """CPU seconds over the whole run per kind of process, the most first."""
+        totals: dict[str, float] = {}
+        for key, seconds in self._last.items():
+            totals[self._kinds[key]] = totals.get(self._kinds[key], 0.0) + seconds
+        return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def process_kind(process: psutil.Process) -> str:
+    """What a process is: the title Ray gives a worker (`ray::` and its actor or task, or `ray::IDLE`), else its
+    program's name (raylet, gcs_server, python for the driver and the Lean simulator)."""
+    command = process.cmdline()
+    title = command[0] if command else process.name()
+    if title.startswith("ray::"):
+        return title.split(" ")[0]
+    program = Path(title).name
+    module = next((command[index + 1] for index, word in enumerate(command[:-1]) if word == "-m"), None)
+    return f"{program} -m {module}" if module else program
 
 
 @dataclass(frozen=True)
@@ -114,6 +137,7 @@ class DriverTrace:
     plans: list[PlanPoint]
     plan_process_peak_bytes: int
     cpu: list[tuple[float, float]]
+    cpu_by_kind: dict[str, float]
 
     def cpu_between(self, start: float, end: float) -> float:
         """CPU seconds the run's processes used between two wall-clock times, read off the samples (linearly between
@@ -165,7 +189,7 @@ def traced_driver(args: list[str]) -> DriverTrace:
     reader.join()
     if driver.returncode != 0:
         raise RuntimeError(f"pipelines.mine exited with {driver.returncode}")
-    return DriverTrace(peak, peak_s, points, plan_process_peak, cpu)
+    return DriverTrace(peak, peak_s, points, plan_process_peak, cpu, tree.by_kind())
 
 
 def plan_process_rss() -> list[int]:
@@ -281,6 +305,9 @@ def measure(label: str, files: list[str], source: Path, work: Path, include: lis
           + " ".join(f"{point.driver_rss_mib:.0f}" for point in driver.plans)
           + ("" if growth is None else f"; growth per plan once settled: {growth:+.2f} MiB"), flush=True)
     print("  busy: " + ", ".join(f"{name} {fraction:.3f}" for name, fraction in measured.busy.items()), flush=True)
+    print("  CPU-s per candidate over the whole run, by process: " + ", ".join(
+        f"{kind} {seconds / measured.candidates:.4f}" for kind, seconds in driver.cpu_by_kind.items()
+        if seconds / measured.candidates >= CPU_SHOWN_PER_CANDIDATE), flush=True)
     return measured
 
 
