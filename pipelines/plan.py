@@ -19,20 +19,9 @@ from collections.abc import Sequence
 
 from pipelines.planning.capacity import lean_speeds
 from pipelines.planning.capacity_plan import Plan, make_plan
+from pipelines.reporting.durations import duration
 from pipelines.reporting.run_data import RunNotFound
 from pipelines.runtime.cli import run_job
-
-MINUTE_S = 60.0
-HOUR_S = 3600.0
-
-
-def duration(seconds: float) -> str:
-    """Seconds in the unit a person reads them in: s, min or h."""
-    if seconds < MINUTE_S:
-        return f"{seconds:.1f} s"
-    if seconds < HOUR_S:
-        return f"{seconds / MINUTE_S:.1f} min"
-    return f"{seconds / HOUR_S:,.1f} h"
 
 
 def plan_lines(plan: Plan) -> list[str]:

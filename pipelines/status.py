@@ -24,7 +24,7 @@ from operators.discover import RETRIED_STATUSES
 from operators.rows.candidates import ERROR_INFRA
 from operators.rows.candidates import STATUSES as CANDIDATE_STATUSES
 from operators.storage import is_uri, join, without_options
-from pipelines.plan import duration
+from pipelines.reporting.durations import duration
 from pipelines.reporting.summary import Closing, closing_lines
 from pipelines.runtime.cli import SetupError, compose_config, run_job
 from pipelines.runtime.lease import (
