@@ -10,6 +10,7 @@ totals are the closing block's. Labels are stages, statuses, roles, modes and ki
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -89,7 +90,7 @@ class RunMetrics:
         self._seen_board: dict[tuple[str, str], int] = {}
         self._seen_usage: dict[str, CallUsage] = {}
         self._last = time.monotonic()
-        self._failed: Exception | None = None
+        self._warned = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._every_s = report_interval_s()
@@ -101,7 +102,10 @@ class RunMetrics:
             try:
                 self.record()
             except Exception as error:  # a metric not recorded this time must not stop the run: the next look retries
-                self._failed = error
+                if not self._warned:
+                    print(f"warning: run metrics not recorded ({type(error).__name__}: {error}); the run goes on and "
+                          "they are tried again at each report", file=sys.stderr, flush=True)
+                    self._warned = True
 
     def record(self) -> None:
         """Record what moved since the last call."""
