@@ -174,6 +174,8 @@ def main() -> None:
     if not args.mathlib_dir.is_dir():
         parser.error(f"no Mathlib checkout at {args.mathlib_dir} (pass --mathlib-dir)")
     theorems = read_theorems(args.mathlib_dir, args.include)
+    if not theorems:
+        parser.error(f"no theorem under {args.mathlib_dir} with --include {args.include or '(all)'}")
     rules = mathlib_rules()
     pairs = list(zip(theorems, negatives(theorems, sorted(rules.property_words - rules.leading_property_words))))
     with Pool(os.cpu_count()) as pool:
@@ -197,6 +199,7 @@ def main() -> None:
     print(f"real_names_accepted={accepted:.3f} swapped_names_flagged={shares['swapped']:.3f} "
           f"reordered_flagged={shares['reordered']:.3f} property_words_flagged={shares['property_words']:.3f} "
           f"same_file_flagged={shares['same_file']:.3f} baseline_swapped_flagged={baseline:.3f} theorems={count}")
+
 
 if __name__ == "__main__":
     main()

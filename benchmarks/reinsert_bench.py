@@ -168,7 +168,10 @@ def main() -> None:
         parser.error(f"no Mathlib checkout at {args.mathlib_dir} (pass --mathlib-dir)")
     if args.lemmas < 1:
         parser.error(f"--lemmas {args.lemmas} must be at least 1")
-    outcomes = [reinserted(taken) for taken in sampled_theorems(args.mathlib_dir, args.include, args.lemmas)]
+    taken_out = sampled_theorems(args.mathlib_dir, args.include, args.lemmas)
+    if not taken_out:
+        parser.error(f"no theorem to take out under {args.mathlib_dir} with --include {args.include or '(all)'}")
+    outcomes = [reinserted(taken) for taken in taken_out]
     count = max(len(outcomes), 1)
     print(f"files={len({o.taken.path for o in outcomes})} lemmas={len(outcomes)}")
     show("placed outside Mathlib's namespace", [o for o in outcomes if o.namespace != o.taken.namespace])
