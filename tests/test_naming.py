@@ -214,6 +214,13 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x {a b : ℤ} (ha : 0 < a) (hb : 0 < b) : 0 < a * b := sorry", "", "mul_pos"),
     ("theorem x (m n : ℕ) (h : m ≤ n) : m < n + 1 := sorry", "Nat", "lt_add_one_of_le"),
     ("theorem x {a b : ℕ} (h : a < b) : a ≤ b := sorry", "", "le_of_lt"),
+    ("theorem x (f g : InfTopHom α β) (a : α) : (f ⊓ g) a = f a ⊓ g a := sorry", "InfTopHom", "inf_apply"),
+    ("theorem x (f g h : C) : (f.comp g).comp h = f.comp (g.comp h) := sorry", "Hom", "comp_assoc"),
+    ("theorem x (a : α) : a ⊓ a = a := sorry", "", "inf_self"),
+    ("theorem x (n : ℕ) : (range n).length = n := sorry", "LTSeries", "length_range"),
+    ("theorem x {f : α → β} (a b : α) : Ico a b ⊆ Icc a b := sorry", "Set", "Ico_subset_Icc"),
+    ("theorem x : (∅ : Set α) = ⊥ := sorry", "", "empty"),
+    ("theorem x {f : α → β} (h : Monotone f) : Monotone fun x => f x := sorry", "", "monotone"),
 ])
 def test_suggested_names_are_mathlibs(rules, statement, namespace, name):
     assert suggested_name(statement, rules, namespace) == name

@@ -83,6 +83,11 @@ class Suggestion:
                                        "variables (`a`, `p`)", at_least=1)
     comm_word: str = setting("the word after an equation's left side when its sides differ by swapped variables")
     assoc_word: str = setting("the word after an equation's left side when its sides differ by brackets alone")
+    hypothesis_heads: list[str] = setting("head connectives of the hypotheses a suggested name says after `of`")
+    self_word: str = setting("the word said for a variable written twice in a row (`sup_self`)")
+    kept_case: list[str] = setting("constants a suggested name writes in their own case (`Icc`), not lowerCamel")
+    unsaid: list[str] = setting("atoms a suggested name never says (`fun`, `=>`, a type ascription's colon)")
+    apply_word: str = setting("the word after an equation's left side when it is a function applied to a variable")
 
 
 @section

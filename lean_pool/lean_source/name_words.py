@@ -160,13 +160,22 @@ def enclosing_start(atoms: list[Atom], at: int) -> int:
     return start
 
 
+# The arrows of a lambda: its body reaches to the end of its bracket, so all of it belongs to the argument the
+# lambda is (`Injective fun x ↦ x * a`).
+_LAMBDA_ARROWS = ("=>", "↦")
+
+
 def argument_end(atoms: list[Atom], at: int) -> int:
     """The last index of what follows atom `at` at its bracket depth or deeper before a looser symbol: the
     arguments a function or predicate written at `at` is applied to (`Injective (f ∘ g)`)."""
     depth = atoms[at].depth
     end = at
-    while end + 1 < len(atoms) and (atoms[end + 1].depth > depth or atoms[end + 1].kind != "symbol"
-                                    or atoms[end + 1].text in OPENERS):
+    in_lambda = False
+    while end + 1 < len(atoms) and not (in_lambda and atoms[end + 1].depth < depth):
+        following = atoms[end + 1]
+        in_lambda = in_lambda or following.text in _LAMBDA_ARROWS
+        if not (in_lambda or following.depth > depth or following.kind != "symbol" or following.text in OPENERS):
+            break
         end += 1
     return end
 

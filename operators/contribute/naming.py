@@ -67,6 +67,11 @@ class NamingRules:
     free_namespaces: frozenset[str]
     comm_word: str
     assoc_word: str
+    apply_word: str
+    hypothesis_heads: frozenset[str]
+    self_word: str
+    kept_case: frozenset[str]
+    unsaid: frozenset[str]
     max_conclusion_words: int
     max_hypothesis_words: int
     max_hypotheses: int
@@ -96,6 +101,11 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         free_namespaces=frozenset(map(str, section["free_namespaces"])),
         comm_word=str(suggestion["comm_word"]),
         assoc_word=str(suggestion["assoc_word"]),
+        apply_word=str(suggestion["apply_word"]),
+        hypothesis_heads=frozenset(map(str, suggestion["hypothesis_heads"])),
+        self_word=str(suggestion["self_word"]),
+        kept_case=frozenset(map(str, suggestion["kept_case"])),
+        unsaid=frozenset(map(str, suggestion["unsaid"])),
         max_conclusion_words=int(suggestion["max_conclusion_words"]),
         max_hypothesis_words=int(suggestion["max_hypothesis_words"]),
         max_hypotheses=int(suggestion["max_hypotheses"]),
@@ -409,32 +419,59 @@ def _form_at(texts: list[str], i: int, rules: NamingRules) -> tuple[SpecialForm,
 
 def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bool = True) -> list[str]:
     """The words of a term in the order Mathlib says them: each symbol's first dictionary word (`=` left out),
-    numerals by name, constants in lowerCamel form, and relations against zero by their special form (`pos`,
-    `nonneg`, `neg`, `nonpos`), said after the operand when written before it."""
+    numerals by name, constants in lowerCamel form, a field before the bracketed term it follows (`length_range :
+    (range n).length`), `self` for a variable said twice in a row (`sup_self : a ⊔ a`), nothing of a type
+    ascription's type, and relations against zero by their special form (`pos`, `nonneg`, `neg`, `nonpos`), said
+    after the operand when written before it."""
     texts = [atom.text for atom in atoms]
     words: list[str] = []
     after: list[str] = []
+    said_at: dict[int, int] = {}
     i = 0
     while i < len(atoms):
+        said_at[i] = len(words)
         found = _form_at(texts, i, rules)
         if found:
             form, later = found
             (after if later else words).extend(form.words)
             i += len(form.atoms)
             continue
-        trailing = atoms[i].text in rules.trailing_predicates
-        (after if trailing else words).extend(_atom_name(atoms[i], reading, rules, omit))
+        atom = atoms[i]
+        if atom.text in rules.ascription_symbols:
+            i = next((j for j in range(i + 1, len(atoms)) if atoms[j].depth < atom.depth), len(atoms))
+            continue
+        if _repeated(atoms, i, reading, rules):
+            words.append(rules.self_word)
+        if atom.text == _FIELD and i + 1 < len(atoms) and atoms[i + 1].kind == "name":
+            words[said_at.get(operand_start(atoms, i), len(words)):0] = _atom_name(atoms[i + 1], reading, rules, omit)
+            i += 2
+            continue
+        trailing = atom.text in rules.trailing_predicates
+        (after if trailing else words).extend(_atom_name(atom, reading, rules, omit))
         i += 1
     described: list[str] = []
     for word in [*words, *after]:
-        if _SNAKE_WORD.fullmatch(word) and (not described or described[-1] != word):
+        if (_SNAKE_WORD.fullmatch(word) or word in rules.kept_case) and (not described or described[-1] != word):
             described.append(word)
     return described
 
 
+def _repeated(atoms: list[Atom], i: int, reading: _Reading, rules: NamingRules) -> bool:
+    """Whether atom `i` is the variable just before it again, as a function's second argument (`swapCore a a`) or
+    an operation's whole second operand (`a ⊔ a`, not `a ⊔ a ⊓ b`): Mathlib says `self` for it."""
+    variable = _variable(atoms[i], reading)
+    if not variable or variable != atoms[i].text:
+        return False
+    if atoms[i - 1].text == variable and atoms[i - 1].depth == atoms[i].depth:
+        return i > 0
+    ends = i + 1 == len(atoms) or atoms[i + 1].text in rules.head_order
+    return (i > 1 and ends and atoms[i - 2].text == variable and atoms[i - 1].text in rules.symbols
+            and atoms[i - 1].text not in rules.head_order and atoms[i - 2].depth == atoms[i].depth)
+
+
 def _atom_name(atom: Atom, reading: _Reading, rules: NamingRules, omit: bool) -> list[str]:
-    omitted = omit and rules.symbols.get(atom.text, ("",))[0] in rules.omitted_words
-    if atom.text in rules.ascription_symbols or omitted:
+    omitted = omit and (rules.symbols.get(atom.text) or ("",))[0] in rules.omitted_words
+    if atom.text in rules.unsaid or omitted:
         return []
     if atom.text in rules.symbols:
         return list(rules.symbols[atom.text][:1])
@@ -444,11 +481,33 @@ def _atom_name(atom: Atom, reading: _Reading, rules: NamingRules, omit: bool) ->
     if parts[0] in reading.variables:
         parts = parts[1:]
     part = _plain_word(parts[-1]) if parts else ""
+    if part in rules.kept_case:
+        return [part]
     return [_lower_camel(part)] if len(part) >= rules.min_constant_length else []
 
 
+def _variable(atom: Atom, reading: _Reading) -> str:
+    """The bound variable an atom is or starts with (`f` of `f.comp`), or "" for anything else."""
+    first = atom.text.split(".")[0]
+    return first if atom.kind == "name" and first in reading.variables else ""
+
+
+def _shape(atoms: Iterable[Atom], reading: _Reading) -> list[str]:
+    """A side's atoms with every variable written alike: two sides of one shape differ by their variables alone."""
+    return [atom.text.replace(_variable(atom, reading), _ANY_ATOM, 1) if _variable(atom, reading) else atom.text
+            for atom in atoms]
+
+
 def _variable_order(atoms: Iterable[Atom], reading: _Reading) -> list[str]:
-    return [atom.text for atom in atoms if atom.kind == "name" and atom.text in reading.variables]
+    return [_variable(atom, reading) for atom in atoms if _variable(atom, reading)]
+
+
+def _applied(atoms: list[Atom], reading: _Reading) -> bool:
+    """Whether a side is a bracketed function applied to a bound variable (`(f ⊓ g) a`): Mathlib names such a side
+    `…_apply`."""
+    top = [atom for atom in atoms if not atom.depth]
+    return (len(top) == 2 and len(atoms) > 2 and atoms[1].depth > 0
+            and top[-1].text == _variable(top[-1], reading) != "")
 
 
 def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
@@ -462,10 +521,14 @@ def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
     left, right = atoms[: reading.head_at], atoms[reading.head_at + 1 :]
     left_words, right_words = _describe(left, reading, rules), _describe(right, reading, rules)
     if left_words and left_words == right_words:
-        if _variable_order(left, reading) != _variable_order(right, reading):
+        order = _variable_order(left, reading)
+        if _shape(left, reading) == _shape(right, reading) and order != _variable_order(right, reading):
             return [*left_words, rules.comm_word]
-        if [a.depth for a in left] != [a.depth for a in right]:
+        if (len(order) > 2 and order == _variable_order(right, reading)
+                and [a.depth for a in left] != [a.depth for a in right]):
             return [*left_words, rules.assoc_word]
+    if left_words and reading.head != rules.iff_symbol and _applied(left, reading):
+        return [*left_words, rules.apply_word]
     if left_words:
         return left_words
     if reading.head == rules.iff_symbol:
@@ -487,7 +550,7 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
     words = _conclusion_name(reading, rules)[: rules.max_conclusion_words]
     named = 0
     for hypothesis in reading.hypotheses:
-        if named >= rules.max_hypotheses or not any(atom.text in rules.head_order for atom in hypothesis):
+        if named >= rules.max_hypotheses or _head(hypothesis, rules)[0] not in rules.hypothesis_heads:
             continue
         described = _describe(list(hypothesis), reading, rules)[: rules.max_hypothesis_words]
         if described and not _side_condition(described, rules):
@@ -503,7 +566,7 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
 
 def rules_text(rules: NamingRules) -> str:
     """The convention and its dictionary in plain text, for a prompt asking an LLM to name a theorem."""
-    dictionary = "; ".join(f"{symbol} {'/'.join(words)}" for symbol, words in rules.symbols.items())
+    dictionary = "; ".join(f"{symbol} {'/'.join(words)}" for symbol, words in rules.symbols.items() if words)
     forms = "; ".join(f"{' '.join(form.atoms)} {'/'.join(form.words)}" for form in rules.special_forms)
     return "\n".join([
         "Name the theorem the way Mathlib does:",
