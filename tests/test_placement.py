@@ -15,6 +15,7 @@ from lean_pool.lean_source import (
     Command,
     body_start,
     constants_meant,
+    head_namespaces,
     namespace_of,
     needed_opens,
     read_commands,
@@ -122,11 +123,12 @@ def test_mined_lemmas_go_beside_their_siblings_after_what_they_use_and_the_patch
     placed = place_lemmas(seed_text, offers, DROPPED)
     assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
     read_back = _check_read_back(seed_text, placed)
-    assert [p.candidate_id for p in placed.placements] == ["max-19", "max-10", "max-0"]
-    assert [p.anchor for p in placed.placements] == ["Finset.le_min'_iff", "Finset.max'_subset", "Finset.coe_max'"]
+    assert [p.candidate_id for p in placed.placements] == ["max-10", "max-0", "max-19"]
+    assert [p.anchor for p in placed.placements] == ["Finset.max'_subset", "Finset.coe_max'",
+                                                     "Finset.induction_on_min_value"]
     assert all(p.namespace == "Finset" for p in placed.placements)
     # The prover's `open BigOperators Real Nat Topology Rat` is needed by no name of the lemmas: no section for it.
-    assert [p.section for p in placed.placements] == ["MaxMin", "MaxMin", "MaxMin"]
+    assert [p.section for p in placed.placements] == ["MaxMin", "MaxMin", "MaxMinInductionValue"]
     mined = read_back["Finset.max'_filter_le'"]
     assert mined.written_name == "max'_filter_le'" and namespace_of(mined.scopes) == "Finset"
     assert "section MaxMin" in [scope.opener for scope in mined.scopes]
@@ -141,7 +143,7 @@ def test_a_lemma_using_nothing_of_the_file_follows_its_closest_sibling(
     placed = place_lemmas(seed_text, [_mined(mathliblemma_dir, 20, "Finset.eq_of_forall_le_iff")], DROPPED)
     assert _applied(tmp_path, MAX, seed_text, placed.text) == placed.text
     placement = placed.placements[0]
-    assert placement.anchor == "Finset.max_le_iff"
+    assert placement.anchor == "Finset.le_max_of_eq"
     lemma = _check_read_back(seed_text, placed)["Finset.eq_of_forall_le_iff"]
     assert lemma.written_name == "eq_of_forall_le_iff"
 
@@ -156,8 +158,8 @@ def test_restated_theorems_go_right_after_their_siblings(
     _check_read_back(seed_text, placed)
     first, second = placed.placements
     assert (first.full_name, first.anchor) == ("le_sup_of_le_left'", "le_sup_of_le_left")
-    # `lt_sup_of_lt_left` reads the same up to its variables: a sibling as close as the original.
-    assert (second.full_name, second.anchor) == ("lt_sup_of_lt_right'", "lt_sup_of_lt_left")
+    # `lt_sup_of_lt_left` is about the same constants, but only the original is written the same way.
+    assert (second.full_name, second.anchor) == ("lt_sup_of_lt_right'", "lt_sup_of_lt_right")
     assert first.line < second.line and first.section == second.section == "SemilatticeSup"
     assert first.text.startswith("theorem le_sup_of_le_left' (h : c ≤ a) : c ≤ a ⊔ b :=")
     assert "variable" not in first.text and "section" not in first.text
@@ -269,6 +271,16 @@ def test_names_resolve_as_lean_reads_them_at_the_place_they_were_written() -> No
     assert resolve_name("inclusion", [""], [], known) is None
     # A field of a local (`s.max'`) may be a constant of the file: its tail is looked up too.
     assert constants_meant("(s.max' hs) -- max'_mem", ["Finset"], [], known) == ["Finset.max'"]
+
+
+def test_a_hypothesis_of_a_structure_s_predicate_or_a_map_type_names_the_namespace_dot_notation_needs() -> None:
+    known = {"Finset.card", "Equiv.trans", "OrderIso.refl"}
+    # `h.csInf_mem` for `h : s.Nonempty`: Mathlib's `Finset.Nonempty.csInf_mem`; a field in lower case is no namespace.
+    assert head_namespaces("{s : Finset α} (h : s.Nonempty) : sInf (s : Set α) ∈ s", known) == [
+        "Finset.Nonempty", "Finset"]
+    assert head_namespaces("{s : Finset α} (h : s.card = 2) : s.Nonempty", known) == ["Finset"]
+    assert head_namespaces("(e : α ≃ β) (f : β ≃ γ) : (e.trans f).symm = f.symm.trans e.symm", known) == ["Equiv"]
+    assert head_namespaces("{α β : Type*} (e : α ≃o β) (a : α) : e.symm (e a) = a", known) == ["OrderIso"]
 
 
 def test_an_open_is_kept_only_with_the_namespaces_a_name_of_the_lemma_needs(mathlib_sample_dir: Path) -> None:

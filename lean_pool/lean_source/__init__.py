@@ -46,6 +46,7 @@ from lean_pool.lean_source.placement_reading import (
     needed_opens,
     resolve_name,
     statement_features,
+    statement_shape,
 )
 from lean_pool.lean_source.references import opened_namespaces, referenced_constants
 from lean_pool.lean_source.statement_keys import statement_key
@@ -101,6 +102,7 @@ __all__ = [
     "signature_type",
     "sorry_goal",
     "statement_features",
+    "statement_shape",
     "statement_key",
     "statement_parts",
     "strip_comments",

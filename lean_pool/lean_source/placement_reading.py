@@ -59,6 +59,12 @@ def constants_meant(text: str, namespaces: Sequence[str], opened: Sequence[str],
 
 # Lean's notations for the number types, and the namespaces their lemmas are declared in.
 NUMBER_TYPES = {"ℕ": "Nat", "ℤ": "Int", "ℚ": "Rat", "ℝ": "Real", "ℂ": "Complex"}
+# Mathlib's infix notations for the types of maps (`e : α ≃ β`), and the structure each one stands for.
+MAP_TYPES = {"≃": "Equiv", "↪": "Function.Embedding", "≃o": "OrderIso", "↪o": "OrderEmbedding", "→o": "OrderHom",
+             "≃*": "MulEquiv", "≃+": "AddEquiv", "≃+*": "RingEquiv", "→*": "MonoidHom", "→+": "AddMonoidHom",
+             "→+*": "RingHom", "→ₐ": "AlgHom", "≃ₐ": "AlgEquiv", "→ₗ": "LinearMap", "≃ₗ": "LinearEquiv"}
+# Longest first, so that `≃o` is not read as `≃`.
+_MAP_NOTATIONS = sorted(MAP_TYPES, key=len, reverse=True)
 # Notation Mathlib declares `scoped` in a namespace: a text written with it needs that namespace open.
 SCOPED_NOTATION = {"Topology": ("𝓝", "𝓝[", "𝓤", "𝓝ˢ"), "Real": ("π",), "Nat": ("!",), "Filter": ("𝓟",),
                    "ENNReal": ("ℝ≥0∞", "∞"), "NNReal": ("ℝ≥0",), "symmDiff": ("∆",)}
@@ -77,14 +83,25 @@ def _binder_types(groups: Sequence[str]) -> dict[str, str]:
     return types
 
 
-def _type_head(term: str, bound: Collection[str], known: Collection[str]) -> str:
-    """The constant a type is written with first (`Finset α` → `Finset`, `ℕ` → `Nat`, `s.Nonempty` with
-    `s : Finset α` → `Finset.Nonempty`), "" when it starts with no constant (`α`, `a ≤ b`, `P x`)."""
+def _type_head(term: str, types: dict[str, str], bound: Collection[str], known: Collection[str]) -> str:
+    """The constant a type is written with first (`Finset α` → `Finset`, `ℕ` → `Nat`, `α ≃ β` → `Equiv`,
+    `s.Nonempty` with `s : Finset α` → `Finset.Nonempty`: a field of a variable named as a type or predicate is, so
+    dot notation finds it), "" when it starts with no constant (`α`, `a ≤ b`, `P x`)."""
+    outside = outside_brackets(term)
+    map_type = next((MAP_TYPES[notation] for notation in _MAP_NOTATIONS if notation in outside), "")
+    if map_type:
+        return _known_suffix(map_type, known)
+    if _ARROW in outside:
+        return ""
     names = [token for token in code_tokens(term) if token.kind == "name"]
-    if not names or not term.lstrip().startswith(names[0].text) or _ARROW in outside_brackets(term):
+    if not names or not term.lstrip().startswith(names[0].text):
         return ""
     first = names[0].plain
-    if first.split(".")[0] in bound or first in _TERM_WORDS:
+    variable, _, field = first.partition(".")
+    if variable in types and field[:1].isupper():
+        owner = _type_head(types[variable], {}, bound, known)
+        return f"{owner}.{field}" if owner else ""
+    if variable in bound or first in _TERM_WORDS:
         return ""
     return _known_suffix(NUMBER_TYPES.get(first, first), known)
 
@@ -110,7 +127,7 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
     for group in groups:
         typed = BINDER_GROUP.match(group)
         if typed and typed.group("open") == "(":
-            found.setdefault(_type_head(group[typed.end() : -1], bound, known))
+            found.setdefault(_type_head(group[typed.end() : -1], types, bound, known))
     head = ""
     variables: list[str] = []
     for token in code_tokens(rest.removeprefix(":")):
@@ -120,14 +137,14 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
         if first in bound:
             variables.append(first)
             if field and not head and first in types:
-                head = f"{_type_head(types[first], bound, known)}.{field}"
+                head = f"{_type_head(types[first], types, bound, known)}.{field}"
         elif not head and token.plain not in _TERM_WORDS:
             head = _known_suffix(NUMBER_TYPES.get(token.plain, token.plain), known)
     if "." in head:
         found.setdefault(head.rsplit(".", 1)[0])
     for variable in variables:
         if variable in types:
-            found.setdefault(_type_head(types[variable], bound, known))
+            found.setdefault(_type_head(types[variable], types, bound, known))
     return [namespace for namespace in found if namespace]
 
 
@@ -146,6 +163,23 @@ def statement_features(signature: str) -> frozenset[str]:
         elif token.kind == "symbol" and token.text not in _PUNCTUATION:
             features.add(token.text)
     return frozenset(features - bound)
+
+
+def statement_shape(signature: str) -> tuple[str, ...]:
+    """How a statement is written, to tell its closest siblings among those about the same constants: the tokens of
+    its explicit arguments and its conclusion in order, a bound variable as `_` and a constant by its last part
+    (`Nonempty (Ico _ _)` is shaped like `Nonempty (Icc _ _)`, not like `(Ico _ _).Nonempty ↔ _ < _`)."""
+    groups, rest = statement_binders(normalize_space(signature))
+    bound = set(bound_names(groups, rest)) | set(_binder_types(groups))
+    explicit = [group for group in groups if group.startswith("(")]
+    shape = []
+    for token in code_tokens(" ".join([*explicit, rest])):
+        if token.kind != "name":
+            shape.append(token.text)
+        else:
+            parts = token.plain.split(".")
+            shape.append("_" if parts[0] in bound else parts[-1])
+    return tuple(shape)
 
 
 def needed_opens(texts: Sequence[str], offered: Sequence[str], namespaces: Sequence[str], opened: Sequence[str],

@@ -30,10 +30,14 @@ from lean_pool.lean_source import (
     read_commands,
     scopes_at_end,
     statement_features,
+    statement_shape,
 )
 
 # Blocks stand apart from their neighbours by one blank line.
 _BLANK_LINE = "\n\n"
+# Mathlib's namespaces for variants of root lemmas (`Decidable.lt_or_eq_of_le` is `lt_or_eq_of_le` proved without
+# choice): a lemma does not go there for being alike to one of them.
+_VARIANT_NAMESPACES = frozenset({"Decidable", "Classical"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,14 @@ class _Lemma:
 
 
 @dataclass(frozen=True)
+class _Features:
+    """What a statement is about (`statement_features`) and how it is written (`statement_shape`)."""
+
+    about: frozenset[str]
+    shape: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Spot:
     """Where a lemma goes: the seed declaration it follows (None: the end of the file), the scopes there, the
     offset of the seed text it is inserted at, and the context commands the lemma needs there that are not in force."""
@@ -99,7 +111,8 @@ def place_lemmas(seed_text: str, offers: Sequence[Offer], dropped_context: Seque
     declarations it uses, with the context it needs: the change to Mathlib a run's results amount to, for one file."""
     declarations = {command.name: command for command in read_commands(seed_text)
                     if command.kind in DECLARATION_KINDS and command.name}
-    features = {name: statement_features(command.signature) for name, command in declarations.items()}
+    features = {name: _Features(statement_features(command.signature), statement_shape(command.signature))
+                for name, command in declarations.items()}
     file_end = _Spot(None, scopes_at_end(seed_text), len(seed_text))
     placed = []
     for index, offer in enumerate(offers):
@@ -168,11 +181,12 @@ def _context(statement: Command, proof: Command, dropped_context: Sequence[str])
     return tuple(kept.values())
 
 
-def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, frozenset[str]],
+def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _Features],
           file_end: _Spot) -> tuple[_Spot, _Lemma]:
     """Where the lemma goes, and the lemma in the namespace it goes into: after the sibling most alike to it among
-    the declarations of that namespace that do not come before one it uses; with none, after the last it uses;
-    with none either, at the end of the file."""
+    the declarations of that namespace that do not come before one it uses (alike in what they are about and in how
+    they are written, the first of equals); with none, after the last it uses; with none either, at the end of the
+    file."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
     texts += [helper.text for helper in lemma.helpers]
     texts += [command.text for command in lemma.context if command.kind == "variable"]
@@ -182,16 +196,21 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, f
     floor = max((command.start for command in used), default=-1)
     after = [command for command in declarations.values() if command.start >= floor]
     alike = statement_features(lemma.statement.signature)
+    shape = statement_shape(lemma.statement.signature)
 
     def likeness(command: Command) -> tuple[float, int]:
         other = features[command.name]
-        return len(alike & other) / max(len(alike | other), 1), -command.start
+        shared = len(alike & other.about) / max(len(alike | other.about), 1)
+        written = difflib.SequenceMatcher(None, shape, other.shape, autojunk=False).ratio()
+        return shared + written, -command.start
 
     home = _parent(lemma.full_name)
     if not home:
         home = _head_namespace(lemma, declarations.values())
         if not home and after:
             home = _parent(max(after, key=likeness).name)
+            if home.split(".")[0] in _VARIANT_NAMESPACES:
+                home = ""
     lemma = replace(lemma, namespace=home, full_name=_joined(home, _last(lemma.full_name)))
     siblings = [command for command in after if _parent(command.name) == home]
     if not siblings:
@@ -204,7 +223,9 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, f
 
 def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
     """The namespace of the file that the lemma's statement is about (`head_namespaces`), "" when the file has
-    none of them: one the file declares in, or whose last parts they are (`Semiconj` for `Function.Semiconj`)."""
+    none of them: one the file declares in, or whose last parts they are (`Semiconj` for `Function.Semiconj`), or a
+    type or predicate inside one (`Finset.Nonempty` for `h : s.Nonempty` where the file declares in `Finset`: dot
+    notation `h.csInf_mem` needs the lemma there)."""
     names = {command.name for command in declarations}
     present: dict[str, int] = {}
     for command in declarations:
@@ -212,6 +233,8 @@ def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
         for count in range(1, len(parts) + 1):
             present[".".join(parts[:count])] = present.get(".".join(parts[:count]), 0) + 1
     for wanted in head_namespaces(lemma.statement.signature, names):
+        if wanted not in present and _parent(wanted) in present and _last(wanted)[:1].isupper():
+            return wanted
         if wanted in present:
             return wanted
         ending = [namespace for namespace in present if namespace.endswith("." + wanted)]
