@@ -217,6 +217,8 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x (f g : InfTopHom α β) (a : α) : (f ⊓ g) a = f a ⊓ g a := sorry", "InfTopHom", "inf_apply"),
     ("theorem x (f g h : C) : (f.comp g).comp h = f.comp (g.comp h) := sorry", "Hom", "comp_assoc"),
     ("theorem x (a : α) : a ⊓ a = a := sorry", "", "inf_self"),
+    ("theorem x {f g : ι → α} (h : ∀ i, f i = g i) : ⨅ i, f i = ⨅ i, g i := sorry", "", "iInf_congr"),
+    ("theorem x : a ⊓ b = a ↔ a ≤ b := sorry", "", "inf_eq_iff"),
     ("theorem x (n : ℕ) : (range n).length = n := sorry", "LTSeries", "length_range"),
     ("theorem x {f : α → β} (a b : α) : Ico a b ⊆ Icc a b := sorry", "Set", "Ico_subset_Icc"),
     ("theorem x : (∅ : Set α) = ⊥ := sorry", "", "empty"),

@@ -87,6 +87,7 @@ class Suggestion:
     self_word: str = setting("the word said for a variable written twice in a row (`sup_self`)")
     kept_case: list[str] = setting("constants a suggested name writes in their own case (`Icc`), not lowerCamel")
     unsaid: list[str] = setting("atoms a suggested name never says (`fun`, `=>`, a type ascription's colon)")
+    congr_word: str = setting("the word after the left side when both sides say the same of other variables")
     apply_word: str = setting("the word after an equation's left side when it is a function applied to a variable")
 
 

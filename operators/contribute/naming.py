@@ -68,6 +68,7 @@ class NamingRules:
     comm_word: str
     assoc_word: str
     apply_word: str
+    congr_word: str
     hypothesis_heads: frozenset[str]
     self_word: str
     kept_case: frozenset[str]
@@ -102,6 +103,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         comm_word=str(suggestion["comm_word"]),
         assoc_word=str(suggestion["assoc_word"]),
         apply_word=str(suggestion["apply_word"]),
+        congr_word=str(suggestion["congr_word"]),
         hypothesis_heads=frozenset(map(str, suggestion["hypothesis_heads"])),
         self_word=str(suggestion["self_word"]),
         kept_case=frozenset(map(str, suggestion["kept_case"])),
@@ -517,18 +519,23 @@ def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
     atoms = list(reading.conclusion)
     equation = reading.head == rules.iff_symbol or rules.omitted_words.intersection(rules.symbols.get(reading.head, ()))
     if not equation:
-        return _describe(atoms, reading, rules)
+        return _describe(atoms, reading, rules, omit=False)
     left, right = atoms[: reading.head_at], atoms[reading.head_at + 1 :]
     left_words, right_words = _describe(left, reading, rules), _describe(right, reading, rules)
     if left_words and left_words == right_words:
         order = _variable_order(left, reading)
-        if _shape(left, reading) == _shape(right, reading) and order != _variable_order(right, reading):
+        swapped = _variable_order(right, reading)
+        if _shape(left, reading) == _shape(right, reading) and order != swapped and sorted(order) == sorted(swapped):
             return [*left_words, rules.comm_word]
-        if (len(order) > 2 and order == _variable_order(right, reading)
+        if _shape(left, reading) == _shape(right, reading) and sorted(order) != sorted(swapped):
+            return [*left_words, rules.congr_word]
+        if (len(order) > 2 and order == swapped
                 and [a.depth for a in left] != [a.depth for a in right]):
             return [*left_words, rules.assoc_word]
     if left_words and reading.head != rules.iff_symbol and _applied(left, reading):
         return [*left_words, rules.apply_word]
+    if left_words and reading.head == rules.iff_symbol:
+        return [*_describe(left, reading, rules, omit=False), rules.iff_word]
     if left_words:
         return left_words
     if reading.head == rules.iff_symbol:
@@ -549,8 +556,9 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
     reading = _read(statement, rules)
     words = _conclusion_name(reading, rules)[: rules.max_conclusion_words]
     named = 0
+    congruence = words[-1:] == [rules.congr_word]
     for hypothesis in reading.hypotheses:
-        if named >= rules.max_hypotheses or _head(hypothesis, rules)[0] not in rules.hypothesis_heads:
+        if congruence or named >= rules.max_hypotheses or _head(hypothesis, rules)[0] not in rules.hypothesis_heads:
             continue
         described = _describe(list(hypothesis), reading, rules)[: rules.max_hypothesis_words]
         if described and not _side_condition(described, rules):
