@@ -29,10 +29,11 @@ BAD_SEEDS = {
     MISSING_SEED: ("unreadable", None),
 }
 MAX_SEED_TOKENS = 1500  # above every demo seed, below Huge.lean
-# The shared demo run (conftest's `demo_mine_run`): samples per seed, and seeds per plan so that the demo's 3 seeds and
-# 4 bad ones make 4 waves and every test reading it covers a run of several waves.
+# The shared demo run (conftest's `demo_mine_run`): samples per seed (2, so that dedup meets a restatement across
+# samples), and seeds per wave so that the demo's 3 seeds and 4 bad ones make 2 waves: every test reading it covers a
+# run of several waves, and each wave more would cost a process of its own and its stage actors.
 DEMO_RUN_SAMPLES = 2
-DEMO_RUN_SEEDS_PER_WAVE = 2
+DEMO_RUN_SEEDS_PER_WAVE = 4
 
 
 def sim_server_config(median_s: float, *overrides: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from operators.llm.settings import settings_from_config
 from operators.llm.sim.server import SimServer
 from operators.llm.usage import CallUsage
 from tests.hostile_endpoint import DRIP, HEALTHY, HTML, NO_CHOICES, NULL_CONTENT, HostileEndpoint
-from tests.mine_support import sim_server_config
+from tests.mine_support import FAST_LEAN, sim_server_config
 from tests.test_bad_inputs import folklore, hashes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_seeds_an_endpoint_answered_with_no_choices_are_mined_by_the_resume(tmp_
     with SimServer(sim) as upstream, HostileEndpoint(NO_CHOICES, upstream=upstream.base_url) as endpoint:
         command = ["mine", "preset=demo", f"run_dir={run_dir}", "llm=openai",
                    f"llm.endpoints.main.base_url={endpoint.base_url}", f"llm.retry.max_attempts={TRIES}",
-                   "llm.retry.backoff_base_s=0.01"]
+                   "llm.retry.backoff_base_s=0.01", *FAST_LEAN]
         broken = folklore(tmp_path, *command)
         errors = pq.read_table(run_dir / "discoveries").column("error").to_pylist()
         endpoint.server.fault = HEALTHY

@@ -28,6 +28,7 @@ from pipelines.runtime.lease import (
     take,
 )
 from pipelines.runtime.lease_stores import LocalLeaseStore, S3LeaseStore
+from tests.mine_support import FAST_LEAN
 from tests.test_run_dir_checks import command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def test_a_stale_lease_is_taken_over_with_a_note_and_released_at_the_end(tmp_pat
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / LEASE).write_bytes(holder_at(datetime.now(UTC) - timedelta(hours=1)).to_bytes())
-    done = mine(run_dir, "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1")
+    done = mine(run_dir, "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1", *FAST_LEAN)
     takeovers = [line for line in done.stderr.splitlines() if line.startswith("note:") and "taking it over" in line]
     assert done.returncode == 0, done.stderr
     assert len(takeovers) == 1, done.stderr

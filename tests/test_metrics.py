@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.ray_nodes import free_port
 from pipelines.runtime.metrics import status_label
+from tests.mine_support import FAST_LEAN
 
 pytestmark = pytest.mark.ray
 
@@ -30,12 +31,6 @@ SERIES = re.compile(r'^ray_(folklore_\w+?)(?:_total)?\{(.*)\} (\S+)$')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 # The labels Folklore's series carry (Ray adds its own: the session, the node, the worker).
 FOLKLORE_LABELS = {"stage", "status", "role", "kind", "mode", "result", "state", "resource", "le"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def scrape(port: int) -> dict[str, Counter[tuple[tuple[str, str], ...]]]:
@@ -70,8 +65,8 @@ def test_a_demo_mine_exports_its_metrics_and_status_follows_it(tmp_path: Path) -
     environment = {**os.environ, "RAY_metrics_report_interval_ms": REPORT_INTERVAL_MS}
     with log.open("wb") as out:
         driver = subprocess.Popen([sys.executable, "-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}",
-                                   f"ray.metrics_export_port={port}"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                  env=environment)
+                                   f"ray.metrics_export_port={port}", *FAST_LEAN], cwd=REPO, stdout=out,
+                                  stderr=subprocess.STDOUT, env=environment)
     last: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
     running: list[str] = []
     deadline = time.monotonic() + RUN_TIMEOUT_S

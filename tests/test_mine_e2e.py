@@ -3,6 +3,7 @@ and resuming after the driver is killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -41,13 +43,19 @@ WRITTEN_BEFORE_KILL = 1  # candidate files on disk when the driver is killed (th
 POLL_S = 0.05
 GRACE_S = 20  # for the killed driver's Ray processes to go away
 STARTING_RAY_WORKER = "ray/_private/workers/default_worker.py"
+
+
+def outlives_its_raylet_for_a_while(name: str) -> bool:
+    """Ray's node agents, and a worker process still starting (not yet named `ray::...`, so it never ran a task),
+    notice their raylet is gone only after a while."""
+    return name.endswith("Agent") or STARTING_RAY_WORKER in name
 DEMO = "preset=demo"  # the test's sim server serves the demo's script, as `mine preset=demo` would
 
 
 @pytest.fixture(scope="module")
 def finished_run(demo_mine_run):
-    """One complete run over the demo seeds plus bad seeds, as a sequence of waves of two seeds each (so every test
-    on it covers a run of several waves; conftest's `demo_mine_run`); the run dir and the sim's counts."""
+    """One complete run over the demo seeds plus bad seeds, as a sequence of waves (so every test on it covers a run
+    of several waves; conftest's `demo_mine_run`); the run dir and the sim's counts."""
     run_dir, _, stats = demo_mine_run
     return run_dir, stats
 
@@ -128,13 +136,19 @@ def run_to_end(args: list[str], log: Path) -> None:
     assert left_running(driver.pid) == [], "a finished run left processes running"
 
 
-def left_running(session_id: int) -> list[str]:
-    """What is still running in the driver's session after `GRACE_S` (killed, so the next test starts clean)."""
-    session = [p for p in psutil.process_iter(["pid"]) if _session(p) == session_id]
-    _, alive = psutil.wait_procs(session, timeout=GRACE_S)
-    names = [_name(p) for p in alive]
+def left_running(session_id: int, may_linger: Callable[[str], bool] = lambda name: False) -> list[str]:
+    """What is still running in the driver's session once only processes `may_linger` names are left, or after
+    `GRACE_S`; those are killed, so the next test starts clean."""
+    deadline = time.monotonic() + GRACE_S
+    while True:
+        alive = [p for p in psutil.process_iter(["pid"]) if _session(p) == session_id]
+        names = [_name(p) for p in alive]
+        if all(may_linger(name) for name in names) or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
     for process in alive:
-        process.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
     return names
 
 
@@ -160,11 +174,9 @@ def kill_when_written(args: list[str], candidates_dir: Path, log: Path, files: i
         time.sleep(POLL_S)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    names = left_running(driver.pid)
-    # Ray's node agents, and a worker process still starting (not yet named `ray::...`, so it never ran a task),
-    # notice their raylet is gone only after a while; anything else (a worker that could still write rows, an
-    # REPL, the sim) must have gone with the driver.
-    assert all(name.endswith("Agent") or STARTING_RAY_WORKER in name for name in names), \
+    names = left_running(driver.pid, outlives_its_raylet_for_a_while)
+    # Anything else (a worker that could still write rows, an REPL, the sim) must have gone with the driver.
+    assert all(outlives_its_raylet_for_a_while(name) for name in names), \
         f"processes outlived the killed driver: {names}"
 
 

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.full_disk import DISK_FULL_EXIT, left_half_written, refused_write_line
-from tests.mine_support import REPO, read_table, terminal_command
+from tests.mine_support import FAST_LEAN, REPO, read_table, terminal_command
 
 pytestmark = pytest.mark.ray
 RUN_TIMEOUT_S = 240
@@ -39,9 +39,8 @@ LEFT_GRACE_S = 60
 
 def mine_args(run_dir: Path, at_a_terminal: bool = False) -> list[str]:
     command = terminal_command("pipelines.mine") if at_a_terminal else [sys.executable, "-m", "pipelines.mine"]
-    return [*command, "preset=demo", f"run_dir={run_dir}",
-            "seeds.list=[Mathlib/Order/Clamp.lean]", "discover.samples_per_seed=1", "lean.sim.import_s=0.05",
-            "lean.sim.check_s=0.01", "output.status_every_s=1"]
+    return [*command, "preset=demo", f"run_dir={run_dir}", "seeds.list=[Mathlib/Order/Clamp.lean]",
+            "discover.samples_per_seed=1", *FAST_LEAN, "output.status_every_s=1"]
 
 
 def start(run_dir: Path, out: Path, at_a_terminal: bool = False) -> subprocess.Popen:

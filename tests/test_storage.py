@@ -17,6 +17,7 @@ from operators.storage import StorageError, join, location_of, open_location, re
 from pipelines import autoformalize, mine, report
 from pipelines import index as index_pipeline
 from pipelines.runtime.run_dir import RunDir, append_file
+from tests.mine_support import FAST_LEAN
 
 OPTIONS = "endpoint_override=127.0.0.1:9000&scheme=http"
 DEMO_CPUS = 10  # the demo preset's ray.num_cpus, for a Ray this test starts itself
@@ -133,7 +134,7 @@ def test_mining_with_seeds_index_and_run_on_object_storage_named_by_uri_options_
         assert index_pipeline.main([f"mathlib_dir={mathlib_sample_dir}", f"out='{bucket}/index?{options}'",
                                     "include=[Mathlib/Logic/Basic.lean]"]) == 0
         assert mine.main(["preset=demo", f"seeds.root='{bucket}/seeds?{options}'", f"run_dir='{run_dir}'",
-                          f"index.dir='{bucket}/index?{options}'"]) == 0
+                          f"index.dir='{bucket}/index?{options}'", *FAST_LEAN]) == 0
     finally:
         ray.shutdown()
     out = capsys.readouterr().out
