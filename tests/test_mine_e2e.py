@@ -137,11 +137,12 @@ def run_to_end(args: list[str], log: Path) -> None:
 
 
 def left_running(session_id: int, may_linger: Callable[[str], bool] = lambda name: False) -> list[str]:
-    """What is still running in the driver's session once only processes `may_linger` names are left, or after
-    `GRACE_S`; those are killed, so the next test starts clean."""
+    """What is still running in the driver's session (a zombie runs nothing) once only processes `may_linger` names
+    are left, or after `GRACE_S`; those are killed, so the next test starts clean."""
     deadline = time.monotonic() + GRACE_S
     while True:
-        alive = [p for p in psutil.process_iter(["pid"]) if _session(p) == session_id]
+        alive = [p for p in psutil.process_iter(["pid", "status"])
+                 if p.info["status"] != psutil.STATUS_ZOMBIE and _session(p) == session_id]
         names = [_name(p) for p in alive]
         if all(may_linger(name) for name in names) or time.monotonic() > deadline:
             break
