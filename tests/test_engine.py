@@ -31,8 +31,10 @@ from tests.mine_support import FAST_LEAN
 pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[1]
-# Small enough that a demo seed (about 300 tokens) and its prompt fit the 4096-token context with room to answer.
-MAX_TOKENS = 256
+# Every stage's budget. The model's answers are prose cut at whatever budget it gets (the row checks follow the cut),
+# and on 2 cores shared with other tests it writes 3-4 tokens a second, so the budget sets these tests' length: 96
+# tokens still give a structured answer its marker and a line of code.
+MAX_TOKENS = 96
 JOB_TIMEOUT_S = 900
 FAST_SIM_LEAN = ["lean=sim", *FAST_LEAN]
 # Autoformalize asks think, draft, repairs and faithfulness per problem: two problems and one repair keep the test to
@@ -113,7 +115,7 @@ def test_mining_with_the_real_model_ends_every_seed_with_a_true_reason(engine: V
 
 
 def test_structured_discover_answers_are_ones_the_parser_reads(engine: VllmServer, tmp_path: Path) -> None:
-    # Free, the model runs out of its 256 tokens before the marker (docs/decisions/2026-11-29-answer-format.md).
+    # Free, the model runs out of its budget before the marker (docs/decisions/2026-11-29-answer-format.md).
     run_dir = tmp_path / "run"
     done = run("mine", *demo_mine(run_dir, engine.base_url, "pipeline=[discover,split]",
                                   "llm.sampling.discover.answer_format=structured"))
