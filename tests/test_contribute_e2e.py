@@ -4,10 +4,11 @@ first's outputs instead of adding to them, and an `out` on a full disk as one li
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -23,7 +24,6 @@ from tests.full_disk import DISK_FULL_EXIT, fill
 from tests.mine_support import FAST_LEAN
 
 pytestmark = pytest.mark.ray
-CONTRIBUTE_TIMEOUT_S = 300
 
 
 def run_contribute(run_dir: Path, capsys) -> list[str]:
@@ -32,17 +32,18 @@ def run_contribute(run_dir: Path, capsys) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def contributed(demo_mine_run, tmp_path_factory):
+def contributed(demo_mine_run, ray_cluster, tmp_path_factory):
     """A copy of the shared demo run (the fixture is read-only) after `contribute`; its run dir, the closing block,
-    and the Mathlib checkout it was made against."""
+    and the Mathlib checkout it was made against. Every `contribute` in this module joins the module's Ray instead of
+    starting one of its own."""
     source, _, _ = demo_mine_run
     run_dir = tmp_path_factory.mktemp("contribute") / "run"
     shutil.copytree(source, run_dir)
-    command = [sys.executable, "-m", "pipelines.contribute", "preset=demo", f"run_dir={run_dir}", *FAST_LEAN]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=CONTRIBUTE_TIMEOUT_S)
-    assert completed.returncode == 0, completed.stderr
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert contribute.main(["preset=demo", f"run_dir={run_dir}", *FAST_LEAN]) == 0
     checkout = Path(json.loads((run_dir / "run.json").read_text())["config"]["seeds"]["root"])
-    return run_dir, completed.stdout.splitlines(), checkout
+    return run_dir, printed.getvalue().splitlines(), checkout
 
 
 def table(run_dir: Path, name: str) -> pl.DataFrame:

@@ -13,6 +13,7 @@ from lean_pool.lean_source import read_commands, statement_key
 from operators.rows.candidates import CONTAMINATED, DUPLICATE
 from pipelines import decontaminate, export, mine
 from tests.handmade_run import candidates, write_run
+from tests.mine_support import FAST_LEAN
 
 OPEN = "open BigOperators Real Nat Topology Rat"
 # aime_1983_p9 of miniF2F, renamed (theorem, binder, hypothesis), as a lemma, laid out on one line.
@@ -243,7 +244,7 @@ def test_mine_marks_candidates_restating_a_benchmark_problem_before_the_judge(tm
         "import Mathlib\n\ntheorem bench_comm (x y : ℕ) :\n  y + x = x + y := by sorry")
     run_dir = tmp_path / "run"
     status = mine.main(["preset=demo", f"run_dir={run_dir}", f"decontaminate.benchmarks=[{benchmark}]",
-                        "decontaminate.matches.embedding.enabled=false"])
+                        "decontaminate.matches.embedding.enabled=false", *FAST_LEAN, "llm.sim.latency.median_s=0.01"])
     assert status == 0
     rows = pq.read_table(run_dir / "candidates").to_pylist()
     # The sim states commutativity of ℕ addition under two spellings (conf/llm/sim.yaml): both restate the problem.

@@ -17,8 +17,11 @@ import polars as pl
 import pytest
 
 from lean_pool.ray_auth import refused_for_token, token_refused_line
+from tests.mine_support import FAST_LEAN
 
 REPO = Path(__file__).resolve().parents[1]
+# The demo on the simulators at their quickest: what these runs show does not depend on what a call or a check costs.
+FAST_DEMO = ["preset=demo", *FAST_LEAN, "llm.sim.latency.median_s=0.01"]
 # A demo run has no reason to take longer than this on the test machine; a hang fails the test instead of the suite.
 RUN_TIMEOUT_S = 600
 # How long a Ray head started for a test may take to come up.
@@ -65,7 +68,7 @@ def test_a_budget_the_models_context_cannot_hold_is_one_line_naming_the_key_befo
 
 @pytest.mark.ray
 def test_a_run_whose_every_discover_call_is_refused_stops_with_one_line(tmp_path: Path) -> None:
-    done = run("-m", "pipelines.mine", "preset=demo", f"run_dir={tmp_path / 'run'}", "llm.probe.enabled=false",
+    done = run("-m", "pipelines.mine", *FAST_DEMO, f"run_dir={tmp_path / 'run'}", "llm.probe.enabled=false",
                "llm.sim.max_context_tokens=4096", "llm.sampling.discover.max_tokens=8192",
                "llm.retry.max_identical_refusals=2", cwd=tmp_path)
     errors = error_lines(done)
@@ -82,7 +85,7 @@ def test_a_run_whose_every_discover_call_is_refused_stops_with_one_line(tmp_path
 @pytest.mark.ray
 def test_answers_cut_at_max_tokens_are_counted_in_the_closing_block_and_the_report(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    done = run("-m", "pipelines.mine", "preset=demo", f"run_dir={run_dir}", "llm.sampling.judge.max_tokens=3",
+    done = run("-m", "pipelines.mine", *FAST_DEMO, f"run_dir={run_dir}", "llm.sampling.judge.max_tokens=3",
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     judge = [line for line in done.stdout.splitlines() if line.startswith("llm judge:")]

@@ -19,6 +19,7 @@ from pipelines import autoformalize, evaluate, export, mine, report
 from pipelines.reporting.summary import SIMULATED_NOTE, Closing, closing_lines, llm_cost_line, rows_by_status
 from pipelines.runtime.cli import INTERRUPTED, WorkWritten, run_job
 from pipelines.runtime.progress import handed_on_counts
+from tests.mine_support import FAST_LEAN
 
 
 def test_closing_block_shows_what_happened_and_nothing_else() -> None:
@@ -96,7 +97,7 @@ def mined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     run_dir = tmp_path_factory.mktemp("voice") / "run"
     capture = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(capture[0]), contextlib.redirect_stderr(capture[1]):
-        assert mine.main(["preset=demo", f"run_dir={run_dir}"]) == 0
+        assert mine.main(["preset=demo", f"run_dir={run_dir}", *FAST_LEAN, "llm.sim.latency.median_s=0.01"]) == 0
     return run_dir, capture[0].getvalue(), capture[1].getvalue()
 
 

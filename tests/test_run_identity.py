@@ -24,8 +24,10 @@ from pipelines.runtime.run_identity import (
     matches,
     refusal,
 )
+from tests.mine_support import FAST_LEAN
 
-DEMO = ["preset=demo"]
+# The demo on the simulators at their quickest: every restart below composes the same, so none of it is a change.
+DEMO = ["preset=demo", *FAST_LEAN, "llm.sim.latency.median_s=0.01"]
 
 
 def candidate_ids(run_dir: Path) -> list[str]:
