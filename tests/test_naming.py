@@ -185,7 +185,9 @@ def test_reordered_words_are_refused(rules):
     assert check_name(not_le, "not_le", rules).ok
     assert not check_name(not_le, "le_not", rules).ok
     assert check_name(not_le, "iff_not_le", rules).reasons == (
-        "the name starts with `iff`: the left side of the `↔` is named first",)
+        "`not` stands after `iff` but names the left side only: the left side is named before `iff`, the right side "
+        "after it",
+        "the name starts with `iff`: the left side of the `↔` is named first")
 
 
 def test_property_words_alone_are_refused(rules):
@@ -226,3 +228,47 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
 ])
 def test_suggested_names_are_mathlibs(rules, statement, namespace, name):
     assert suggested_name(statement, rules, namespace) == name
+
+
+def test_a_side_named_across_its_head_word_is_refused(rules):
+    frequently = "theorem x (f : Filter α) : (∃ᶠ _ in f, True) ↔ NeBot f := sorry"
+    assert check_name(frequently, "frequently_true_iff_neBot", rules).ok
+    assert check_name(frequently, "neBot_iff_true_frequently", rules).reasons == (
+        "`neBot` stands before `iff` but names the right side only: the left side is named before `iff`, the right "
+        "side after it",)
+    himp = "theorem x : a ⇨ b = unit := rfl"
+    assert check_name(himp, "himp_eq", rules, "PUnit").ok
+    assert check_name(himp, "eq_himp", rules, "PUnit").reasons == (
+        "`himp` stands after `eq` but names the left side only: the left side is named before `eq`, the right side "
+        "after it",)
+    ioi = "theorem x (a : α) : atTop = comap ((↑) : Ioi a → α) atTop := sorry"
+    assert check_name(ioi, "atTop_Ioi_eq", rules, "Filter").ok
+
+
+def test_a_name_ending_in_of_is_refused(rules):
+    sup = ("theorem x (h : ∀ x ∈ s, ∀ y ∈ s, f (x ⊔ y) = f x ⊔ f y) : MonotoneOn f s := sorry")
+    assert check_name(sup, "of_map_sup", rules, "MonotoneOn").ok
+    assert check_name(sup, "sup_map_of", rules, "MonotoneOn").reasons == (
+        "the name ends with `of`: the hypothesis it introduces is named after it",)
+    assert check_name("theorem x (X : Type u) : (LinOrd.of X : Type u) = X := rfl", "coe_of", rules, "LinOrd").ok
+
+
+def test_a_galois_connections_variables_are_words(rules):
+    statement = ("variable {l : α → β} {u : β → α} (gc : GaloisConnection l u)\n"
+                 "theorem x {s : Set β} : u (sInf s) = ⨅ a ∈ s, u a := sorry")
+    assert check_name(statement, "u_sInf", rules, "GaloisConnection").ok
+    assert check_name(statement, "sInf_u", rules, "GaloisConnection").reasons == (
+        "`u` comes after `sInf` in the name but before it in the conclusion: words follow the order of the symbols",)
+    assert check_name(statement, "a_sInf", rules, "GaloisConnection").reasons == (
+        "`a` names nothing in the statement",)
+    assert check_name(statement.replace("GaloisConnection l u", "Monotone u"), "u_sInf", rules).reasons == (
+        "`u` names nothing in the statement",)
+
+
+@pytest.mark.parametrize(("statement", "namespace", "name"), [
+    ("theorem x (h : a ⩿ b) : a ≤ b := h.1", "", "WCovBy.le"),
+    ("theorem x {X Y Z : Lat} (f : X ⟶ Y) (g : Y ⟶ Z) (x : X) : (f ≫ g) x = g (f x) := sorry", "Lat", "comp_apply"),
+    ("theorem x [Nonempty ι] : ⨅ _ : ι, a = a := sorry", "", "iInf_const"),
+])
+def test_mathlib_names_of_acronyms_categories_and_constants_pass(rules, statement, namespace, name):
+    assert check_name(statement, name, rules, namespace).ok

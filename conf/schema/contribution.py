@@ -115,5 +115,7 @@ class Naming:
     suggestion: Suggestion = setting("how long a name the checker builds itself may be")
     symbols: dict[str, list[str]] = setting("a symbol as written in Lean -> the words a name may use for it")
     tolerance: Tolerance = setting("how many words of a long name its statement may leave unexplained")
+    role_variables: dict[str, list[str]] = setting("a structure -> the variables in its arguments a name may say, as "
+                                                   "Mathlib says a Galois connection's `l` and `u` (`l_sup`)")
     word_aliases: dict[str, list[str]] = setting("a word -> the words that explain it too (`csSup` -> `sSup`, "
                                                  "`natCast` -> `cast`)")

@@ -35,6 +35,7 @@ _WORD_SEPARATOR = "_"
 _VARIANT_MARKS = "'₀₁₂₃₄₅₆₇₈₉!?"
 _SNAKE_WORD = re.compile(r"[a-z0-9][A-Za-z0-9]*")
 _CAMEL_HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
+_LEADING_WORD = re.compile(r"[A-Z]+[a-z0-9]*")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class NamingRules:
     property_words: frozenset[str]
     leading_property_words: frozenset[str]
     word_aliases: Mapping[str, tuple[str, ...]]
+    role_variables: Mapping[str, frozenset[str]]
     tolerance_min_words: int
     tolerated_unexplained: int
     iff_symbol: str
@@ -89,6 +91,8 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         property_words=frozenset(map(str, section["property_words"])),
         leading_property_words=frozenset(map(str, section["leading_property_words"])),
         word_aliases={str(word): tuple(map(str, others)) for word, others in section["word_aliases"].items()},
+        role_variables={str(structure): frozenset(map(str, roles))
+                        for structure, roles in section["role_variables"].items()},
         tolerance_min_words=int(tolerance["min_words"]),
         tolerated_unexplained=int(tolerance["unexplained_words"]),
         iff_symbol=str(conclusion["iff_symbol"]),
@@ -173,10 +177,17 @@ def _lower_camel(part: str) -> str:
     return part[:1].lower() + part[1:]
 
 
+def _lower_head(part: str) -> str:
+    """A constant's first word lowered whole, as Mathlib writes it in names (`WCovBy` → `wcovBy`, `HEq` → `heq`)."""
+    head = _LEADING_WORD.match(part)
+    return part if head is None else head.group().lower() + part[head.end() :]
+
+
 def _name_words(part: str) -> set[str]:
     """The words a name part lets a theorem name use: itself, its lowerCamel form (`IsUnit` → `isUnit`), and its
     snake or camel pieces (`le_refl` → `le`, `refl`; `IsLeast` → `is`, `least`)."""
-    words = {part, _lower_camel(part), part.lower(), _plain_word(part), _lower_camel(_plain_word(part))}
+    words = {part, _lower_camel(part), _lower_head(part), part.lower(), _plain_word(part),
+             _lower_camel(_plain_word(part))}
     for piece in part.split(_WORD_SEPARATOR):
         words.update({piece, _lower_camel(piece)})
         words.update(hump.lower() for hump in _CAMEL_HUMP.findall(piece))
@@ -230,12 +241,15 @@ def _side_end(atoms: list[Atom], at: int, rules: NamingRules) -> int:
 
 def _read(statement: str, rules: NamingRules) -> _Reading:
     signature, variable_binders = first_theorem(statement)
-    variables = bound_variables(signature, variable_binders)
     hypotheses, conclusion = statement_parts(signature)
     hypothesis_atoms = tuple(tuple(term_atoms(h, rules.symbols)) for h in hypotheses)
     conclusion_atoms = tuple(term_atoms(conclusion, rules.symbols))
     context = tuple(atom for binder_type in statement_parts(variable_binders)[0]
                     for atom in term_atoms(binder_type, rules.symbols))
+    named = {atom.text.split(".")[-1] for term in (*hypothesis_atoms, conclusion_atoms, context) for atom in term
+             if atom.kind == "name"}
+    roles = frozenset().union(*(rules.role_variables.get(structure, frozenset()) for structure in named))
+    variables = bound_variables(signature, variable_binders) - roles
     head, at = _head(conclusion_atoms, rules)
     return _Reading(
         hypotheses=hypothesis_atoms,
@@ -298,6 +312,28 @@ def _conclusion_order_break(segment: list[str], reading: _Reading, rules: Naming
     return _order_break(segment[:split], left, rules) or _order_break(segment[split + 1 :], right, rules)
 
 
+def _crossed_side(segment: list[str], reading: _Reading, rules: NamingRules) -> tuple[str, str, str] | None:
+    """For an equation or `↔` whose name says its head word: the first word on the wrong side of it (a word before
+    `iff` that only the right side explains, or after it only the left), with the head word and the side it
+    names; `neBot_iff_frequently` for `(∃ᶠ _ in f, True) ↔ NeBot f` reads backwards. A head word that ends the
+    name (`atTop_Ioi_eq`, a formula for the left side) or that a side also writes (`eq_comp : (· = ·) ∘r r = r`)
+    splits nothing."""
+    head_words = set(rules.symbols.get(reading.head, ()))
+    if reading.head != rules.iff_symbol and not rules.omitted_words.intersection(head_words):
+        return None
+    split = next((i for i, word in enumerate(segment) if word in head_words), -1)
+    left = _term_words(list(reading.conclusion[: reading.head_at]), rules, reading.variables).all()
+    right = _term_words(list(reading.conclusion[reading.head_at + 1 :]), rules, reading.variables).all()
+    if split < 0 or split == len(segment) - 1 or segment[split] in left | right:
+        return None
+    for words, other, side in ((segment[:split], left, "right"), (segment[split + 1 :], right, "left")):
+        named = right if side == "right" else left
+        for word in words:
+            if _explained(word, named, rules) and not _explained(word, other | rules.property_words, rules):
+                return word, segment[split], side
+    return None
+
+
 def _segments(words: list[str]) -> list[list[str]]:
     """The name's words cut at each `of`: the conclusion's part first, then one part per named hypothesis."""
     parts: list[list[str]] = [[]]
@@ -313,7 +349,8 @@ def _namespace_reason(space: list[str], reading: _Reading, vocabulary: set[str],
     """Why the namespace parts written in a dotted name fit no part of the statement, or None when one does."""
     if not space or any(part in rules.free_namespaces for part in space):
         return None
-    if any(_explained(word, vocabulary, rules) for part in space for word in {part, part.lower(), _lower_camel(part)}):
+    if any(_explained(word, vocabulary, rules) for part in space
+           for word in {part, part.lower(), _lower_camel(part), _lower_head(part)}):
         return None
     return f"the namespace `{'.'.join(space)}` names nothing in the statement"
 
@@ -369,6 +406,11 @@ def _convention_reasons(words: list[str], name_space: list[str], namespace: str,
         listed = ", ".join(f"`{w}`" for w in sorted(offered)[:6])
         reasons.append(f"no word before `{_OF}` names the conclusion (it offers {listed}); hypotheses come after "
                        f"`{_OF}`")
+    crossed = _crossed_side(segments[0], reading, rules)
+    if crossed:
+        word, head_word, side = crossed
+        reasons.append(f"`{word}` stands {'before' if side == 'right' else 'after'} `{head_word}` but names the "
+                       f"{side} side only: the left side is named before `{head_word}`, the right side after it")
     broken = _conclusion_order_break(segments[0], reading, rules)
     if broken:
         reasons.append(f"`{broken[1]}` comes after `{broken[0]}` in the name but before it in the conclusion: "
@@ -377,6 +419,8 @@ def _convention_reasons(words: list[str], name_space: list[str], namespace: str,
     for word in dict.fromkeys(w for segment in segments[1:] if segments[0] for w in segment):
         if _explained(word, conclusion.all(), rules) and not _explained(word, premises | rules.property_words, rules):
             reasons.append(f"`{word}` stands after `{_OF}` but names the conclusion, not a hypothesis")
+    if len(segments) > 1 and not segments[-1] and not _explained(_OF, statement_words, rules):
+        reasons.append(f"the name ends with `{_OF}`: the hypothesis it introduces is named after it")
     if reading.head == rules.iff_symbol and len(segments[0]) > 1 and segments[0][0] == rules.iff_word:
         reasons.append(f"the name starts with `{rules.iff_word}`: the left side of the `{rules.iff_symbol}` is "
                        "named first")
