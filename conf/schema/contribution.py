@@ -107,6 +107,10 @@ class Naming:
     property_words: list[str] = setting("words any name may use: properties (comm, assoc), sides, connecting words")
     leading_property_words: list[str] = setting("property words that may open a name (`symm`, `ext`); the others "
                                                 "only follow the words they qualify")
+    side_words: list[str] = setting("property words that may open a name whose conclusion starts with a lone "
+                                    "variable, naming its side (`left_mem_Ico : a ∈ Ico a b`)")
+    dotted_leading_words: list[str] = setting("property words that may open a name in a namespace a hypothesis "
+                                              "names, as dot notation does (`Codisjoint.mono_left`)")
     postfix_symbols: list[str] = setting("postfix symbols whose word a name may say where their operand starts")
     ascription_symbols: list[str] = setting("symbols of a type ascription: their word is said where its bracket opens")
     trailing_predicates: list[str] = setting("predicates a name says after the term they apply to (`Injective`)")

@@ -3,8 +3,9 @@ words in the order the conclusion writes their symbols, then `of` and the hypoth
 is explained by the statement (a symbol by the dictionary, a constant it names, a special form, a property word; a
 bound variable explains nothing), a word before `of` names the conclusion, the words keep the symbols' order, it is
 not made of property words alone, its namespace parts name something of the statement, it is snake_case, it does
-not repeat its namespace, and an `↔` conclusion named without `iff` is named after its left side. Every rule comes
-from the `naming:` config (conf/naming/mathlib.yaml)."""
+not repeat its namespace (unless dot notation on a hypothesis says it of the conclusion again), and an `↔`
+conclusion named without `iff` is named after its left side. Every rule comes from the `naming:` config
+(conf/naming/mathlib.yaml)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ class NamingRules:
     special_forms: tuple[SpecialForm, ...]
     property_words: frozenset[str]
     leading_property_words: frozenset[str]
+    side_words: frozenset[str]
+    dotted_leading_words: frozenset[str]
     word_aliases: Mapping[str, tuple[str, ...]]
     role_variables: Mapping[str, frozenset[str]]
     tolerance_min_words: int
@@ -90,6 +93,8 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
                             for form in section["special_forms"]),
         property_words=frozenset(map(str, section["property_words"])),
         leading_property_words=frozenset(map(str, section["leading_property_words"])),
+        side_words=frozenset(map(str, section["side_words"])),
+        dotted_leading_words=frozenset(map(str, section["dotted_leading_words"])),
         word_aliases={str(word): tuple(map(str, others)) for word, others in section["word_aliases"].items()},
         role_variables={str(structure): frozenset(map(str, roles))
                         for structure, roles in section["role_variables"].items()},
@@ -312,6 +317,19 @@ def _conclusion_order_break(segment: list[str], reading: _Reading, rules: Naming
     return _order_break(segment[:split], left, rules) or _order_break(segment[split + 1 :], right, rules)
 
 
+def _may_open(word: str, spaces: list[str], reading: _Reading, rules: NamingRules) -> bool:
+    """Whether a property word may open this name all the same: a side word when the conclusion's first side is a
+    lone variable (`right_mem_Icc : b ∈ Icc a b`), a dot-notation word in a namespace a hypothesis names
+    (`Codisjoint.mono_left`)."""
+    atoms = reading.conclusion
+    if (word in rules.side_words and len(atoms) > 1 and _variable(atoms[0], reading) == atoms[0].text
+            and atoms[1].text in rules.head_order):
+        return True
+    premises = set().union(reading.context_words.all(), *(h.all() for h in reading.hypothesis_words))
+    return (word in rules.dotted_leading_words and bool(spaces)
+            and any(_explained(w, premises, rules) for w in (_lower_camel(spaces[-1]), _lower_head(spaces[-1]))))
+
+
 def _crossed_side(segment: list[str], reading: _Reading, rules: NamingRules) -> tuple[str, str, str] | None:
     """For an equation or `↔` whose name says its head word: the first word on the wrong side of it (a word before
     `iff` that only the right side explains, or after it only the left), with the head word and the side it
@@ -376,9 +394,11 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
         elif not _explained(word, vocabulary, rules):
             unexplained.append(word)
     tolerated = rules.tolerated_unexplained if len(words) >= rules.tolerance_min_words else 0
-    if len(unexplained) > tolerated:
+    dictionary = {w for entry in rules.symbols.values() for w in entry} - rules.omitted_words
+    convention = _convention_reasons(words, name_space, namespace, reading, statement_words, rules)
+    if len(unexplained) > tolerated or dictionary.intersection(unexplained) or convention:
         reasons.extend(f"`{word}` names nothing in the statement" for word in unexplained)
-    reasons.extend(_convention_reasons(words, name_space, namespace, reading, statement_words, rules))
+    reasons.extend(convention)
     return NameCheck(not reasons, tuple(reasons))
 
 
@@ -432,13 +452,16 @@ def _convention_reasons(words: list[str], name_space: list[str], namespace: str,
                            "words follow the order of the symbols")
     if (len(segments[0]) > 1 and segments[0][0] in rules.property_words
             and segments[0][0] not in rules.leading_property_words
-            and not _explained(segments[0][0], statement_words, rules)):
+            and not _explained(segments[0][0], statement_words, rules)
+            and not _may_open(segments[0][0], spaces, reading, rules)):
         reasons.append(f"`{segments[0][0]}` is a property word: it follows the words it qualifies "
                        "(`add_comm`, not `comm_add`), it does not open a name")
     space_reason = _namespace_reason(name_space, reading, statement_words, rules)
     if space_reason:
         reasons.append(space_reason)
-    if spaces and words and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()}:
+    dot_notation = (bool(words) and _explained(words[0], conclusion.all(), rules)
+                    and _explained(words[0], premises, rules))
+    if spaces and words and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()} and not dot_notation:
         reasons.append(f"the name repeats its namespace `{spaces[-1]}`")
     if reading.head == rules.iff_symbol and rules.iff_word not in words:
         left = _term_words(list(reading.conclusion[: reading.head_at]), rules, reading.variables).all()
