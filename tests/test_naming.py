@@ -272,3 +272,33 @@ def test_a_galois_connections_variables_are_words(rules):
 ])
 def test_mathlib_names_of_acronyms_categories_and_constants_pass(rules, statement, namespace, name):
     assert check_name(statement, name, rules, namespace).ok
+
+
+DIRECTED_MONO_COMP = ("theorem x (r : α → α → Prop) {ι} {rb : β → β → Prop} {g : α → β} {f : ι → α}\n"
+                      "    (hg : ∀ ⦃x y⦄, r x y → rb (g x) (g y)) (hf : Directed r f) : Directed rb (g ∘ f) := sorry")
+
+
+def test_a_property_word_opens_a_name_by_a_side_or_dot_notation(rules):
+    ico = "theorem x {a b : α} : a ∈ Ico a b ↔ a < b := sorry"
+    assert check_name(ico, "left_mem_Ico", rules, "Set").ok
+    assert check_name(ADD_COMM, "left_add", rules).reasons == (
+        "`left` is a property word: it follows the words it qualifies (`add_comm`, not `comm_add`), it does not "
+        "open a name",)
+    assert check_name(DIRECTED_MONO_COMP, "Directed.mono_comp", rules).ok
+    assert check_name(DIRECTED_MONO_COMP, "mono_comp", rules).reasons == (
+        "`mono` is a property word: it follows the words it qualifies (`add_comm`, not `comm_add`), it does not "
+        "open a name",)
+
+
+def test_root_and_dot_notation_namespaces_pass(rules):
+    assert check_name("theorem x : IsCompl x y ↔ IsCompl y x := sorry", "_root_.isCompl_comm", rules, "IsCompl").ok
+    image2 = ("theorem x (ha : IsGreatest s a) (hb : IsLeast t b) : IsGreatest (Set.image2 f s t) (f a b) := "
+              "sorry")
+    assert check_name(image2, "IsGreatest.isGreatest_image2_of_isLeast", rules).ok
+
+
+def test_a_long_name_may_keep_one_word_no_symbol_names(rules):
+    triangle = "theorem x (a b c : α) : a \\ c ≤ a \\ b ⊔ b \\ c := sorry"
+    assert check_name(triangle, "sdiff_le_sup_triangle", rules).ok
+    assert check_name(triangle, "sdiff_triangle", rules).reasons == ("`triangle` names nothing in the statement",)
+    assert check_name(triangle, "sdiff_le_iff", rules).reasons == ("`iff` names nothing in the statement",)

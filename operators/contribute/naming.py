@@ -649,7 +649,8 @@ def rules_text(rules: NamingRules) -> str:
         "written case (`Icc`).",
         "- Describe the conclusion first, its symbols in the order they are written, by the dictionary below; `=` "
         "is usually left out, and an equation is often named after its left side alone (`add_zero : a + 0 = a`).",
-        f"- A conclusion with `{rules.iff_symbol}` says `{rules.iff_word}`, or is named after its left side alone.",
+        f"- A conclusion with `{rules.iff_symbol}` says `{rules.iff_word}`, or is named after its left side alone; "
+        f"words before `{rules.iff_word}` (or `eq`) name the left side, words after it the right.",
         f"- Hypotheses come after `{_OF}`, each in its own order (`le_of_lt : a < b → a ≤ b`).",
         "- `0 < a` is `pos`, `0 ≤ a` `nonneg`, `a ≠ 0` `ne_zero`, said after the term (`mul_pos : 0 < a * b`).",
         "- Variables are never words; property words (`comm`, `assoc`, `left`, `right`, `cancel`) follow the words "
