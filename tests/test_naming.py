@@ -302,3 +302,13 @@ def test_a_long_name_may_keep_one_word_no_symbol_names(rules):
     assert check_name(triangle, "sdiff_le_sup_triangle", rules).ok
     assert check_name(triangle, "sdiff_triangle", rules).reasons == ("`triangle` names nothing in the statement",)
     assert check_name(triangle, "sdiff_le_iff", rules).reasons == ("`iff` names nothing in the statement",)
+
+
+def test_apply_opens_a_name_only_when_the_conclusion_starts_with_an_application(rules):
+    injective = "theorem x (f : α ≃ β) {x y : α} : f x = f y ↔ x = y := sorry"
+    assert check_name(injective, "apply_eq_iff_eq", rules, "Equiv").ok
+    inf = "theorem x (f g : InfTopHom α β) (a : α) : (f ⊓ g) a = f a ⊓ g a := sorry"
+    assert check_name(inf, "inf_apply", rules, "InfTopHom").ok
+    assert check_name(inf, "apply_inf", rules, "InfTopHom").reasons == (
+        "`apply` is a property word: it follows the words it qualifies (`add_comm`, not `comm_add`), it does not "
+        "open a name",)

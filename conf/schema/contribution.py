@@ -109,6 +109,8 @@ class Naming:
                                                 "only follow the words they qualify")
     side_words: list[str] = setting("property words that may open a name whose conclusion starts with a lone "
                                     "variable, naming its side (`left_mem_Ico : a ∈ Ico a b`)")
+    applied_words: list[str] = setting("property words that may open a name whose conclusion starts with a "
+                                       "variable applied to something (`apply_eq_iff_eq : f x = f y ↔ x = y`)")
     dotted_leading_words: list[str] = setting("property words that may open a name in a namespace a hypothesis "
                                               "names, as dot notation does (`Codisjoint.mono_left`)")
     postfix_symbols: list[str] = setting("postfix symbols whose word a name may say where their operand starts")

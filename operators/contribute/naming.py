@@ -56,6 +56,7 @@ class NamingRules:
     property_words: frozenset[str]
     leading_property_words: frozenset[str]
     side_words: frozenset[str]
+    applied_words: frozenset[str]
     dotted_leading_words: frozenset[str]
     word_aliases: Mapping[str, tuple[str, ...]]
     role_variables: Mapping[str, frozenset[str]]
@@ -94,6 +95,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         property_words=frozenset(map(str, section["property_words"])),
         leading_property_words=frozenset(map(str, section["leading_property_words"])),
         side_words=frozenset(map(str, section["side_words"])),
+        applied_words=frozenset(map(str, section["applied_words"])),
         dotted_leading_words=frozenset(map(str, section["dotted_leading_words"])),
         word_aliases={str(word): tuple(map(str, others)) for word, others in section["word_aliases"].items()},
         role_variables={str(structure): frozenset(map(str, roles))
@@ -319,11 +321,14 @@ def _conclusion_order_break(segment: list[str], reading: _Reading, rules: Naming
 
 def _may_open(word: str, spaces: list[str], reading: _Reading, rules: NamingRules) -> bool:
     """Whether a property word may open this name all the same: a side word when the conclusion's first side is a
-    lone variable (`right_mem_Icc : b ∈ Icc a b`), a dot-notation word in a namespace a hypothesis names
+    lone variable (`right_mem_Icc : b ∈ Icc a b`), an application word when it starts with a variable applied
+    to something (`apply_eq_iff_eq : f x = f y ↔ x = y`), a dot-notation word in a namespace a hypothesis names
     (`Codisjoint.mono_left`)."""
     atoms = reading.conclusion
-    if (word in rules.side_words and len(atoms) > 1 and _variable(atoms[0], reading) == atoms[0].text
-            and atoms[1].text in rules.head_order):
+    lone = len(atoms) > 1 and _variable(atoms[0], reading) == atoms[0].text
+    if lone and word in rules.side_words and atoms[1].text in rules.head_order:
+        return True
+    if lone and word in rules.applied_words and (atoms[1].kind == "name" or atoms[1].text == "("):
         return True
     premises = set().union(reading.context_words.all(), *(h.all() for h in reading.hypothesis_words))
     return (word in rules.dotted_leading_words and bool(spaces)
