@@ -427,7 +427,7 @@ def _convention_reasons(words: list[str], name_space: list[str], namespace: str,
     conclusion = reading.conclusion_words
     offered = {w for w in conclusion.all() if w not in rules.omitted_words}
     names_head = any(_explained(w, conclusion.all(), rules) for w in [*segments[0], *space_words])
-    if content and offered and not names_head:
+    if (own or rules.property_words.intersection(content)) and offered and not names_head:
         listed = ", ".join(f"`{w}`" for w in sorted(offered)[:6])
         reasons.append(f"no word before `{_OF}` names the conclusion (it offers {listed}); hypotheses come after "
                        f"`{_OF}`")
