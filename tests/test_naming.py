@@ -302,6 +302,11 @@ def test_a_long_name_may_keep_one_word_no_symbol_names(rules):
     assert check_name(triangle, "sdiff_le_sup_triangle", rules).ok
     assert check_name(triangle, "sdiff_triangle", rules).reasons == ("`triangle` names nothing in the statement",)
     assert check_name(triangle, "sdiff_le_iff", rules).reasons == ("`iff` names nothing in the statement",)
+    pairwise = ("theorem x {F} [EquivLike F Y X] (f : F) (p : X → X → Prop) : Pairwise (p on f) ↔ Pairwise p := "
+                "sorry")
+    assert check_name(pairwise, "pairwise_comp_iff", rules, "EquivLike").ok
+    assert check_name(pairwise, "pairwise_le_iff", rules, "EquivLike").reasons == (
+        "`le` names nothing in the statement",)
 
 
 def test_apply_opens_a_name_only_when_the_conclusion_starts_with_an_application(rules):

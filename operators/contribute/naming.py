@@ -399,9 +399,9 @@ def check_name(statement: str, name: str, rules: NamingRules, namespace: str = "
         elif not _explained(word, vocabulary, rules):
             unexplained.append(word)
     tolerated = rules.tolerated_unexplained if len(words) >= rules.tolerance_min_words else 0
-    dictionary = {w for entry in rules.symbols.values() for w in entry} - rules.omitted_words
+    connectives = {w for symbol in rules.head_order for w in rules.symbols.get(symbol, ())} - rules.omitted_words
     convention = _convention_reasons(words, name_space, namespace, reading, statement_words, rules)
-    if len(unexplained) > tolerated or dictionary.intersection(unexplained) or convention:
+    if len(unexplained) > tolerated or connectives.intersection(unexplained) or convention:
         reasons.extend(f"`{word}` names nothing in the statement" for word in unexplained)
     reasons.extend(convention)
     return NameCheck(not reasons, tuple(reasons))
