@@ -179,6 +179,7 @@ def heavy_groups(items: list[pytest.Item]) -> dict[str, str]:
     return groups
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the `xdist_group` marks into the tests' ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test marked `ray` gets its module's group from `heavy_groups`, and the groups of `FIRST_GROUPS` come
     first, so the heavy tier on both cores starts its longest group at once. Tests marked `engine` need vLLM's CPU
