@@ -276,11 +276,18 @@ def test_names_resolve_as_lean_reads_them_at_the_place_they_were_written() -> No
 def test_a_hypothesis_of_a_structure_s_predicate_or_a_map_type_names_the_namespace_dot_notation_needs() -> None:
     known = {"Finset.card", "Equiv.trans", "OrderIso.refl"}
     # `h.csInf_mem` for `h : s.Nonempty`: Mathlib's `Finset.Nonempty.csInf_mem`; a field in lower case is no namespace.
-    assert head_namespaces("{s : Finset α} (h : s.Nonempty) : sInf (s : Set α) ∈ s", known) == [
-        "Finset.Nonempty", "Finset"]
+    assert head_namespaces("{s : Finset α} (h : s.Nonempty) : sInf (s : Set α) ∈ s", known) == ["Finset.Nonempty"]
     assert head_namespaces("{s : Finset α} (h : s.card = 2) : s.Nonempty", known) == ["Finset"]
     assert head_namespaces("(e : α ≃ β) (f : β ≃ γ) : (e.trans f).symm = f.symm.trans e.symm", known) == ["Equiv"]
     assert head_namespaces("{α β : Type*} (e : α ≃o β) (a : α) : e.symm (e a) = a", known) == ["OrderIso"]
+
+
+def test_the_types_of_the_conclusion_s_variables_name_no_namespace() -> None:
+    # Mathlib's `maximal_mem_iff` (Order/Minimal) and `finSuccEquiv_eq_some` (Logic/Equiv/Fin) sit at the root although
+    # their conclusions are about an `s : Set α` and an `i : Fin (n + 1)`.
+    known = {"Set.mem_setOf_eq", "Fin.succ", "finSuccEquiv"}
+    assert head_namespaces("{s : Set α} : Maximal (· ∈ s) x ↔ x ∈ s ∧ ∀ ⦃y⦄, y ∈ s → x ≤ y → x = y", known) == []
+    assert head_namespaces("{i : Fin (n + 1)} {j : Fin n} : finSuccEquiv n i = j ↔ i = j.succ", known) == []
 
 
 def test_an_open_is_kept_only_with_the_namespaces_a_name_of_the_lemma_needs(mathlib_sample_dir: Path) -> None:

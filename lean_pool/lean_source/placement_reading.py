@@ -118,8 +118,7 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
     """The namespaces a lemma of this statement belongs in, as Mathlib's authors choose them, most telling first,
     each once: the constant the type of each explicit argument or hypothesis starts with (dot notation: `h.card_pos`
     for `h : s.Nonempty`, `Nat` for `m n : ℕ`); the namespace the conclusion's head constant is declared in (`s.card`
-    with `s : Finset α` → `Finset`; `triangle`, declared `Nat.triangle` in `known` → `Nat`); then the namespaces of
-    the types of the variables the conclusion is about."""
+    with `s : Finset α` → `Finset`; `triangle`, declared `Nat.triangle` in `known` → `Nat`)."""
     groups, rest = statement_binders(normalize_space(signature))
     types = _binder_types(groups)
     bound = set(bound_names(groups, rest)) | set(types)
@@ -129,22 +128,17 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
         if typed and typed.group("open") == "(":
             found.setdefault(_type_head(group[typed.end() : -1], types, bound, known))
     head = ""
-    variables: list[str] = []
     for token in code_tokens(rest.removeprefix(":")):
         if token.kind != "name":
             continue
         first, _, field = token.plain.partition(".")
         if first in bound:
-            variables.append(first)
             if field and not head and first in types:
                 head = f"{_type_head(types[first], types, bound, known)}.{field}"
         elif not head and token.plain not in _TERM_WORDS:
             head = _known_suffix(NUMBER_TYPES.get(token.plain, token.plain), known)
     if "." in head:
         found.setdefault(head.rsplit(".", 1)[0])
-    for variable in variables:
-        if variable in types:
-            found.setdefault(_type_head(types[variable], types, bound, known))
     return [namespace for namespace in found if namespace]
 
 
