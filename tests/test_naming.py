@@ -230,6 +230,24 @@ def test_suggested_names_are_mathlibs(rules, statement, namespace, name):
     assert suggested_name(statement, rules, namespace) == name
 
 
+@pytest.mark.parametrize(("statement", "namespace", "name"), [
+    # Order/SuccPred/WithBot, Order/Interval/Basic, Order/Heyting/Regular: a cast says `coe` where its bracket opens.
+    ("theorem x (a : α) : succ (a : WithBot α) = Order.succ a := sorry", "WithBot", "succ_coe"),
+    ("theorem x [BoundedOrder α] : ((⊤ : Interval α) : Set α) = univ := sorry", "Interval", "coe_top"),
+    ("theorem x (a : Regular α) : toRegular (a : α) = a := sorry", "Heyting.Regular", "toRegular_coe"),
+    # Order/Filter/Prod, Order/Sublattice, Order/Basic: an `↔` whose left side says the same on both sides of its
+    # relation is named by that side alone; any other keeps its `iff` (`isTop_toDual_iff`).
+    ("theorem x {f₁ f₂ : Filter α} {g₁ g₂ : Filter β} [NeBot f₁] [NeBot g₁] : f₁ ×ˢ g₁ ≤ f₂ ×ˢ g₂ ↔ f₁ ≤ f₂ ∧ g₁ ≤ g₂ "
+     ":= sorry", "Filter", "prod_le_prod"),
+    ("theorem x (hs_sup hs_inf ht_sup ht_inf) : mk s hs_sup hs_inf ≤ mk t ht_sup ht_inf ↔ s ⊆ t := sorry",
+     "Sublattice", "mk_le_mk"),
+    ("theorem x : const β a < const β b ↔ a < b := sorry", "Function", "const_lt_const"),
+    ("theorem x : IsTop (toDual a) ↔ IsBot a := sorry", "", "isTop_toDual_iff"),
+])
+def test_suggested_casts_and_mirrored_sides_are_mathlibs(rules, statement, namespace, name):
+    assert suggested_name(statement, rules, namespace) == name
+
+
 def test_a_side_named_across_its_head_word_is_refused(rules):
     frequently = "theorem x (f : Filter α) : (∃ᶠ _ in f, True) ↔ NeBot f := sorry"
     assert check_name(frequently, "frequently_true_iff_neBot", rules).ok

@@ -89,6 +89,8 @@ class Suggestion:
     unsaid: list[str] = setting("atoms a suggested name never says (`fun`, `=>`, a type ascription's colon)")
     congr_word: str = setting("the word after the left side when both sides say the same of other variables")
     apply_word: str = setting("the word after an equation's left side when it is a function applied to a variable")
+    cast_word: str = setting("the word said where a cast's bracket opens: a variable or an ascribed term ascribed "
+                             "again (`succ_coe : succ (a : WithBot α)`, `coe_top : ((⊤ : Interval α) : Set α)`)")
 
 
 @section

@@ -32,6 +32,9 @@ _FIELD = "."
 # The word a suggestion stands on when the conclusion offers none (a property word of every convention).
 _OF_FALLBACK = "eq"
 _WORD_SEPARATOR = "_"
+# A cast is written in round brackets; `(α := α)` names an argument, it casts nothing.
+_CAST_BRACKET = "("
+_EQUALS = "="
 # A name's word up to the marks that make a variant of a lemma (`le_trans'`, `inv₀`, `mul_le_mul!`).
 _VARIANT_MARKS = "'₀₁₂₃₄₅₆₇₈₉!?"
 _SNAKE_WORD = re.compile(r"[a-z0-9][A-Za-z0-9]*")
@@ -75,6 +78,7 @@ class NamingRules:
     assoc_word: str
     apply_word: str
     congr_word: str
+    cast_word: str
     hypothesis_heads: frozenset[str]
     self_word: str
     kept_case: frozenset[str]
@@ -115,6 +119,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         assoc_word=str(suggestion["assoc_word"]),
         apply_word=str(suggestion["apply_word"]),
         congr_word=str(suggestion["congr_word"]),
+        cast_word=str(suggestion["cast_word"]),
         hypothesis_heads=frozenset(map(str, suggestion["hypothesis_heads"])),
         self_word=str(suggestion["self_word"]),
         kept_case=frozenset(map(str, suggestion["kept_case"])),
@@ -512,6 +517,8 @@ def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bo
             continue
         atom = atoms[i]
         if atom.text in rules.ascription_symbols:
+            if _cast(atoms, i, reading):
+                words.insert(said_at.get(enclosing_start(atoms, i), len(words)), rules.cast_word)
             i = next((j for j in range(i + 1, len(atoms)) if atoms[j].depth < atom.depth), len(atoms))
             continue
         if _repeated(atoms, i, reading, rules):
@@ -528,6 +535,21 @@ def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bo
         if (_SNAKE_WORD.fullmatch(word) or word in rules.kept_case) and (not described or described[-1] != word):
             described.append(word)
     return described
+
+
+def _cast(atoms: list[Atom], at: int, reading: _Reading) -> bool:
+    """Whether the type ascription at atom `at` casts: in round brackets, what it ascribes is a lone variable
+    (`(a : WithBot α)`) or an ascription itself (`((⊤ : Interval α) : Set α)`), not a term whose type it merely
+    states (`(⊥ : α)`) nor a binder's variable (`⨆ i : ULift ι, f i`)."""
+    start = enclosing_start(atoms, at)
+    ascribed = atoms[start + 1 : at]
+    named_argument = [atom.text for atom in atoms[at + 1 : at + 2]] == [_EQUALS]
+    if atoms[start].text != _CAST_BRACKET or atoms[start].depth >= atoms[at].depth or named_argument:
+        return False
+    if len(ascribed) == 1:
+        return bool(_variable(ascribed[0], reading)) and ascribed[0].text == _variable(ascribed[0], reading)
+    inner = any(atom.text == atoms[at].text and atom.depth == atoms[at].depth + 1 for atom in ascribed)
+    return bool(ascribed) and ascribed[0].kind == "symbol" and ascribed[0].depth == atoms[at].depth and inner
 
 
 def _repeated(atoms: list[Atom], i: int, reading: _Reading, rules: NamingRules) -> bool:
@@ -607,12 +629,21 @@ def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
     if left_words and reading.head != rules.iff_symbol and _applied(left, reading):
         return [*left_words, rules.apply_word]
     if left_words and reading.head == rules.iff_symbol:
-        return [*_describe(left, reading, rules, omit=False), rules.iff_word]
+        said = _describe(left, reading, rules, omit=False)
+        return said if _mirrored(said, rules) else [*said, rules.iff_word]
     if left_words:
         return left_words
     if reading.head == rules.iff_symbol:
         return [*(_describe(left, reading, rules, omit=False) or [_OF_FALLBACK]), rules.iff_word, *right_words]
     return [_OF_FALLBACK, *right_words]
+
+
+def _mirrored(words: list[str], rules: NamingRules) -> bool:
+    """Whether an `↔`'s left side says the same words on both sides of a relation (`mk_le_mk : mk a ≤ mk b ↔ ...`):
+    Mathlib names such a side alone, without `iff`."""
+    middle = len(words) // 2
+    relations = {word for symbol in rules.head_order for word in rules.symbols.get(symbol, ())[:1]}
+    return len(words) % 2 == 1 and middle > 0 and words[middle] in relations and words[:middle] == words[middle + 1 :]
 
 
 def _side_condition(words: list[str], rules: NamingRules) -> bool:
