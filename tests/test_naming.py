@@ -243,8 +243,10 @@ def test_suggested_names_are_mathlibs(rules, statement, namespace, name):
      "Sublattice", "mk_le_mk"),
     ("theorem x : const β a < const β b ↔ a < b := sorry", "Function", "const_lt_const"),
     ("theorem x : IsTop (toDual a) ↔ IsBot a := sorry", "", "isTop_toDual_iff"),
+    # Order/Interval/Finset/Basic: a special form with a bracket is said whole (`[[a, b]]` is `uIcc`, not `list`).
+    ("theorem x (a b : α) : [[a, b]] = [[b, a]] := sorry", "Finset", "uIcc_comm"),
 ])
-def test_suggested_casts_and_mirrored_sides_are_mathlibs(rules, statement, namespace, name):
+def test_suggested_casts_mirrored_sides_and_bracket_forms_are_mathlibs(rules, statement, namespace, name):
     assert suggested_name(statement, rules, namespace) == name
 
 

@@ -52,6 +52,7 @@ from lean_pool.lean_source.references import opened_namespaces, referenced_const
 from lean_pool.lean_source.statement_keys import statement_key
 from lean_pool.lean_source.statements import canonical_statement, leading_binders, signature_type
 from lean_pool.lean_source.tokens import (
+    OPENERS,
     Token,
     code_tokens,
     find_tokens,
@@ -65,6 +66,7 @@ from lean_pool.lean_source.unknown_syntax import NOTATION_KINDS, notation_atoms,
 __all__ = [
     "DECLARATION_KINDS",
     "NOTATION_KINDS",
+    "OPENERS",
     "THEOREM_KINDS",
     "Atom",
     "Command",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lean_pool.lean_source import (
+    OPENERS,
     Atom,
     argument_end,
     bound_variables,
@@ -489,7 +490,7 @@ def _form_at(texts: list[str], i: int, rules: NamingRules) -> tuple[SpecialForm,
     the operand that follows it (a form that opens with a numeral: `0 < a * b` is `mul_pos`)."""
     for form in rules.special_forms:
         size = len(form.atoms)
-        if (any(a in rules.head_order for a in form.atoms)
+        if (any(a in rules.head_order or a in OPENERS for a in form.atoms)
                 and all(want in (_ANY_ATOM, got) for want, got in zip(form.atoms, texts[i : i + size]))
                 and len(texts[i : i + size]) == size):
             return form, form.atoms[0] not in rules.symbols or form.atoms[0][:1].isdigit()
