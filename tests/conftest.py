@@ -155,24 +155,21 @@ class UnexpectedSkips:
                 terminalreporter.line(f"error: {skip}")
 
 
-# The heavy tier's groups that run first on a worker of their own (`-n 2 --dist loadgroup`, docs/testing.md): the
-# modules of the engine tests, the longest group, which must not run two engines side by side on 2 cores; then the
-# modules reading the session's demo run, so it is made once.
-FIRST_GROUPS = ("engine", "demo-run")
+# The group of the heavy tier that runs first on a worker of its own (`-n 2 --dist loadgroup`, docs/testing.md): the
+# modules reading the session's demo run, the longest group, so that the run is made once.
+FIRST_GROUPS = ("demo-run",)
 
 
 def heavy_groups(items: list[pytest.Item]) -> dict[str, str]:
     """The pytest-xdist group of each module with tests marked `ray`: a module stays on one worker, so its
-    module-scoped fixtures (a local Ray, a finished run) are paid once; the modules of an engine test, or of a test
-    reading the demo run, are gathered in the groups of `FIRST_GROUPS`."""
+    module-scoped fixtures (a local Ray, a finished run) are paid once; the modules of a test reading the demo run are
+    gathered in the group `demo-run`."""
     groups: dict[str, str] = {}
     for item in items:
         if "ray" not in item.keywords:
             continue
         module = item.nodeid.split("::")[0]
-        if "engine" in item.keywords:
-            groups[module] = "engine"
-        elif "demo_mine_run" in getattr(item, "fixturenames", ()) and groups.get(module) != "engine":
+        if "demo_mine_run" in getattr(item, "fixturenames", ()):
             groups[module] = "demo-run"
         else:
             groups.setdefault(module, module)
