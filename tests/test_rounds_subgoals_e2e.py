@@ -14,15 +14,11 @@ from lean_pool.lean_source import without_imports
 from operators.llm.sim.server import SimServer
 from operators.rows.candidates import PROVED, SEED, SUBGOAL
 from tests.mine_support import make_seeds, mine_demo_run, overrides, read_table, sim_server_config
-from tests.test_mine_e2e import kill_when_written, readable_rows, run_to_end
+from tests.test_mine_e2e import KILLED_RUN_LATENCY_S, kill_when_written, readable_rows, run_to_end
 
 pytestmark = pytest.mark.ray
 SAMPLES = 1
-# Both options, and no dedup: it loads an embedding model in every pass's plan, and nothing here is about restatements.
-BOTH = ("subgoals.enabled=true", "rounds=2", "dedup.enabled=false")
-# The killed run's sim latency: the kill lands once round 1's seed candidates are written, long before the passes after
-# it (each a plan of its own, its actors still to start) are done, so a call need not be slow for the kill to land.
-KILLED_RUN_LATENCY_S = 0.05
+BOTH = ("subgoals.enabled=true", "rounds=2")
 
 
 @pytest.fixture(scope="module")
