@@ -37,10 +37,12 @@ from pipelines.runtime.run_dir import RunDir, refused_writes_in_one_line, write_
 
 @pytest.fixture(autouse=True)
 def own_signal_handlers(monkeypatch):
-    """The test process's Ctrl-C and SIGTERM handlers, and the note that a job was stopped, as they were before."""
+    """The test process's Ctrl-C and SIGTERM handlers, and the note that a job was stopped, as they were before; Ctrl-C
+    raises as in a terminal even when pytest was started by a shell that ignores it (`cmd &`)."""
     monkeypatch.setattr(command_line, "_stop_requested", threading.Event())
     monkeypatch.setattr(command_line, "_held", [])
     kept = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for signum, handler in kept.items():
         signal.signal(signum, handler)
