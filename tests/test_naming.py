@@ -223,7 +223,13 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x : a ⊓ b = a ↔ a ≤ b := sorry", "", "inf_eq_iff"),
     ("theorem x (n : ℕ) : (range n).length = n := sorry", "LTSeries", "length_range"),
     ("theorem x {f : α → β} (a b : α) : Ico a b ⊆ Icc a b := sorry", "Set", "Ico_subset_Icc"),
-    ("theorem x : (∅ : Set α) = ⊥ := sorry", "", "empty"),
+    ("theorem x : (∅ : Set α) = ⊥ := sorry", "", "empty_eq_bot"),
+    ("theorem x (f : α → β) (g : β → γ) (s : Set α) : map g (map f s) = map (g ∘ f) s := sorry", "", "map_map"),
+    ("theorem x (x : α) : xᶜᶜ = x := sorry", "", "compl_compl"),
+    ("theorem x (x y : α) : x ⊓ y ⊓ x \\ y = ⊥ := sorry", "", "inf_inf_sdiff"),
+    ("theorem x : sumCongr (Equiv.refl α) (Equiv.refl β) = Equiv.refl (α ⊕ β) := sorry", "Equiv", "sumCongr_refl"),
+    ("theorem x (e : α ≃ β) : range e = univ := sorry", "Equiv", "range_eq_univ"),
+    ("theorem x (x : α) : Equiv.refl α x = x := sorry", "Equiv", "refl_apply"),
     ("theorem x {f : α → β} (h : Monotone f) : Monotone fun x => f x := sorry", "", "monotone"),
 ])
 def test_suggested_names_are_mathlibs(rules, statement, namespace, name):

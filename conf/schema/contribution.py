@@ -88,7 +88,10 @@ class Suggestion:
     kept_case: list[str] = setting("constants a suggested name writes in their own case (`Icc`), not lowerCamel")
     unsaid: list[str] = setting("atoms a suggested name never says (`fun`, `=>`, a type ascription's colon)")
     congr_word: str = setting("the word after the left side when both sides say the same of other variables")
-    apply_word: str = setting("the word after an equation's left side when it is a function applied to a variable")
+    apply_word: str = setting("the word after an equation's left side when it is a function applied to a variable, "
+                              "or when a one-word left side equals a term of no word (`refl_apply : refl α x = x`)")
+    eq_word: str = setting("the word between the sides of an equation whose left side says one word alone "
+                           "(`range_eq_univ : range e = univ`)")
     cast_word: str = setting("the word said where a cast's bracket opens: a variable or an ascribed term ascribed "
                              "again (`succ_coe : succ (a : WithBot α)`, `coe_top : ((⊤ : Interval α) : Set α)`)")
 

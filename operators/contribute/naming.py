@@ -33,6 +33,8 @@ _FIELD = "."
 # The word a suggestion stands on when the conclusion offers none (a property word of every convention).
 _OF_FALLBACK = "eq"
 _WORD_SEPARATOR = "_"
+# Where a special form's words stand for `_nested`: nowhere it could nest (`g^[n] f^[n]` says `iterate` once).
+_SAID_ALONE = -1
 # A cast is written in round brackets; `(α := α)` names an argument, it casts nothing.
 _CAST_BRACKET = "("
 _EQUALS = "="
@@ -78,6 +80,7 @@ class NamingRules:
     comm_word: str
     assoc_word: str
     apply_word: str
+    eq_word: str
     congr_word: str
     cast_word: str
     hypothesis_heads: frozenset[str]
@@ -119,6 +122,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         comm_word=str(suggestion["comm_word"]),
         assoc_word=str(suggestion["assoc_word"]),
         apply_word=str(suggestion["apply_word"]),
+        eq_word=str(suggestion["eq_word"]),
         congr_word=str(suggestion["congr_word"]),
         cast_word=str(suggestion["cast_word"]),
         hypothesis_heads=frozenset(map(str, suggestion["hypothesis_heads"])),
@@ -504,8 +508,8 @@ def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bo
     ascription's type, and relations against zero by their special form (`pos`, `nonneg`, `neg`, `nonpos`), said
     after the operand when written before it."""
     texts = [atom.text for atom in atoms]
-    words: list[str] = []
-    after: list[str] = []
+    words: list[tuple[str, int]] = []
+    after: list[tuple[str, int]] = []
     said_at: dict[int, int] = {}
     i = 0
     while i < len(atoms):
@@ -513,29 +517,58 @@ def _describe(atoms: list[Atom], reading: _Reading, rules: NamingRules, omit: bo
         found = _form_at(texts, i, rules)
         if found:
             form, later = found
-            (after if later else words).extend(form.words)
+            (after if later else words).extend((word, _SAID_ALONE) for word in form.words)
             i += len(form.atoms)
             continue
         atom = atoms[i]
         if atom.text in rules.ascription_symbols:
             if _cast(atoms, i, reading):
-                words.insert(said_at.get(enclosing_start(atoms, i), len(words)), rules.cast_word)
+                words.insert(said_at.get(enclosing_start(atoms, i), len(words)), (rules.cast_word, i))
             i = next((j for j in range(i + 1, len(atoms)) if atoms[j].depth < atom.depth), len(atoms))
             continue
         if _repeated(atoms, i, reading, rules):
-            words.append(rules.self_word)
+            words.append((rules.self_word, i))
         if atom.text == _FIELD and i + 1 < len(atoms) and atoms[i + 1].kind == "name":
-            words[said_at.get(operand_start(atoms, i), len(words)):0] = _atom_name(atoms[i + 1], reading, rules, omit)
+            field_words = [(word, i + 1) for word in _atom_name(atoms[i + 1], reading, rules, omit)]
+            words[said_at.get(operand_start(atoms, i), len(words)):0] = field_words
             i += 2
             continue
         trailing = atom.text in rules.trailing_predicates
-        (after if trailing else words).extend(_atom_name(atom, reading, rules, omit))
+        (after if trailing else words).extend((word, i) for word in _atom_name(atom, reading, rules, omit))
         i += 1
     described: list[str] = []
-    for word in [*words, *after]:
-        if (_SNAKE_WORD.fullmatch(word) or word in rules.kept_case) and (not described or described[-1] != word):
+    last = -1
+    for word, at in [*words, *after]:
+        if not (_SNAKE_WORD.fullmatch(word) or word in rules.kept_case):
+            continue
+        if not described or described[-1] != word or _nested(atoms, last, at, rules):
             described.append(word)
+        last = at
     return described
+
+
+def _nested(atoms: list[Atom], first: int, second: int, rules: NamingRules) -> bool:
+    """Whether the atom `second`, saying the same word as the atom `first` before it, is that operation applied to
+    its result again: inside its brackets (`map f (map g s)` is `map_map`), the same infix symbol chained with
+    operands alone between (`a ⊓ b ⊓ c` is `inf_inf`) or a postfix symbol written twice (`aᶜᶜ` is `compl_compl`).
+    Arguments side by side (`sumCongr (refl α) (refl β)` is `sumCongr_refl`) say it once."""
+    if _SAID_ALONE in (first, second):
+        return False
+    depth = atoms[first].depth
+    if atoms[second].depth != depth:
+        return atoms[second].depth > depth
+    if atoms[first].kind != "symbol" or atoms[first].text != atoms[second].text:
+        return False
+    if atoms[second].text in rules.postfix_symbols:
+        return second == first + 1
+    between = atoms[first + 1 : second]
+    return all(atom.depth > depth or atom.kind != "symbol" for atom in between)
+
+
+def _once(words: list[str]) -> list[str]:
+    """`words` with each run of one word said once: `comm` and `assoc` name the operation, not each use of it
+    (`trans_assoc : (a.trans b).trans c = a.trans (b.trans c)`)."""
+    return [word for i, word in enumerate(words) if not i or words[i - 1] != word]
 
 
 def _cast(atoms: list[Atom], at: int, reading: _Reading) -> bool:
@@ -617,16 +650,16 @@ def _conclusion_name(reading: _Reading, rules: NamingRules) -> list[str]:
         return _describe(atoms, reading, rules, omit=False)
     left, right = atoms[: reading.head_at], atoms[reading.head_at + 1 :]
     left_words, right_words = _describe(left, reading, rules), _describe(right, reading, rules)
-    if left_words and left_words == right_words:
+    if left_words and _once(left_words) == _once(right_words):
         order = _variable_order(left, reading)
         swapped = _variable_order(right, reading)
         if _shape(left, reading) == _shape(right, reading) and order != swapped and sorted(order) == sorted(swapped):
-            return [*left_words, rules.comm_word]
+            return [*_once(left_words), rules.comm_word]
         if _shape(left, reading) == _shape(right, reading) and sorted(order) != sorted(swapped):
-            return [*left_words, rules.congr_word]
+            return [*_once(left_words), rules.congr_word]
         if (len(order) > 2 and order == swapped
                 and [a.depth for a in left] != [a.depth for a in right]):
-            return [*left_words, rules.assoc_word]
+            return [*_once(left_words), rules.assoc_word]
     if left_words and reading.head != rules.iff_symbol and _applied(left, reading):
         return [*left_words, rules.apply_word]
     if left_words and reading.head == rules.iff_symbol:
@@ -671,6 +704,10 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
     spaces = [part for part in namespace.split(".") if part]
     while words and spaces and words[0] in {_lower_camel(spaces[-1]), spaces[-1].lower()}:
         words.pop(0)
+    if words != [_OF_FALLBACK] and len(words) == 1 and rules.omitted_words.intersection(
+            rules.symbols.get(reading.head, ())):
+        right = _describe(list(reading.conclusion[reading.head_at + 1 :]), reading, rules)
+        words += [rules.eq_word, *right[: rules.max_conclusion_words]] if right else [rules.apply_word]
     if words and words[0] == _OF:
         words.insert(0, rules.iff_word if reading.head == rules.iff_symbol else _OF_FALLBACK)
     return _WORD_SEPARATOR.join(words or [_OF_FALLBACK])
