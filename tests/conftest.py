@@ -21,6 +21,8 @@ SHARED_DIR = REPO_DIR.parent / "shared"
 ALLOWED_SKIPS_IN_CI = (
     "no bwrap network namespace on this machine: lean.sandbox.network=bwrap does not work here (bwrap: not installed)",
 )
+# The engines of `engine_replicas`: the replicas of one endpoint in tests/test_engine_replicas.py.
+ENGINE_REPLICAS = 2
 
 
 def _require(path: Path) -> Path:
@@ -82,6 +84,17 @@ def demo_mine_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
     root = tmp_path_factory.mktemp("demo-mine")
     args, stats = mine_demo_run(root, DEMO_RUN_SAMPLES, f"ray.seeds_per_wave={DEMO_RUN_SEEDS_PER_WAVE}")
     return root / "run", args, stats
+
+
+@pytest.fixture(scope="session")
+def engine_replicas(tmp_path_factory: pytest.TempPathFactory) -> Generator[Any, None, None]:
+    """Two real vLLM engines (harness/real_engine.py), started at once for the tests that talk to engines of their own:
+    tests/test_engine.py uses the first, tests/test_engine_replicas.py both, and stops them when it ends (its last test
+    kills one). An engine start costs CI's serial tier 1.5-3 min on 2 cores, so the session pays for one."""
+    from harness.real_engine import VllmServers
+
+    with VllmServers(tmp_path_factory.mktemp("vllm"), ENGINE_REPLICAS) as servers:
+        yield servers
 
 
 @pytest.fixture(scope="session")

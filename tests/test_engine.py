@@ -13,13 +13,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
 from conf import compose_config, package_dir
-from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, openai_overrides
+from harness.real_engine import CONTEXT_TOKENS, SERVED_MODEL, RecordingProxy, VllmServer, VllmServers, openai_overrides
 from lean_pool.refusals import refusal_reasons
 from operators.llm.answers import extract_code
 from operators.rows.formalizations import NOT_COMPILABLE, REFUSED
@@ -27,7 +26,8 @@ from operators.split import NO_MARKER
 from tests.engine_rows import assert_discovery_reason_is_true, assert_formalization_reason_is_true
 from tests.mine_support import FAST_LEAN
 
-# An engine start takes 1.5-3 min on 2 cores (the first test pays for it) and a job with the real model minutes more.
+# The engines start once for the session (conftest's `engine_replicas`: the first test pays 1.5-3 min on 2 cores for
+# them) and a job with the real model takes minutes more.
 pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,9 +48,9 @@ BENCHMARK_FILE = "abstract/Algebra/Algebra/Spectrum/Basic/7.lean"  # a MathlibLe
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with VllmServer(tmp_path_factory.mktemp("vllm") / "vllm.log") as server:
-        yield server
+def engine(engine_replicas: VllmServers) -> VllmServer:
+    """The first of the session's engines (conftest's `engine_replicas`), talked to directly, not through its proxy."""
+    return engine_replicas.servers[0]
 
 
 def run(job: str, *overrides: str) -> subprocess.CompletedProcess:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,12 @@ from operators.rows.candidates import ERROR_INFRA
 from tests.mine_support import FAST_LEAN
 from tests.test_engine import NO_AESOP
 
-# Two engine starts at once take 1.5-3 min on 2 cores (the first test pays for them), each job a minute or two more.
+# Each job with the real model takes a minute or two on 2 cores.
 pytestmark = [pytest.mark.engine, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 96  # what the tests ask needs no more: where each request goes, and requests in flight to kill
 JOB_TIMEOUT_S = 900
-REPLICAS = 2
 FAST_SIM_LEAN = ["lean=sim", *FAST_LEAN]
 SAMPLES = 3  # sent at once, past the load bound's even share of two replicas: the bound must not split them
 REPAIRS = 2
@@ -45,9 +45,11 @@ CHEAT_PROOFS = '+llm.sampling.prove.extra_body={structured_outputs:{choice:["' +
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with VllmServers(tmp_path_factory.mktemp("vllm"), REPLICAS) as servers:
-        yield servers
+def replicas(engine_replicas: VllmServers) -> Iterator[VllmServers]:
+    """The session's engines (conftest's `engine_replicas`, which tests/test_engine.py used first), stopped when this
+    module ends: its last test kills one."""
+    yield engine_replicas
+    engine_replicas.__exit__()
 
 
 def command(job: str, *overrides: str) -> list[str]:
