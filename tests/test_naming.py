@@ -230,6 +230,8 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x : sumCongr (Equiv.refl α) (Equiv.refl β) = Equiv.refl (α ⊕ β) := sorry", "Equiv", "sumCongr_refl"),
     ("theorem x (e : α ≃ β) : range e = univ := sorry", "Equiv", "range_eq_univ"),
     ("theorem x (x : α) : Equiv.refl α x = x := sorry", "Equiv", "refl_apply"),
+    ("theorem x : IsGLB s a ↔ sInf s = a := sorry", "", "isGLB_iff_sInf_eq"),
+    ("theorem x {f g : ∀ i, α i} : Disjoint f g ↔ ∀ i, Disjoint (f i) (g i) := sorry", "Pi", "disjoint_iff"),
     ("theorem x {f : α → β} (h : Monotone f) : Monotone fun x => f x := sorry", "", "monotone"),
 ])
 def test_suggested_names_are_mathlibs(rules, statement, namespace, name):

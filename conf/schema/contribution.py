@@ -79,6 +79,8 @@ class Suggestion:
     max_conclusion_words: int = setting("words a suggested name spends on the conclusion, at most", at_least=1)
     max_hypotheses: int = setting("hypotheses a suggested name names after `of`, at most", at_least=0)
     max_hypothesis_words: int = setting("words a suggested name spends on each hypothesis, at most", at_least=1)
+    max_iff_right_words: int = setting("words of an `↔`'s right side a root name of one left word says after `iff` "
+                                       "(`isGLB_iff_sInf_eq`); a longer right side is left out", at_least=0)
     min_constant_length: int = setting("characters a constant's name has at least; shorter ones are taken for "
                                        "variables (`a`, `p`)", at_least=1)
     comm_word: str = setting("the word after an equation's left side when its sides differ by swapped variables")

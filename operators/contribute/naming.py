@@ -90,6 +90,7 @@ class NamingRules:
     max_conclusion_words: int
     max_hypothesis_words: int
     max_hypotheses: int
+    max_iff_right_words: int
     min_constant_length: int
 
 
@@ -132,6 +133,7 @@ def naming_rules(section: Mapping[str, Any]) -> NamingRules:
         max_conclusion_words=int(suggestion["max_conclusion_words"]),
         max_hypothesis_words=int(suggestion["max_hypothesis_words"]),
         max_hypotheses=int(suggestion["max_hypotheses"]),
+        max_iff_right_words=int(suggestion["max_iff_right_words"]),
         min_constant_length=int(suggestion["min_constant_length"]),
     )
 
@@ -708,6 +710,10 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
             rules.symbols.get(reading.head, ())):
         right = _describe(list(reading.conclusion[reading.head_at + 1 :]), reading, rules)
         words += [rules.eq_word, *right[: rules.max_conclusion_words]] if right else [rules.apply_word]
+    if not spaces and words[1:] == [rules.iff_word] and reading.head == rules.iff_symbol:
+        right = _describe(list(reading.conclusion[reading.head_at + 1 :]), reading, rules, omit=False)
+        if len(right) <= rules.max_iff_right_words:
+            words += right
     if words and words[0] == _OF:
         words.insert(0, rules.iff_word if reading.head == rules.iff_symbol else _OF_FALLBACK)
     return _WORD_SEPARATOR.join(words or [_OF_FALLBACK])
