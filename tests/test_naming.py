@@ -231,6 +231,10 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x (e : α ≃ β) : range e = univ := sorry", "Equiv", "range_eq_univ"),
     ("theorem x (x : α) : Equiv.refl α x = x := sorry", "Equiv", "refl_apply"),
     ("theorem x : IsGLB s a ↔ sInf s = a := sorry", "", "isGLB_iff_sInf_eq"),
+    ("theorem x (a b : α) : (Ioc a b : Set α) = Set.Ioc a b := sorry", "Finset", "coe_Ioc"),
+    ("theorem x (f : α ≃ β) (g : β ≃ γ) : (f.trans g : α → γ) = g ∘ f := sorry", "Equiv", "coe_trans"),
+    ("theorem x (a : α) : (pure a : Filter α) ≤ f ↔ a ∈ f := sorry", "Filter", "pure_le_iff"),
+    ("theorem x : Function.Injective (compl : α → α) := sorry", "", "compl_injective"),
     ("theorem x {f g : ∀ i, α i} : Disjoint f g ↔ ∀ i, Disjoint (f i) (g i) := sorry", "Pi", "disjoint_iff"),
     ("theorem x {f : α → β} (h : Monotone f) : Monotone fun x => f x := sorry", "", "monotone"),
 ])

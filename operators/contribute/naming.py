@@ -9,6 +9,8 @@ conclusion named without `iff` is named after its left side. Every rule comes fr
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ _SAID_ALONE = -1
 # A cast is written in round brackets; `(α := α)` names an argument, it casts nothing.
 _CAST_BRACKET = "("
 _EQUALS = "="
+_ARROW = "→"
 # A name's word up to the marks that make a variant of a lemma (`le_trans'`, `inv₀`, `mul_le_mul!`).
 _VARIANT_MARKS = "'₀₁₂₃₄₅₆₇₈₉!?"
 _SNAKE_WORD = re.compile(r"[a-z0-9][A-Za-z0-9]*")
@@ -177,6 +180,7 @@ class _Reading:
     hypothesis_words: tuple[_Words, ...]
     conclusion_words: _Words
     context_words: _Words
+    namespace: str = ""
 
 
 def _head(atoms: tuple[Atom, ...], rules: NamingRules) -> tuple[str, int]:
@@ -575,17 +579,37 @@ def _once(words: list[str]) -> list[str]:
 
 def _cast(atoms: list[Atom], at: int, reading: _Reading) -> bool:
     """Whether the type ascription at atom `at` casts: in round brackets, what it ascribes is a lone variable
-    (`(a : WithBot α)`) or an ascription itself (`((⊤ : Interval α) : Set α)`), not a term whose type it merely
-    states (`(⊥ : α)`) nor a binder's variable (`⨆ i : ULift ι, f i`)."""
+    (`(a : WithBot α)`), an ascription itself (`((⊤ : Interval α) : Set α)`), or, opening the term, an application
+    of a constant (or a variable's field) given a function type or a type of another namespace than the constant's
+    (`(Ioc a b : Set α)` in `Finset`, `(e.trans e' : α → γ)`); not a term whose type it merely states (`(⊥ : α)`,
+    `(compl : α → α)`, `(pure a : Filter α)` in `Filter`) nor a binder's variable (`⨆ i : ULift ι, f i`)."""
     start = enclosing_start(atoms, at)
     ascribed = atoms[start + 1 : at]
     named_argument = [atom.text for atom in atoms[at + 1 : at + 2]] == [_EQUALS]
     if atoms[start].text != _CAST_BRACKET or atoms[start].depth >= atoms[at].depth or named_argument:
         return False
-    if len(ascribed) == 1:
-        return bool(_variable(ascribed[0], reading)) and ascribed[0].text == _variable(ascribed[0], reading)
+    if len(ascribed) == 1 and _variable(ascribed[0], reading) == ascribed[0].text:
+        return True
+    if start == 0 and ascribed and ascribed[0].kind == "name" and ascribed[0].depth == atoms[at].depth:
+        constant = ascribed[0].text != _variable(ascribed[0], reading)
+        applied = len(ascribed) > 1 or bool(_variable(ascribed[0], reading))
+        return constant and applied and _other_type(ascribed[0], atoms, at, reading)
     inner = any(atom.text == atoms[at].text and atom.depth == atoms[at].depth + 1 for atom in ascribed)
     return bool(ascribed) and ascribed[0].kind == "symbol" and ascribed[0].depth == atoms[at].depth and inner
+
+
+def _other_type(head: Atom, atoms: list[Atom], at: int, reading: _Reading) -> bool:
+    """Whether the type ascribed at atom `at` to a term headed by `head` is a function type or a constant of
+    another namespace than the one `head` belongs to (its own qualifier, else the namespace the lemma is in)."""
+    depth = atoms[at].depth
+    written = list(itertools.takewhile(lambda atom: atom.depth >= depth, atoms[at + 1 :]))
+    if any(atom.text == _ARROW and atom.depth == depth for atom in written):
+        return True
+    if not written or written[0].kind != "name" or _variable(written[0], reading):
+        return False
+    parts = head.text.split(".")
+    owner = parts[-2] if len(parts) > 1 and not _variable(head, reading) else reading.namespace.split(".")[-1]
+    return written[0].text.split(".")[-1] != owner
 
 
 def _repeated(atoms: list[Atom], i: int, reading: _Reading, rules: NamingRules) -> bool:
@@ -692,7 +716,7 @@ def suggested_name(statement: str, rules: NamingRules, namespace: str = "") -> s
     """The name Mathlib would give the first theorem of `statement` inside `namespace`, from its structure: the
     conclusion's words in the order of its symbols (an equation by its left side, `comm`/`assoc` when its sides
     agree), then `of` and the words of the hypotheses that are not mere sign conditions."""
-    reading = _read(statement, rules)
+    reading = dataclasses.replace(_read(statement, rules), namespace=namespace)
     words = _conclusion_name(reading, rules)[: rules.max_conclusion_words]
     named = 0
     congruence = words[-1:] == [rules.congr_word]
