@@ -77,6 +77,10 @@ JOB_TIMEOUT_S = 1800
 POLL_S = 1.0  # how often each server's `vllm:num_requests_running` is read during a run
 STEADY_FROM, STEADY_TO = 0.25, 0.75  # the steady state: this part of a run's span, first request to last answer
 GPU_BLOCK_TOKENS = 16  # vLLM's KV block on GPUs (its CPU backend uses 128), for what a GPU engine could reuse
+# The engines' KV block: the smallest vLLM's CPU attention takes (a multiple of 32; 16 is refused at start-up), the
+# nearest to a GPU engine's 16. A prefix is cached in whole blocks, so the CPU build's 128 would leave up to 127
+# tokens of every shared prefix to compute again, where a user's GPU engine recomputes at most 15.
+ENGINE_BLOCK_TOKENS = 32
 # A seed is used when its discover prompt is at least this long (the long seed prefills of a night) ...
 MIN_SEED_PROMPT_TOKENS = 1000
 # ... and leaves the answer's budget free with this many tokens to spare (vLLM counts a few more than the template).
@@ -260,14 +264,27 @@ def discover_shape(marker: str) -> str:
     return "++llm.sampling.discover.extra_body={structured_outputs:{regex:" + json.dumps(shape) + "}}"
 
 
-def run_job(job: str, overrides: Sequence[str]) -> float:
-    """A job as a user runs it (its own process); its wall seconds. A failed job stops the bench with its output."""
+def run_job(job: str, overrides: Sequence[str], engines: Sequence[VllmServer]) -> float:
+    """A job as a user runs it (its own process); its wall seconds. A failed job stops the bench with its output and
+    the log tail of every engine that stopped serving (the engines' logs go with the bench's scratch folder)."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", f"pipelines.{job}", *overrides], cwd=REPO, capture_output=True,
                           text=True, timeout=JOB_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if done.returncode != 0:
-        raise SystemExit(f"{job} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        stopped = [f"{engine.log_path.name} (stopped serving):\n{engine.log_tail()}" for engine in engines
+                   if not serving(engine)]
+        raise SystemExit("\n".join([f"{job} failed ({done.returncode}):", done.stdout[-3000:], done.stderr[-3000:],
+                                     *stopped]))
     return time.monotonic() - started
+
+
+def serving(engine: VllmServer) -> bool:
+    """Whether the engine still answers `/v1/models`."""
+    try:
+        with urllib.request.urlopen(f"{engine.base_url}/models", timeout=10):
+            return True
+    except OSError:
+        return False
 
 
 def steady_mean_sums(polls: Sequence[tuple[float, list[float]]], start: float, end: float) -> tuple[list[float], int]:
@@ -289,7 +306,8 @@ def measured(servers: VllmServers, replicas: int, tokenizer: Any, block: int, jo
     first = [len(proxy.requests) for proxy in proxies]
     urls = [proxy.base_url for proxy in proxies]
     with running_polls(engines) as polls:
-        wall = run_job(job, [*openai_overrides(urls[0] if replicas == 1 else urls, max_tokens), *overrides])
+        wall = run_job(job, [*openai_overrides(urls[0] if replicas == 1 else urls, max_tokens), *overrides],
+                       engines)
     delta: dict[str, float] = {}
     for engine, counted in zip(engines, before, strict=True):
         for name, value in engine.metrics().items():
@@ -344,7 +362,8 @@ def main() -> None:
     cfg = load_config(["preset=demo"])
     seeds = pick_seeds(cfg, tokenizer, args.seeds, args.max_tokens)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as scratch, VllmServers(Path(scratch) / "logs", args.replicas) as servers:
+    with (tempfile.TemporaryDirectory() as scratch,
+          VllmServers(Path(scratch) / "logs", args.replicas, ENGINE_BLOCK_TOKENS) as servers):
         block = block_size(servers.servers[0])
         benchmark = benchmark_dir(Path(scratch) / "benchmark", args.statements)
         print(f"engines: replicas={args.replicas} block_size={block} seeds={len(seeds)} samples={args.samples} "

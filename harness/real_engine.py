@@ -9,7 +9,8 @@ script cannot find its own version), started the way a user starts it, with `--e
 start-up here falls from about 150 s to about 90 s) and `--enable-prompt-tokens-details` (each answer's
 `usage.prompt_tokens_details.cached_tokens` says how much of its prompt came from the prefix cache), and with its
 threads left unpinned (`VLLM_CPU_OMP_THREADS_BIND=nobind`: vLLM's default pins every engine to the first core, so two
-engines, or an engine beside another test's work, would share one core while the other idles). `VllmServers`
+engines, or an engine beside another test's work, would share one core while the other idles). `block_tokens` sets
+vLLM's KV block (its `--block-size`; left out, the CPU build's 128 tokens). `VllmServers`
 starts several at once, as replicas of one endpoint. `RecordingProxy` sits in front of one when a test must read what
 the engine was sent. A server that cannot start raises with the tail of its log: CI installs the engine, so the tests
 fail there instead of skipping.
@@ -107,8 +108,8 @@ class VllmServer:
     """vLLM's OpenAI server for the converted model on a free port of 127.0.0.1; a context manager that stops it and
     every process it started (its engine core and worker)."""
 
-    def __init__(self, log_path: Path, context_tokens: int = CONTEXT_TOKENS) -> None:
-        self.log_path, self.context_tokens = log_path, context_tokens
+    def __init__(self, log_path: Path, context_tokens: int = CONTEXT_TOKENS, block_tokens: int | None = None) -> None:
+        self.log_path, self.context_tokens, self.block_tokens = log_path, context_tokens, block_tokens
         self.port = free_port()
         self.process: subprocess.Popen | None = None
 
@@ -120,7 +121,8 @@ class VllmServer:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir()),
                 "--served-model-name", SERVED_MODEL, "--max-model-len", str(self.context_tokens),
                 "--host", HOST, "--port", str(self.port), "--enforce-eager", "--disable-uvicorn-access-log",
-                "--enable-prompt-tokens-details"]
+                "--enable-prompt-tokens-details",
+                *(["--block-size", str(self.block_tokens)] if self.block_tokens else [])]
 
     def __enter__(self) -> VllmServer:
         if importlib.util.find_spec("vllm") is None:
@@ -193,8 +195,8 @@ class VllmServers:
     `RecordingProxy`: the replicas of one endpoint, and a record of which replica was sent which request. A context
     manager that stops them all."""
 
-    def __init__(self, log_dir: Path, count: int) -> None:
-        self.servers = [VllmServer(log_dir / f"vllm-{index}.log") for index in range(count)]
+    def __init__(self, log_dir: Path, count: int, block_tokens: int | None = None) -> None:
+        self.servers = [VllmServer(log_dir / f"vllm-{index}.log", block_tokens=block_tokens) for index in range(count)]
         self.proxies: list[RecordingProxy] = []
         self._stack = ExitStack()
 
