@@ -14,6 +14,7 @@ from lean_pool.lean_source import (
     notation_atoms,
     read_commands,
     signature_type,
+    term_atoms,
     unread_command_lines,
     without_imports,
 )
@@ -240,3 +241,9 @@ def test_notation_atoms_are_the_symbols_before_the_arrow() -> None:
     [infix] = read_commands('infixl:65 " +' + "'" + ' " => g')
     assert notation_atoms(infix) == ["+'"]
     assert notation_atoms(read_commands("theorem t : True := trivial")[0]) == []
+
+
+def test_a_symbol_glued_to_the_one_before_it_is_read_as_the_notation_they_make() -> None:
+    atoms = term_atoms("f =ᶠ[l] g ∧ sᶜ ⊆ t", ["=", "=ᶠ", "ᶠ", "ᶜ", "⊆", "[", "∧"])
+    assert [(atom.text, atom.depth) for atom in atoms] == [
+        ("f", 0), ("=ᶠ", 0), ("[", 0), ("l", 1), ("g", 0), ("∧", 0), ("s", 0), ("ᶜ", 0), ("⊆", 0), ("t", 0)]

@@ -235,6 +235,8 @@ def test_the_namespace_of_a_dotted_name_is_judged(rules):
     ("theorem x (f : α ≃ β) (g : β ≃ γ) : (f.trans g : α → γ) = g ∘ f := sorry", "Equiv", "coe_trans"),
     ("theorem x (a : α) : (pure a : Filter α) ≤ f ↔ a ∈ f := sorry", "Filter", "pure_le_iff"),
     ("theorem x : Function.Injective (compl : α → α) := sorry", "", "compl_injective"),
+    ("theorem x {f g : α → β} : f =ᶠ[l] g ↔ g =ᶠ[l] f := sorry", "Filter", "eventuallyEq_comm"),
+    ("theorem x {p : α → Prop} : (∀ᶠ x in f, p x) ↔ {x | p x} ∈ f := sorry", "Filter", "eventually_iff"),
     ("theorem x {f g : ∀ i, α i} : Disjoint f g ↔ ∀ i, Disjoint (f i) (g i) := sorry", "Pi", "disjoint_iff"),
     ("theorem x {f : α → β} (h : Monotone f) : Monotone fun x => f x := sorry", "", "monotone"),
 ])

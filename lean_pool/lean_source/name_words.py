@@ -65,7 +65,8 @@ def term_atoms(term: str, symbols: Collection[str]) -> list[Atom]:
     """The atoms of a Lean term in order: names and numerals as Lean reads them, opening brackets (a closing one
     only ends a level), and runs of symbols written without
     space between them cut into the longest of `symbols` (`⁻¹'` rather than `⁻¹` then `'`). A symbol such as `ᶜ`
-    that Lean lets start a name is split off the field it is glued to (`sᶜ.card`)."""
+    that Lean lets start a name is split off the field it is glued to (`sᶜ.card`), and joins the symbol glued
+    before it when together they are one of `symbols` (`=ᶠ`, which the tokenizer reads as `=` and a name)."""
     atoms: list[Atom] = []
     depth = 0
     run, run_end = "", -1
@@ -89,7 +90,12 @@ def term_atoms(term: str, symbols: Collection[str]) -> list[Atom]:
             run, run_end = (run + text if glued else text), token.start + len(token.text)
             continue
         if token.kind == "name":
-            atoms.extend(_name_atoms(text, symbols, depth))
+            pieces = _name_atoms(text, symbols, depth)
+            if (pieces and pieces[0].kind == "symbol" and token.start == run_end and atoms
+                    and atoms[-1].kind == "symbol" and atoms[-1].text + pieces[0].text in symbols):
+                atoms[-1] = Atom(atoms[-1].text + pieces[0].text, "symbol", depth)
+                pieces = pieces[1:]
+            atoms.extend(pieces)
         else:
             atoms.append(Atom(text, token.kind, depth))
     return atoms
