@@ -3,15 +3,17 @@ several replicas of it, and what the routing between replicas costs.
 
 Run (in the engine's venv): `python benchmarks/engine_bench.py [--replicas N] [--seeds S] [--samples K]
 [--statements M] [--max-tokens T]`. N vLLM servers (harness/real_engine.py: SmolLM2-135M on the CPU, its OpenAI
-server, a 4096-token context), started at once, each behind a recording proxy, serve every run. Each configuration
-runs a mining run over S files of ../shared/fixtures/mathlib-sample (the smallest whose discover prompt is at least
-MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; K samples per seed, so a seed's samples send one prompt; the
-answers held to the shape the pipeline reads by vLLM's structured outputs, so there are candidates to judge) and an
-evaluate run over M statements of ../shared/fixtures/mathliblemma-sample (K=2 repairs, so a chain's later prompts
-show the attempts before them), both with `lean=sim` and every stage's `max_tokens` at T. The configurations:
-`one` sends everything to the first server alone, `affinity` to all N with `routing=affinity`, `round_robin` to all
-N with `routing=round_robin` (no affinity). Every server's prefix cache is emptied before each run (the servers run
-in vLLM's dev mode for its `/reset_prefix_cache`), and their Prometheus counters are read before and after.
+server, a 4096-token context, ENGINE_BLOCK_TOKENS-token KV blocks), started at once, each behind a recording proxy,
+serve every run. Each configuration runs a mining run over S files of ../shared/fixtures/mathlib-sample (the
+smallest whose discover prompt is at least MIN_SEED_PROMPT_TOKENS and leaves T tokens to answer; K samples per seed,
+so a seed's samples send one prompt; the answers held to the shape the pipeline reads by vLLM's structured outputs,
+so there are candidates to judge) and an evaluate run over M statements of ../shared/fixtures/mathliblemma-sample
+(K=2 repairs, so a chain's later prompts show the attempts before them), both with `lean=sim`, every stage's
+`max_tokens` at T and every call seeded (SAMPLING_SEED: configurations draw alike, though the CPU engine's batches still
+change a few answers). The configurations: `one` sends everything to the first server alone, `affinity` to all N with
+`routing=affinity`, `round_robin` to all N with `routing=round_robin` (no affinity). Every server's prefix cache is
+emptied before each run (the servers run in vLLM's dev mode for its `/reset_prefix_cache`), and their Prometheus
+counters are read before and after.
 
 Figures, per configuration over its two runs:
 - replica_prefill_ratio: prompt tokens the engines computed (`vllm:prompt_tokens` - `vllm:prompt_tokens_cached`,
@@ -76,7 +78,11 @@ FAST_LEAN = ["lean=sim", "lean.sim.import_s=0.05", "lean.sim.check_s=0.01", "lea
 JOB_TIMEOUT_S = 1800
 POLL_S = 1.0  # how often each server's `vllm:num_requests_running` is read during a run
 STEADY_FROM, STEADY_TO = 0.25, 0.75  # the steady state: this part of a run's span, first request to last answer
-GPU_BLOCK_TOKENS = 16  # vLLM's KV block on GPUs (its CPU backend uses 128), for what a GPU engine could reuse
+# Every call is sampled with this seed, so configurations draw alike and the ratio, per candidate, compares routings
+# more than sampling luck (a seed's samples then answer alike). Not the same answers: the CPU engine's numerics
+# depend on which requests share a batch, and a temperature-1 draw turns on them.
+SAMPLING_SEED = 0
+GPU_BLOCK_TOKENS = 16  # vLLM's KV block on GPUs, for what a GPU engine could reuse
 # The engines' KV block: the smallest vLLM's CPU attention takes (a multiple of 32; 16 is refused at start-up), the
 # nearest to a GPU engine's 16. A prefix is cached in whole blocks, so the CPU build's 128 would leave up to 127
 # tokens of every shared prefix to compute again, where a user's GPU engine recomputes at most 15.
@@ -361,6 +367,8 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir())
     cfg = load_config(["preset=demo"])
     seeds = pick_seeds(cfg, tokenizer, args.seeds, args.max_tokens)
+    seeded = [f"++llm.sampling.{call}.seed={SAMPLING_SEED}"
+              for call in load_config(["llm=openai"], complete=False).llm.sampling]
     started = time.monotonic()
     with (tempfile.TemporaryDirectory() as scratch,
           VllmServers(Path(scratch) / "logs", args.replicas, ENGINE_BLOCK_TOKENS) as servers):
@@ -380,7 +388,8 @@ def main() -> None:
             ):
                 run_dir = Path(scratch) / name / job
                 figures = measured(servers, replicas, tokenizer, block, job,
-                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *(overrides or [])], run_dir,
+                                   [*job_overrides, f"run_dir={run_dir}", *FAST_LEAN, *seeded, *(overrides or [])],
+                                   run_dir,
                                    args.max_tokens)
                 print(f"{name} {job}: {figures.details()}", flush=True)
                 print(f"{name} {job}: {figures.costs()}", flush=True)
