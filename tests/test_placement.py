@@ -16,6 +16,7 @@ from lean_pool.lean_source import (
     body_start,
     constants_meant,
     head_namespaces,
+    mentioned_names,
     namespace_of,
     needed_opens,
     read_commands,
@@ -280,6 +281,43 @@ def test_a_hypothesis_of_a_structure_s_predicate_or_a_map_type_names_the_namespa
     assert head_namespaces("{s : Finset α} (h : s.card = 2) : s.Nonempty", known) == ["Finset"]
     assert head_namespaces("(e : α ≃ β) (f : β ≃ γ) : (e.trans f).symm = f.symm.trans e.symm", known) == ["Equiv"]
     assert head_namespaces("{α β : Type*} (e : α ≃o β) (a : α) : e.symm (e a) = a", known) == ["OrderIso"]
+    # Relation maps and segments: Mathlib's `PrincipalSeg.subrelIso_apply` and `RelIso.eq_iff_eq`.
+    assert head_namespaces("{α : Type*} (f : r ≺i s) (a : α) : f a = f a", known) == ["PrincipalSeg"]
+    assert head_namespaces("(f : r ≃r s) {a b} : f a = f b ↔ a = b", known) == ["RelIso"]
+    assert head_namespaces("(f : r ↪r s) : Injective f", known) == ["RelEmbedding"]
+
+
+def test_a_statement_mentions_the_parts_of_its_names_and_of_the_constants_they_stand_for() -> None:
+    known = {"Set.Icc", "WithTop.some", "Finset.card"}
+    assert mentioned_names("(f : r ≃r s) : (⊤ : LowerSet α) ≤ Icc (WithBot.map f) a", known) == {
+        "RelIso", "LowerSet", "Icc", "Set", "WithBot", "map", "f", "r", "s", "a", "α"}
+    # `𝓟` is notation scoped in `Filter`: Mathlib's `Filter.principal_mono` is about filters.
+    assert mentioned_names("{s t : Set α} : 𝓟 s ≤ 𝓟 t ↔ s ⊆ t", ()) == {"Filter", "𝓟", "Set", "s", "t", "α"}
+
+
+def _without(seed_text: str, name: str) -> tuple[str, Offer]:
+    """The seed text without its theorem `name`, and that theorem offered back at the root as `name`'s last part
+    primed, as the re-insertion benchmark offers Mathlib's theorems."""
+    theorem = _declaration(seed_text, name)
+    stripped = seed_text[: theorem.start] + seed_text[theorem.end :].removeprefix("\n\n")
+    return stripped, _restated(seed_text, name, name.rsplit(".", 1)[-1] + "'", namespace="")
+
+
+def test_a_lemma_goes_into_the_namespace_of_the_type_it_mentions_not_that_of_its_twin(mathlib_sample_dir: Path) -> None:
+    # Mathlib's `LowerSet.top_prod_top` sits in `namespace LowerSet`; its closest sibling is `UpperSet.top_prod_top`.
+    seed_text = _seed(mathlib_sample_dir, "Mathlib/Order/UpperLower/Basic.lean")
+    stripped, offer = _without(seed_text, "LowerSet.top_prod_top")
+    placement = place_lemmas(stripped, [offer], DROPPED).placements[0]
+    assert (placement.full_name, placement.anchor) == ("LowerSet.top_prod_top'", "LowerSet.prod_bot")
+
+
+def test_a_sibling_named_for_dot_notation_on_a_type_the_lemma_does_not_mention_lends_no_namespace(
+        mathlib_sample_dir: Path) -> None:
+    # Mathlib's `le_of_inf_le_sup_le` sits at the root; its closest sibling is `Monotone.…`, written at the root.
+    seed_text = _seed(mathlib_sample_dir, LATTICE)
+    stripped, offer = _without(seed_text, "le_of_inf_le_sup_le")
+    placement = place_lemmas(stripped, [offer], DROPPED).placements[0]
+    assert (placement.full_name, placement.namespace) == ("le_of_inf_le_sup_le'", "")
 
 
 def test_the_types_of_the_conclusion_s_variables_name_no_namespace() -> None:

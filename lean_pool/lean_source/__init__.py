@@ -42,6 +42,7 @@ from lean_pool.lean_source.name_words import (
 from lean_pool.lean_source.placement_reading import (
     constants_meant,
     head_namespaces,
+    mentioned_names,
     namespace_prefixes,
     needed_opens,
     resolve_name,
@@ -84,6 +85,7 @@ __all__ = [
     "first_theorem",
     "goal_theorem",
     "head_namespaces",
+    "mentioned_names",
     "identifiers",
     "is_name",
     "layout_free",

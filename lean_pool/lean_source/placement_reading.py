@@ -62,7 +62,9 @@ NUMBER_TYPES = {"ℕ": "Nat", "ℤ": "Int", "ℚ": "Rat", "ℝ": "Real", "ℂ": 
 # Mathlib's infix notations for the types of maps (`e : α ≃ β`), and the structure each one stands for.
 MAP_TYPES = {"≃": "Equiv", "↪": "Function.Embedding", "≃o": "OrderIso", "↪o": "OrderEmbedding", "→o": "OrderHom",
              "≃*": "MulEquiv", "≃+": "AddEquiv", "≃+*": "RingEquiv", "→*": "MonoidHom", "→+": "AddMonoidHom",
-             "→+*": "RingHom", "→ₐ": "AlgHom", "≃ₐ": "AlgEquiv", "→ₗ": "LinearMap", "≃ₗ": "LinearEquiv"}
+             "→+*": "RingHom", "→ₐ": "AlgHom", "≃ₐ": "AlgEquiv", "→ₗ": "LinearMap", "≃ₗ": "LinearEquiv",
+             "→ₙ*": "MulHom", "→ₙ+": "AddHom", "→r": "RelHom", "↪r": "RelEmbedding", "≃r": "RelIso",
+             "≼i": "InitialSeg", "≺i": "PrincipalSeg"}
 # Longest first, so that `≃o` is not read as `≃`.
 _MAP_NOTATIONS = sorted(MAP_TYPES, key=len, reverse=True)
 # Notation Mathlib declares `scoped` in a namespace: a text written with it needs that namespace open.
@@ -140,6 +142,32 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
     if "." in head:
         found.setdefault(head.rsplit(".", 1)[0])
     return [namespace for namespace in found if namespace]
+
+
+def mentioned_names(signature: str, known: Collection[str]) -> frozenset[str]:
+    """Every part of the names a statement writes and of the `known` full names they may stand for, with the
+    structures its map notations and number types stand for, and the namespaces of its scoped notations
+    (`(⊤ : LowerSet α)` → `LowerSet`, `Icc` declared `Set.Icc` → `Set` and `Icc`, `f : α ≃o β` → `OrderIso`,
+    `𝓟 s` → `Filter`): the namespaces it can be said to be about."""
+    text = normalize_space(signature)
+    parents: dict[str, list[str]] = {}
+    for full in known:
+        parents.setdefault(full.rsplit(".", 1)[-1], []).append(full)
+    parts: set[str] = set()
+    tokens = code_tokens(text)
+    written = {token.text for token in tokens}
+    parts.update(namespace for namespace, notations in SCOPED_NOTATION.items() if written & set(notations))
+    for token in tokens:
+        if token.kind != "name":
+            continue
+        plain = NUMBER_TYPES.get(token.plain, token.plain)
+        for name in [plain, *parents.get(plain.rsplit(".", 1)[-1], [])]:
+            parts.update(name.split("."))
+    for notation in _MAP_NOTATIONS:
+        if notation in text:
+            parts.add(MAP_TYPES[notation].rsplit(".", 1)[-1])
+            text = text.replace(notation, " ")
+    return frozenset(parts)
 
 
 def statement_features(signature: str) -> frozenset[str]:

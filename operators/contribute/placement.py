@@ -1,16 +1,18 @@
 """Placing proved lemmas into the Mathlib file they were mined from, and the patch that does it (issues 44, 56).
 
 A lemma goes where Mathlib's authors would put it: in the namespace its statement or name gives it, else in the
-namespace of its statement's head constant when the file has one, else in that of its closest sibling; next to its
-siblings (the declarations most alike to it), never before a declaration it uses. The context commands it relied on
-come in a wrapping `section` when the file does not have them in force there, an `open` only with the namespaces a
-name or notation of the lemma needs. Every line of the file stays as it was: a reviewer reads only the lemmas added.
+namespace of its statement's head constant when the file has one, else in that of its closest sibling (unless that
+sibling is about its namespace's type and the lemma is not: `LowerSet` beside `UpperSet`, the root beside
+`Monotone.…`); next to its siblings (the declarations most alike to it), never before a declaration it uses. The
+context commands it relied on come in a wrapping `section` when the file does not have them in force there, an
+`open` only with the namespaces a name or notation of the lemma needs. Every line of the file stays as it was: a
+reviewer reads only the lemmas added.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from lean_pool.lean_source import (
@@ -23,6 +25,7 @@ from lean_pool.lean_source import (
     head_namespaces,
     identifiers,
     layout_free,
+    mentioned_names,
     namespace_of,
     needed_opens,
     normalize_space,
@@ -208,7 +211,10 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
     if not home:
         home = _head_namespace(lemma, declarations.values())
         if not home and after:
-            home = _parent(max(after, key=likeness).name)
+            signature = lemma.statement.signature
+            home = _sibling_namespace(max(after, key=likeness), after, likeness,
+                                      mentioned_names(signature, declarations), mentioned_names(signature, ()),
+                                      features)
             if home.split(".")[0] in _VARIANT_NAMESPACES:
                 home = ""
     lemma = replace(lemma, namespace=home, full_name=_joined(home, _last(lemma.full_name)))
@@ -241,6 +247,23 @@ def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
         if ending:
             return max(ending, key=lambda namespace: present[namespace])
     return ""
+
+
+def _sibling_namespace(closest: Command, candidates: Sequence[Command],
+                       likeness: Callable[[Command], tuple[float, int]], mentioned: Collection[str],
+                       written: Collection[str], features: dict[str, _Features]) -> str:
+    """The namespace of the lemma's closest sibling, for a lemma whose statement names no namespace of the file, as
+    the sibling's authors would have it. A sibling about its own namespace's type (`UpperSet.top_prod_top` about
+    `UpperSet`, `Monotone.foo` about `hf : Monotone f`) lends that namespace only to a lemma that mentions the type
+    (`mentioned`, its names and the constants they stand for); else the lemma goes to the closest sibling's about a
+    type it writes (`written`: `LowerSet` beside `UpperSet`, `WithTop` beside `WithBot`), or with none, to the
+    namespace around the sibling's."""
+    home = _parent(closest.name)
+    if not home or _last(home) in mentioned or _last(home) not in features[closest.name].about:
+        return home
+    twins = [command for command in candidates if _last(_parent(command.name)) in written
+             and _last(_parent(command.name)) in features[command.name].about]
+    return _parent(max(twins, key=likeness).name) if twins else _parent(home)
 
 
 def _assemble(seed_text: str, placed: list[tuple[_Spot, _Lemma]]) -> PlacedFile:
