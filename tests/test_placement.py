@@ -293,6 +293,10 @@ def test_a_statement_mentions_the_parts_of_its_names_and_of_the_constants_they_s
         "RelIso", "LowerSet", "Icc", "Set", "WithBot", "map", "f", "r", "s", "a", "α"}
     # `𝓟` is notation scoped in `Filter`: Mathlib's `Filter.principal_mono` is about filters.
     assert mentioned_names("{s t : Set α} : 𝓟 s ≤ 𝓟 t ↔ s ⊆ t", ()) == {"Filter", "𝓟", "Set", "s", "t", "α"}
+    # Mathlib's `Finpartition.disjoint` is about `P` of `variable (P : Finpartition a)`; `Q`, unused, says nothing.
+    variables = ["variable {a : α} (P : Finpartition a) (Q : Setoid α)"]
+    assert mentioned_names(": (P.parts : Set α).PairwiseDisjoint id", (), variables) == {
+        "P", "parts", "Set", "α", "PairwiseDisjoint", "id", "Finpartition", "a"}
 
 
 def _without(seed_text: str, name: str) -> tuple[str, Offer]:

@@ -144,12 +144,22 @@ def head_namespaces(signature: str, known: Collection[str]) -> list[str]:
     return [namespace for namespace in found if namespace]
 
 
-def mentioned_names(signature: str, known: Collection[str]) -> frozenset[str]:
+def mentioned_names(signature: str, known: Collection[str], variables: Sequence[str] = ()) -> frozenset[str]:
     """Every part of the names a statement writes and of the `known` full names they may stand for, with the
     structures its map notations and number types stand for, and the namespaces of its scoped notations
     (`(⊤ : LowerSet α)` → `LowerSet`, `Icc` declared `Set.Icc` → `Set` and `Icc`, `f : α ≃o β` → `OrderIso`,
-    `𝓟 s` → `Filter`): the namespaces it can be said to be about."""
+    `𝓟 s` → `Filter`), and of the types of the `variables` commands' variables it uses (`P.parts` with `variable
+    (P : Finpartition a)` → `Finpartition`): the namespaces it can be said to be about."""
     text = normalize_space(signature)
+    declared: dict[str, str] = {}
+    for command in variables:
+        declared.update(_binder_types(statement_binders(normalize_space(command.removeprefix("variable")))[0]))
+    groups, rest = statement_binders(text)
+    bound = set(bound_names(groups, rest)) | set(_binder_types(groups))
+    for token in code_tokens(text):
+        variable = token.plain.split(".")[0]
+        if token.kind == "name" and variable in declared and variable not in bound:
+            text += " " + declared.pop(variable)
     parents: dict[str, list[str]] = {}
     for full in known:
         parents.setdefault(full.rsplit(".", 1)[-1], []).append(full)

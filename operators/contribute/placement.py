@@ -212,9 +212,10 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
         home = _head_namespace(lemma, declarations.values())
         if not home and after:
             signature = lemma.statement.signature
+            variables = [command.text for command in lemma.context if command.kind == "variable"]
             home = _sibling_namespace(max(after, key=likeness), after, likeness,
-                                      mentioned_names(signature, declarations), mentioned_names(signature, ()),
-                                      features)
+                                      mentioned_names(signature, declarations, variables),
+                                      mentioned_names(signature, (), variables), features)
             if home.split(".")[0] in _VARIANT_NAMESPACES:
                 home = ""
     lemma = replace(lemma, namespace=home, full_name=_joined(home, _last(lemma.full_name)))
