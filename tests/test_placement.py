@@ -315,6 +315,15 @@ def test_a_lemma_goes_into_the_namespace_of_the_type_it_mentions_not_that_of_its
     assert (placement.full_name, placement.anchor) == ("LowerSet.top_prod_top'", "LowerSet.prod_bot")
 
 
+def test_a_lemma_comes_after_the_definition_it_names_as_written_inside_its_namespace(mathlib_sample_dir: Path) -> None:
+    # Mathlib's `PrincipalSeg.subrelIso_apply` writes `f.subrelIso`: read inside `namespace PrincipalSeg`, where it
+    # goes, that is the definition just before it, so it follows `apply_subrelIso`, not `lt_top` far above.
+    seed_text = _seed(mathlib_sample_dir, "Mathlib/Order/InitialSeg.lean")
+    stripped, offer = _without(seed_text, "PrincipalSeg.subrelIso_apply")
+    placement = place_lemmas(stripped, [offer], DROPPED).placements[0]
+    assert (placement.full_name, placement.anchor) == ("PrincipalSeg.subrelIso_apply'", "PrincipalSeg.apply_subrelIso")
+
+
 def test_a_sibling_named_for_dot_notation_on_a_type_the_lemma_does_not_mention_lends_no_namespace(
         mathlib_sample_dir: Path) -> None:
     # Mathlib's `le_of_inf_le_sup_le` sits at the root; its closest sibling is `Monotone.…`, written at the root.

@@ -189,13 +189,19 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
     """Where the lemma goes, and the lemma in the namespace it goes into: after the sibling most alike to it among
     the declarations of that namespace that do not come before one it uses (alike in what they are about and in how
     they are written, the first of equals); with none, after the last it uses; with none either, at the end of the
-    file."""
+    file. What it uses is read where it goes too: `f.subrelIso` inside `namespace PrincipalSeg` is the definition
+    `PrincipalSeg.subrelIso`."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
     texts += [helper.text for helper in lemma.helpers]
     texts += [command.text for command in lemma.context if command.kind == "variable"]
     namespaces = [lemma.namespace, _parent(lemma.full_name), _parent(lemma.statement.name)]
     opened = [*opened_namespaces(lemma.offer.statement), *opened_namespaces(lemma.offer.proof)]
-    used = [declarations[name] for text in texts for name in constants_meant(text, namespaces, opened, declarations)]
+
+    def uses(enclosing: Sequence[str]) -> list[Command]:
+        return [declarations[name] for text in texts
+                for name in constants_meant(text, enclosing, opened, declarations)]
+
+    used = uses(namespaces)
     floor = max((command.start for command in used), default=-1)
     after = [command for command in declarations.values() if command.start >= floor]
     alike = statement_features(lemma.statement.signature)
@@ -219,6 +225,10 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
             if home.split(".")[0] in _VARIANT_NAMESPACES:
                 home = ""
     lemma = replace(lemma, namespace=home, full_name=_joined(home, _last(lemma.full_name)))
+    if home not in namespaces:
+        used = uses([*namespaces, home])
+        floor = max((command.start for command in used), default=-1)
+        after = [command for command in after if command.start >= floor]
     siblings = [command for command in after if _parent(command.name) == home]
     if not siblings:
         siblings = [command for command in used if command.start == floor]
@@ -233,7 +243,8 @@ def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
     none of them: one the file declares in, or whose last parts they are (`Semiconj` for `Function.Semiconj`), or a
     type or predicate inside one (`Finset.Nonempty` for `h : s.Nonempty` where the file declares in `Finset`: dot
     notation `h.csInf_mem` needs the lemma there)."""
-    names = {command.name for command in declarations}
+    # In file order: a name declared in two namespaces is read as the first, whatever Python's hash seed.
+    names = dict.fromkeys(command.name for command in declarations)
     present: dict[str, int] = {}
     for command in declarations:
         parts = _parent(command.name).split(".") if _parent(command.name) else []
