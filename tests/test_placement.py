@@ -16,6 +16,7 @@ from lean_pool.lean_source import (
     body_start,
     constants_meant,
     head_namespaces,
+    holds_by_definition,
     mentioned_names,
     namespace_of,
     needed_opens,
@@ -322,6 +323,17 @@ def test_a_lemma_comes_after_the_definition_it_names_as_written_inside_its_names
     stripped, offer = _without(seed_text, "PrincipalSeg.subrelIso_apply")
     placement = place_lemmas(stripped, [offer], DROPPED).placements[0]
     assert (placement.full_name, placement.anchor) == ("PrincipalSeg.subrelIso_apply'", "PrincipalSeg.apply_subrelIso")
+
+
+def test_a_lemma_proved_by_unfolding_a_definition_goes_among_the_lemmas_right_after_it(
+        mathlib_sample_dir: Path) -> None:
+    # Mathlib's `SupHom.coe_id := rfl` follows `SupHom.id`; its closest sibling `SupHom.dual_id` is 170 declarations on.
+    seed_text = _seed(mathlib_sample_dir, "Mathlib/Order/Hom/Lattice.lean")
+    stripped, offer = _without(seed_text, "SupHom.coe_id")
+    placement = place_lemmas(stripped, [offer], DROPPED).placements[0]
+    assert (placement.full_name, placement.anchor) == ("SupHom.coe_id'", "SupHom.id_apply")
+    assert [holds_by_definition(body) for body in (":= rfl", ":=\n  Iff.rfl", ":= by rfl", ":= by simp")] == [
+        True, True, True, False]
 
 
 def test_a_sibling_named_for_dot_notation_on_a_type_the_lemma_does_not_mention_lends_no_namespace(

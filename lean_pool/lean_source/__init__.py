@@ -42,6 +42,7 @@ from lean_pool.lean_source.name_words import (
 from lean_pool.lean_source.placement_reading import (
     constants_meant,
     head_namespaces,
+    holds_by_definition,
     mentioned_names,
     namespace_prefixes,
     needed_opens,
@@ -85,6 +86,7 @@ __all__ = [
     "first_theorem",
     "goal_theorem",
     "head_namespaces",
+    "holds_by_definition",
     "mentioned_names",
     "identifiers",
     "is_name",

@@ -179,6 +179,14 @@ def mentioned_names(signature: str, known: Collection[str], variables: Sequence[
             text = text.replace(notation, " ")
     return frozenset(parts)
 
+# Proofs that hold by unfolding definitions alone: how Mathlib proves a definition's simp and apply lemmas.
+_DEFINITIONAL_PROOFS = frozenset({"rfl", "Iff.rfl", "HEq.rfl", "by rfl"})
+
+
+def holds_by_definition(body: str) -> bool:
+    """Whether a declaration's body (from its `:=`) proves it by unfolding definitions alone (`:= rfl`)."""
+    return " ".join(body.split()).removeprefix(":= ") in _DEFINITIONAL_PROOFS
+
 
 def statement_features(signature: str) -> frozenset[str]:
     """What a statement is about, to tell its siblings: the constants it names (a field by its last part) and the

@@ -12,6 +12,7 @@ reviewer reads only the lemmas added.
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
@@ -23,6 +24,7 @@ from lean_pool.lean_source import (
     body_start,
     constants_meant,
     head_namespaces,
+    holds_by_definition,
     identifiers,
     layout_free,
     mentioned_names,
@@ -41,6 +43,8 @@ _BLANK_LINE = "\n\n"
 # Mathlib's namespaces for variants of root lemmas (`Decidable.lt_or_eq_of_le` is `lt_or_eq_of_le` proved without
 # choice): a lemma does not go there for being alike to one of them.
 _VARIANT_NAMESPACES = frozenset({"Decidable", "Classical"})
+# Declarations whose simp and apply lemmas Mathlib writes right after them.
+_DEFINITION_KINDS = frozenset({"def", "abbrev"})
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,8 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
     the declarations of that namespace that do not come before one it uses (alike in what they are about and in how
     they are written, the first of equals); with none, after the last it uses; with none either, at the end of the
     file. What it uses is read where it goes too: `f.subrelIso` inside `namespace PrincipalSeg` is the definition
-    `PrincipalSeg.subrelIso`."""
+    `PrincipalSeg.subrelIso`. A lemma proved by unfolding the definition it states last goes among the lemmas right
+    after it (`SupHom.coe_id` after `SupHom.id`)."""
     texts = [lemma.statement.signature, lemma.proof.text[body_start(lemma.proof) :]]
     texts += [helper.text for helper in lemma.helpers]
     texts += [command.text for command in lemma.context if command.kind == "variable"]
@@ -229,6 +234,11 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
         used = uses([*namespaces, home])
         floor = max((command.start for command in used), default=-1)
         after = [command for command in after if command.start >= floor]
+    stated = constants_meant(lemma.statement.signature, [*namespaces, home], opened, declarations)
+    if after and after[0].start == floor and after[0].name in stated and _unfolds_definition(lemma, after, home):
+        block = list(itertools.takewhile(lambda command: command.kind in THEOREM_KINDS, after[1:]))
+        anchor = max(block, key=likeness) if block else after[0]
+        return _Spot(anchor, anchor.scopes, anchor.end), lemma
     siblings = [command for command in after if _parent(command.name) == home]
     if not siblings:
         siblings = [command for command in used if command.start == floor]
@@ -236,6 +246,17 @@ def _spot(lemma: _Lemma, declarations: dict[str, Command], features: dict[str, _
         return file_end, lemma
     anchor = max(siblings, key=likeness)
     return _Spot(anchor, anchor.scopes, anchor.end), lemma
+
+
+def _unfolds_definition(lemma: _Lemma, after: Sequence[Command], home: str) -> bool:
+    """Whether the lemma is one of the simp and apply lemmas Mathlib writes right after the definition it states
+    (`after[0]`, the last declaration it uses): proved by unfolding it (`holds_by_definition`), about a definition of
+    its namespace that does not open a run of definitions (the lemmas of `Finset.Ici`, `Finset.Ioi`, … follow the
+    run, grouped by likeness)."""
+    definition = after[0]
+    return (definition.kind in _DEFINITION_KINDS and _parent(definition.name) == home
+            and (len(after) == 1 or after[1].kind not in _DEFINITION_KINDS)
+            and holds_by_definition(lemma.proof.text[body_start(lemma.proof) :]))
 
 
 def _head_namespace(lemma: _Lemma, declarations: Collection[Command]) -> str:
