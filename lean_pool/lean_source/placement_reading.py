@@ -179,6 +179,7 @@ def mentioned_names(signature: str, known: Collection[str], variables: Sequence[
             text = text.replace(notation, " ")
     return frozenset(parts)
 
+
 # Proofs that hold by unfolding definitions alone: how Mathlib proves a definition's simp and apply lemmas.
 _DEFINITIONAL_PROOFS = frozenset({"rfl", "Iff.rfl", "HEq.rfl", "by rfl"})
 
